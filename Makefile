@@ -1,0 +1,32 @@
+# Chime: `make run` and `make test` are all a fresh Debian machine needs (see README.md).
+SWIFT ?= swift
+SWIFT_SOURCES = Package.swift Sources Tests
+
+.PHONY: bootstrap build release run test lint format bench bench-quick fuzz soak clean
+
+bootstrap:
+	@scripts/bootstrap
+
+build: bootstrap
+	$(SWIFT) build
+
+release: bootstrap
+	$(SWIFT) build -c release
+
+## Builds release, starts a local mosquitto on 127.0.0.1:1883 (unless one listens) and chimed.
+run: release
+	@scripts/run-local
+
+## Installs what is missing, builds everything and runs every test (unit and integration).
+test: bootstrap
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+lint:
+	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)
+
+format:
+	$(SWIFT) format --in-place --recursive --parallel $(SWIFT_SOURCES)
+
+clean:
+	rm -rf .build

@@ -1,0 +1,77 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// One list of settings for every target, so the whole package compiles the same way.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny")
+]
+
+let package = Package(
+    name: "Chime",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "chimed", targets: ["chimed"]),
+        .executable(name: "chime", targets: ["chime"]),
+        .executable(name: "chime-bench", targets: ["ChimeBench"]),
+    ],
+    targets: [
+        // The C library, as Debian packages it. Only ChimeMQTT imports it.
+        .systemLibrary(
+            name: "CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        // Pure calendar arithmetic: instants, civil times, zones, ISO 8601, RRULE. Foundation only.
+        .target(name: "ChimeTime", swiftSettings: swiftSettings),
+        // Pure core: JSON, protocol codec, model, engine state machine. Foundation only.
+        .target(name: "ChimeCore", dependencies: ["ChimeTime"], swiftSettings: swiftSettings),
+        // The only code that touches the data directory.
+        .target(name: "ChimeJournal", swiftSettings: swiftSettings),
+        // The only code that imports CMosquitto.
+        .target(name: "ChimeMQTT", dependencies: ["CMosquitto"], swiftSettings: swiftSettings),
+        // Wiring: configuration, services, the engine loop, signals.
+        .target(
+            name: "ChimeWorker",
+            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(name: "chimed", dependencies: ["ChimeWorker"], swiftSettings: swiftSettings),
+        .executableTarget(name: "chime", dependencies: ["ChimeWorker"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "ChimeBench",
+            dependencies: ["ChimeTime", "ChimeCore", "ChimeWorker"],
+            swiftSettings: swiftSettings
+        ),
+
+        // Helpers shared by the test targets: a temporary broker, temporary directories, processes.
+        .target(
+            name: "ChimeTestSupport",
+            dependencies: ["ChimeMQTT"],
+            path: "Tests/ChimeTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ChimeTimeTests",
+            dependencies: ["ChimeTime"],
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "ChimeCoreTests", dependencies: ["ChimeCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "ChimeJournalTests",
+            dependencies: ["ChimeJournal", "ChimeTestSupport"],
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ChimeMQTTTests",
+            dependencies: ["ChimeMQTT", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ChimeWorkerTests",
+            dependencies: ["ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

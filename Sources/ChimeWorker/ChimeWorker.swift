@@ -1,0 +1,3 @@
+import ChimeCore
+import ChimeJournal
+import ChimeMQTT
