@@ -1,0 +1,372 @@
+/// Limits and thresholds of the engine (PROTOCOL.md section 6).
+public struct EngineConfiguration: Hashable, Sendable {
+    /// `--min-repeat-seconds`: repeats more often than this are rejected.
+    public var minRepeatSeconds: Int64 = 60
+    /// `--max-pending-per-device`.
+    public var maxPendingPerDevice: Int = 1000
+    /// A delivery sent this long or longer after its due time is `late`; an occurrence not sent
+    /// within it was *missed* (PROTOCOL.md section 2, `misfire`).
+    public var lateThreshold: Int64 = 1000
+    /// `misfire: all` sends at most this many missed occurrences.
+    public var maxMissedDeliveries = 1000
+    /// How far `missed` counts before it stops counting.
+    public var maxMissedCount = 100_000
+
+    public init(minRepeatSeconds: Int64 = 60, maxPendingPerDevice: Int = 1000) {
+        self.minRepeatSeconds = minRepeatSeconds
+        self.maxPendingPerDevice = maxPendingPerDevice
+    }
+}
+
+/// A delivery to publish to `P/{deviceId}/notifications`.
+public struct Delivery: Hashable, Sendable {
+    /// Identifies the delivery to ``Engine/acknowledged(_:)`` once the broker has it.
+    public var token: UInt64
+    public var deviceId: String
+    public var fireId: String
+    public var payload: [UInt8]
+    /// The MQTT 5 message expiry: seconds left before `expiresAfter` runs out.
+    public var messageExpiry: UInt32?
+}
+
+/// What the engine asks its owner to do after a tick.
+public enum EngineOutput: Hashable, Sendable {
+    case publish(Delivery)
+    /// Append to the journal, then pass to ``Engine/apply(_:)``.
+    case write(JournalEntry)
+}
+
+/// What the engine makes of a command.
+public enum Decision: Hashable, Sendable {
+    /// Answer at once; nothing changes (reads, errors, no-ops).
+    case reply(Reply)
+    /// Append the entry to the journal; once it is written, ``Engine/apply(_:)`` it and reply
+    /// with what `apply` returns (after the journal is synced).
+    case write(JournalEntry)
+}
+
+/// Chime's scheduler as a state machine, with no I/O and no clock.
+///
+/// Its owner feeds it events: a command (``decide(_:now:random:)``), a journal entry written
+/// (``apply(_:)``), time passing (``tick(now:)``), a delivery acknowledged by the broker
+/// (``acknowledged(_:)``), the broker connection coming and going (``setConnected(_:)``). It
+/// answers with decisions and outputs: reply this, journal that, publish this, wake me at
+/// ``nextWake``. Every durable change goes through `apply`, live and in recovery alike.
+public struct Engine: Sendable {
+    public let configuration: EngineConfiguration
+    var devices: [String: DeviceState] = [:]
+    var nextVersion: UInt64 = 1
+    var heap = TimerHeap()
+    var nextGeneration: UInt64 = 1
+    var inflight: [UInt64: InFlight] = [:]
+    var nextToken: UInt64 = 1
+    var connected = false
+    /// While replaying the journal, derived state (next occurrences, timers) is left for
+    /// ``finishRecovery(now:)`` to build once.
+    var replaying = false
+    /// How many listed notifications are held, over all devices.
+    public internal(set) var pendingCount = 0
+
+    public init(configuration: EngineConfiguration = EngineConfiguration()) {
+        self.configuration = configuration
+    }
+
+    /// How many devices have state.
+    public var deviceCount: Int { devices.count }
+    /// Deliveries published and not yet acknowledged.
+    public var inflightCount: Int { inflight.count }
+
+    /// Tells the engine whether deliveries can be published. While disconnected nothing fires;
+    /// what falls due meanwhile is delivered on reconnection under each notification's `misfire`.
+    public mutating func setConnected(_ connected: Bool) {
+        self.connected = connected
+    }
+
+    /// When the engine next has something to do (nil: nothing scheduled, or disconnected).
+    public var nextWake: Instant? {
+        guard connected else { return nil }
+        return heap.top.map { Instant(milliseconds: $0.due) }
+    }
+
+    // MARK: - Commands
+
+    /// Decides what a command does. Reads and errors are answered at once; changes come back
+    /// as a journal entry. Nothing changes until the entry is applied.
+    public func decide(_ request: Request, now: Instant, random: inout some RandomNumberGenerator) -> Decision {
+        do throws(ChimeError) {
+            switch request.command {
+            case .schedule(let notifications, let replace, let batch):
+                return try decideSchedule(request, notifications, replace, batch, now, &random)
+            case .cancel(let selector):
+                let ids = selectedIds(request.deviceId, selector)
+                if ids.isEmpty { return .reply(Reply(request: request, result: ["cancelled": []])) }
+                return .write(.cancel(deviceId: request.deviceId, at: now, ids: ids))
+            case .pause(let selector), .resume(let selector):
+                let enable = request.op == .resume
+                let ids = selectedIds(request.deviceId, selector)
+                if ids.isEmpty {
+                    return .reply(Reply(request: request, result: [enable ? "resumed" : "paused": []]))
+                }
+                return .write(.setEnabled(deviceId: request.deviceId, at: now, ids: ids, enabled: enable))
+            case .list(let match, let limit, let cursor):
+                return .reply(Reply(request: request, result: list(request.deviceId, match, limit, cursor)))
+            case .preview(let target, let count, let from):
+                return .reply(
+                    Reply(request: request, result: try preview(request.deviceId, target, count, from ?? now, &random))
+                )
+            case .device(let update):
+                if update.isEmpty { return .reply(Reply(request: request, result: deviceJSON(request.deviceId))) }
+                return .write(.device(deviceId: request.deviceId, at: now, update: update))
+            case .snooze(let id, let after):
+                guard devices[request.deviceId]?.notifications[id]?.isListed == true else {
+                    throw ChimeError(.notFound, field: "id", "id: no notification \(quoted(id)) on this device")
+                }
+                return .write(
+                    .snooze(deviceId: request.deviceId, at: now, id: id, due: now.adding(milliseconds: after))
+                )
+            }
+        } catch {
+            return .reply(Reply(request: request, error: error))
+        }
+    }
+
+    private func decideSchedule(
+        _ request: Request,
+        _ notifications: [NotificationSpec],
+        _ replace: Selector?,
+        _ batch: Bool,
+        _ now: Instant,
+        _ random: inout some RandomNumberGenerator
+    ) throws(ChimeError) -> Decision {
+        let device = devices[request.deviceId]
+        var resolved: [NotificationSpec] = []
+        resolved.reserveCapacity(notifications.count)
+        for (i, spec) in notifications.enumerated() {
+            let path = batch ? "notifications[\(i)]." : ""
+            let spec = try resolve(spec, path: path, deviceZone: device?.timeZone, now: now, random: &random)
+            _ = try validatedNext(spec, path: path, deviceZone: device?.timeZone, now: now)
+            resolved.append(spec)
+        }
+        let replaced = replace.map { selectedIds(request.deviceId, $0) } ?? []
+        // Quota: what remains after `replace`, plus ids not already there.
+        let existing = device?.notifications ?? [:]
+        let removed = Set(replaced)
+        var listed = (device?.listedCount ?? 0) - removed.count
+        for spec in resolved where existing[spec.id!] == nil || removed.contains(spec.id!) {
+            listed += 1
+        }
+        if listed > configuration.maxPendingPerDevice {
+            throw ChimeError(
+                .quotaExceeded,
+                "the device would hold \(listed) notifications, more than --max-pending-per-device \(configuration.maxPendingPerDevice)"
+            )
+        }
+        return .write(.schedule(deviceId: request.deviceId, at: now, replaced: replaced, notifications: resolved))
+    }
+
+    /// Fills in what the client left to the worker: the id, `after` and `alignTo` turned into a
+    /// `fireDate`, and the seed for `alertBodies`.
+    func resolve(
+        _ input: NotificationSpec,
+        path: String,
+        deviceZone: Zone?,
+        now: Instant,
+        random: inout some RandomNumberGenerator
+    ) throws(ChimeError) -> NotificationSpec {
+        var spec = input
+        if spec.id == nil { spec.id = makeUUID(&random) }
+        if let after = spec.after {
+            let earliest = now.adding(milliseconds: after)
+            if let alignTo = spec.alignTo {
+                let zone = try zoneOf(spec, path: path, deviceZone: deviceZone)
+                let local = zone.localDateTime(at: earliest)
+                var day = LocalDateTime(
+                    year: local.year,
+                    month: local.month,
+                    day: local.day,
+                    hour: alignTo.hour,
+                    minute: alignTo.minute,
+                    second: alignTo.second
+                )
+                if zone.instant(for: day) < earliest {
+                    let next = civilFromDays(daysFromCivil(year: day.year, month: day.month, day: day.day) + 1)
+                    day.year = next.year
+                    day.month = next.month
+                    day.day = next.day
+                }
+                spec.fireDate = .local(day)
+            } else {
+                spec.fireDate = .instant(earliest)
+            }
+            spec.after = nil
+            spec.alignTo = nil
+        }
+        if spec.alertBodies != nil { spec.seed = random.next() }
+        return spec
+    }
+
+    func zoneOf(_ spec: NotificationSpec, path: String, deviceZone: Zone?) throws(ChimeError) -> Zone {
+        guard let zone = spec.effectiveZone(deviceZone: deviceZone) else {
+            throw ChimeError(
+                .timezoneRequired,
+                field: path + "timeZone",
+                "\(path)timeZone: this notification follows the device's zone and the device has none; "
+                    + "set one with the device command or give timeZone"
+            )
+        }
+        return zone
+    }
+
+    /// Builds the recurrence of a resolved notification and finds its first occurrence due at
+    /// or after `now`, enforcing `--min-repeat-seconds` and rejecting what never fires.
+    func validatedNext(
+        _ spec: NotificationSpec,
+        path: String,
+        deviceZone: Zone?,
+        now: Instant
+    ) throws(ChimeError) -> (Recurrence, Occurrence) {
+        let zone = try zoneOf(spec, path: path, deviceZone: deviceZone)
+        let field = path + (spec.rrule != nil ? "rrule" : spec.repeatInterval != nil ? "repeatInterval" : "fireDate")
+        let recurrence: Recurrence
+        do {
+            recurrence = try Recurrence(
+                start: spec.fireDate!,
+                zone: zone,
+                pattern: spec.pattern,
+                count: spec.count,
+                until: spec.until,
+                exdates: spec.exdates ?? []
+            )
+            if spec.isRepeating, let spacing = try recurrence.smallestSpacing(),
+                spacing < configuration.minRepeatSeconds
+            {
+                throw ChimeError(
+                    .invalidArgument,
+                    field: field,
+                    "\(field): repeats every \(spacing) s, more often than --min-repeat-seconds \(configuration.minRepeatSeconds)"
+                )
+            }
+            let from = spec.isRepeating ? now.adding(milliseconds: spec.leadTime ?? 0) : Instant.distantPast
+            guard let first = try recurrence.first(atOrAfter: from) else {
+                throw ChimeError(.neverFires, field: field, "\(field): this schedule has no occurrence from now on")
+            }
+            return (recurrence, first)
+        } catch let error as ChimeError {
+            throw error
+        } catch let error as RecurrenceError {
+            throw ChimeError(.neverFires, field: field, "\(field): \(error)")
+        } catch {
+            throw ChimeError(.internal, field: field, "\(field): \(error)")
+        }
+    }
+
+    func selectedIds(_ deviceId: String, _ selector: Selector) -> [String] {
+        guard let device = devices[deviceId] else { return [] }
+        switch selector {
+        case .ids(let ids):
+            var seen = Set<String>()
+            return ids.filter { device.notifications[$0]?.isListed == true && seen.insert($0).inserted }
+        case .all, .match:
+            return device.notifications.values
+                .filter { $0.isListed && selector.selects(id: $0.id, userInfo: $0.spec.userInfo) }
+                .map(\.id)
+                .sorted()
+        }
+    }
+
+    // MARK: - Reads
+
+    func list(_ deviceId: String, _ match: JSONObject?, _ limit: Int, _ cursor: String?) -> JSONObject {
+        let device = devices[deviceId]
+        var rows = (device?.notifications.values.filter(\.isListed) ?? [])
+        if let match { rows = rows.filter { Selector.matches(match, $0.spec.userInfo) } }
+        if let cursor { rows = rows.filter { $0.id > cursor } }
+        rows.sort { $0.id < $1.id }
+        let page = rows.prefix(limit)
+        let more = rows.count > limit
+        return [
+            "notifications": .array(page.map { .object(listJSON($0)) }),
+            "cursor": more ? .string(page.last!.id) : .null,
+        ]
+    }
+
+    func listJSON(_ n: StoredNotification) -> JSONObject {
+        var o = NotificationCoding.encode(n.spec)
+        o.append("nextFireDate", Replies.instant(n.nextFireDate))
+        o.append("enabled", .bool(n.enabled))
+        o.append("firedCount", .int(Int64(n.firedCount)))
+        o.append("lastFiredAt", Replies.instant(n.lastFiredAt))
+        o.append("createdAt", .string(n.createdAt.rfc3339()))
+        o.append("updatedAt", .string(n.updatedAt.rfc3339()))
+        return o
+    }
+
+    func deviceJSON(_ deviceId: String) -> JSONObject {
+        let device = devices[deviceId] ?? DeviceState()
+        return [
+            "deviceId": .string(deviceId),
+            "timeZone": device.timeZone.map { .string($0.identifier) } ?? .null,
+            "badge": .int(Int64(device.currentBadge)),
+            "quietHours": Replies.quietHours(device.quietHours),
+            "pending": .int(Int64(device.listedCount)),
+        ]
+    }
+
+    func preview(
+        _ deviceId: String,
+        _ target: PreviewTarget,
+        _ count: Int,
+        _ from: Instant,
+        _ random: inout some RandomNumberGenerator
+    ) throws(ChimeError) -> JSONObject {
+        let deviceZone = devices[deviceId]?.timeZone
+        let spec: NotificationSpec
+        let path: String
+        switch target {
+        case .id(let id):
+            guard let stored = devices[deviceId]?.notifications[id], stored.isListed else {
+                throw ChimeError(.notFound, field: "id", "id: no notification \(quoted(id)) on this device")
+            }
+            spec = stored.spec
+            path = ""
+        case .notification(let input):
+            path = "notification."
+            spec = try resolve(input, path: path, deviceZone: deviceZone, now: from, random: &random)
+        }
+        let (recurrence, first) = try validatedNext(spec, path: path, deviceZone: deviceZone, now: from)
+        let lead = spec.leadTime ?? 0
+        var dates: [JSON] = []
+        var occurrence: Occurrence? = first
+        while let o = occurrence, dates.count < count {
+            dates.append(.string(max(o.instant.adding(milliseconds: -lead), from).rfc3339()))
+            do {
+                occurrence = try recurrence.next(after: o)
+            } catch {
+                break
+            }
+        }
+        return ["fireDates": .array(dates)]
+    }
+}
+
+/// A random version 4 UUID, lower case, from the engine's injected generator.
+func makeUUID(_ random: inout some RandomNumberGenerator) -> String {
+    var bytes = [UInt8](repeating: 0, count: 16)
+    let a = random.next() as UInt64
+    let b = random.next() as UInt64
+    for i in 0..<8 {
+        bytes[i] = UInt8(truncatingIfNeeded: a >> (8 * i))
+        bytes[8 + i] = UInt8(truncatingIfNeeded: b >> (8 * i))
+    }
+    bytes[6] = bytes[6] & 0x0F | 0x40
+    bytes[8] = bytes[8] & 0x3F | 0x80
+    let hex = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(36)
+    for (i, byte) in bytes.enumerated() {
+        if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+        out.append(hex[Int(byte >> 4)])
+        out.append(hex[Int(byte & 0xF)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}

@@ -1,0 +1,216 @@
+/// A change to the engine's durable state, as the journal stores it.
+///
+/// Every change goes through ``Engine/apply(_:)``, live and during recovery alike, so replay
+/// rebuilds exactly the state the live worker had. Entries carry everything replay needs
+/// (receive times, generated ids, seeds, the ids a selector resolved to) and never depend on the
+/// clock or on randomness.
+public enum JournalEntry: Hashable, Sendable {
+    /// Schedules `notifications` (resolved) after removing `replaced`.
+    case schedule(deviceId: String, at: Instant, replaced: [String], notifications: [NotificationSpec])
+    case cancel(deviceId: String, at: Instant, ids: [String])
+    case setEnabled(deviceId: String, at: Instant, ids: [String], enabled: Bool)
+    case device(deviceId: String, at: Instant, update: DeviceUpdate)
+    case snooze(deviceId: String, at: Instant, id: String, due: Instant)
+    /// An occurrence the broker acknowledged.
+    case delivered(OccurrenceRecord)
+    /// An occurrence passed over: expired, or missed under `misfire: skip`.
+    case dropped(OccurrenceRecord)
+
+    public var deviceId: String {
+        switch self {
+        case .schedule(let d, _, _, _), .cancel(let d, _, _), .setEnabled(let d, _, _, _), .device(let d, _, _),
+            .snooze(let d, _, _, _):
+            return d
+        case .delivered(let r), .dropped(let r): return r.deviceId
+        }
+    }
+}
+
+/// What the journal records of one occurrence delivered or passed over.
+public struct OccurrenceRecord: Hashable, Sendable {
+    public var deviceId: String
+    public var id: String
+    public var version: UInt64
+    public var index: Int
+    public var occurrence: Instant
+    /// When it was sent (or dropped).
+    public var at: Instant
+    /// No occurrence follows it.
+    public var last: Bool
+    /// The badge change it carried, applied to the device's counter.
+    public var badge: Badge?
+}
+
+/// Why a journal entry could not be read.
+public struct JournalEntryError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var description: String
+}
+
+extension JournalEntry {
+    /// The record type byte in the journal.
+    public enum Kind: UInt8, CaseIterable, Sendable {
+        case schedule = 1
+        case cancel = 2
+        case setEnabled = 3
+        case device = 4
+        case snooze = 5
+        case delivered = 6
+        case dropped = 7
+
+        public var name: String { "\(self)" }
+    }
+
+    public var kind: Kind {
+        switch self {
+        case .schedule: return .schedule
+        case .cancel: return .cancel
+        case .setEnabled: return .setEnabled
+        case .device: return .device
+        case .snooze: return .snooze
+        case .delivered: return .delivered
+        case .dropped: return .dropped
+        }
+    }
+
+    /// The entry as a JSON object (the record payload, and what `chime journal dump` prints).
+    public var json: JSONObject {
+        var o = JSONObject()
+        switch self {
+        case .schedule(let d, let at, let replaced, let notifications):
+            o.append("device", .string(d))
+            o.append("at", .int(at.milliseconds))
+            if !replaced.isEmpty { o.append("replaced", .array(replaced.map(JSON.string))) }
+            o.append(
+                "notifications",
+                .array(notifications.map { .object(NotificationCoding.encode($0, internal: true)) })
+            )
+        case .cancel(let d, let at, let ids):
+            o.append("device", .string(d))
+            o.append("at", .int(at.milliseconds))
+            o.append("ids", .array(ids.map(JSON.string)))
+        case .setEnabled(let d, let at, let ids, let enabled):
+            o.append("device", .string(d))
+            o.append("at", .int(at.milliseconds))
+            o.append("ids", .array(ids.map(JSON.string)))
+            o.append("enabled", .bool(enabled))
+        case .device(let d, let at, let update):
+            o.append("device", .string(d))
+            o.append("at", .int(at.milliseconds))
+            if let zone = update.timeZone { o.append("timeZone", .string(zone.identifier)) }
+            if let badge = update.badge { o.append("badge", .int(Int64(badge))) }
+            if let quiet = update.quietHours { o.append("quietHours", Replies.quietHours(quiet)) }
+        case .snooze(let d, let at, let id, let due):
+            o.append("device", .string(d))
+            o.append("at", .int(at.milliseconds))
+            o.append("id", .string(id))
+            o.append("due", .int(due.milliseconds))
+        case .delivered(let r), .dropped(let r):
+            o.append("device", .string(r.deviceId))
+            o.append("id", .string(r.id))
+            o.append("version", .int(Int64(bitPattern: r.version)))
+            o.append("index", .int(Int64(r.index)))
+            o.append("occurrence", .int(r.occurrence.milliseconds))
+            o.append("at", .int(r.at.milliseconds))
+            if r.last { o.append("last", true) }
+            switch r.badge {
+            case .absolute(let n): o.append("badge", .int(Int64(n)))
+            case .delta(let n): o.append("badgeDelta", .int(Int64(n)))
+            case nil: break
+            }
+        }
+        return o
+    }
+
+    public func encode() -> [UInt8] { JSON.object(json).bytes }
+
+    public static func decode(kind rawKind: UInt8, payload: [UInt8]) throws(JournalEntryError) -> JournalEntry {
+        guard let kind = Kind(rawValue: rawKind) else {
+            throw JournalEntryError(description: "unknown record type \(rawKind)")
+        }
+        let object: JSONObject
+        do {
+            guard case .object(let o) = try JSON(parsing: payload) else {
+                throw JournalEntryError(description: "\(kind.name) record is not a JSON object")
+            }
+            object = o
+        } catch let error as JournalEntryError {
+            throw error
+        } catch {
+            throw JournalEntryError(description: "\(kind.name) record: \(error)")
+        }
+        do throws(ChimeError) {
+            return try decode(kind, FieldReader(object))
+        } catch {
+            throw JournalEntryError(description: "\(kind.name) record: \(error.message)")
+        }
+    }
+
+    private static func decode(_ kind: Kind, _ r: FieldReader) throws(ChimeError) -> JournalEntry {
+        func required<T>(_ value: T?, _ key: String) throws(ChimeError) -> T {
+            guard let value else { throw .invalid(key, "missing") }
+            return value
+        }
+        let device = try required(try r.string("device"), "device")
+        let limits = Int64.min...Int64.max
+        switch kind {
+        case .schedule:
+            let at = Instant(milliseconds: try required(try r.integer("at", in: limits), "at"))
+            let replaced = try r.strings("replaced", maxCount: .max, maxLength: .max) ?? []
+            let items = try required(try r.array("notifications", maxCount: .max), "notifications")
+            var specs: [NotificationSpec] = []
+            for (i, item) in items.enumerated() {
+                guard case .object(let o) = item else { throw .invalid("notifications[\(i)]", "not an object") }
+                specs.append(try NotificationCoding.decode(FieldReader(o, path: "notifications[\(i)]."), limits: nil))
+            }
+            return .schedule(deviceId: device, at: at, replaced: replaced, notifications: specs)
+        case .cancel, .setEnabled:
+            let at = Instant(milliseconds: try required(try r.integer("at", in: limits), "at"))
+            let ids = try required(try r.strings("ids", maxCount: .max, maxLength: .max), "ids")
+            if kind == .cancel { return .cancel(deviceId: device, at: at, ids: ids) }
+            return .setEnabled(
+                deviceId: device,
+                at: at,
+                ids: ids,
+                enabled: try required(try r.bool("enabled"), "enabled")
+            )
+        case .device:
+            let at = Instant(milliseconds: try required(try r.integer("at", in: limits), "at"))
+            var update = DeviceUpdate()
+            if let name = try r.string("timeZone") {
+                update.timeZone = try required(Zone(identifier: name), "timeZone")
+            }
+            if let badge = try r.integer("badge", in: 0...Int64(Int32.max)) { update.badge = Int(badge) }
+            if let value = r.object["quietHours"] {
+                if case .object(let q) = value {
+                    let qr = FieldReader(q, path: "quietHours.")
+                    let start = try required(TimeOfDay(parsing: try required(try qr.string("start"), "start")), "start")
+                    let end = try required(TimeOfDay(parsing: try required(try qr.string("end"), "end")), "end")
+                    update.quietHours = .some(QuietHours(start: start, end: end))
+                } else {
+                    update.quietHours = .some(nil)
+                }
+            }
+            return .device(deviceId: device, at: at, update: update)
+        case .snooze:
+            let at = Instant(milliseconds: try required(try r.integer("at", in: limits), "at"))
+            let id = try required(try r.string("id"), "id")
+            let due = Instant(milliseconds: try required(try r.integer("due", in: limits), "due"))
+            return .snooze(deviceId: device, at: at, id: id, due: due)
+        case .delivered, .dropped:
+            var record = OccurrenceRecord(
+                deviceId: device,
+                id: try required(try r.string("id"), "id"),
+                version: UInt64(bitPattern: try required(try r.integer("version", in: limits), "version")),
+                index: Int(try required(try r.integer("index", in: 0...Int64(Int32.max)), "index")),
+                occurrence: Instant(milliseconds: try required(try r.integer("occurrence", in: limits), "occurrence")),
+                at: Instant(milliseconds: try required(try r.integer("at", in: limits), "at")),
+                last: try r.bool("last") ?? false
+            )
+            if let n = try r.integer("badge", in: 0...Int64(Int32.max)) { record.badge = .absolute(Int(n)) }
+            if let d = try r.integer("badgeDelta", in: Int64(Int32.min)...Int64(Int32.max)) {
+                record.badge = .delta(Int(d))
+            }
+            return kind == .delivered ? .delivered(record) : .dropped(record)
+        }
+    }
+}

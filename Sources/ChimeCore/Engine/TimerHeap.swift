@@ -1,0 +1,75 @@
+/// A binary min-heap of wake-ups, ordered by due time then by insertion.
+///
+/// Entries are never removed from the middle: a notification that changes gets a new
+/// `generation`, and entries carrying an old one are skipped when they surface.
+struct TimerHeap: Sendable {
+    struct Entry: Sendable {
+        var due: Int64
+        var order: UInt64
+        var deviceId: String
+        var id: String
+        var generation: UInt64
+    }
+
+    private var entries: [Entry] = []
+    private var nextOrder: UInt64 = 0
+
+    var count: Int { entries.count }
+    var top: Entry? { entries.first }
+
+    mutating func push(due: Instant, deviceId: String, id: String, generation: UInt64) {
+        entries.append(
+            Entry(due: due.milliseconds, order: nextOrder, deviceId: deviceId, id: id, generation: generation)
+        )
+        nextOrder &+= 1
+        siftUp(entries.count - 1)
+    }
+
+    mutating func pop() -> Entry? {
+        guard !entries.isEmpty else { return nil }
+        entries.swapAt(0, entries.count - 1)
+        let last = entries.removeLast()
+        if !entries.isEmpty { siftDown(0) }
+        return last
+    }
+
+    /// Keeps only the entries `isLive` accepts, in O(n).
+    mutating func compact(_ isLive: (Entry) -> Bool) {
+        entries.removeAll { !isLive($0) }
+        guard entries.count > 1 else { return }
+        for i in stride(from: entries.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
+    }
+
+    mutating func removeAll() { entries.removeAll() }
+
+    private func less(_ a: Int, _ b: Int) -> Bool {
+        let x = entries[a]
+        let y = entries[b]
+        return x.due != y.due ? x.due < y.due : x.order < y.order
+    }
+
+    private mutating func siftUp(_ index: Int) {
+        var child = index
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard less(child, parent) else { return }
+            entries.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ index: Int) {
+        var parent = index
+        let n = entries.count
+        while true {
+            let left = 2 * parent + 1
+            guard left < n else { return }
+            var smallest = left
+            let right = left + 1
+            if right < n && less(right, left) { smallest = right }
+            guard less(smallest, parent) else { return }
+            entries.swapAt(smallest, parent)
+            parent = smallest
+        }
+    }
+}

@@ -1,0 +1,274 @@
+/// A decoded command: what a client asked of a device, before the engine looks at any state.
+public enum Command: Hashable, Sendable {
+    /// `notifications` in the order given; `batch` when the client sent `{"notifications": [...]}`.
+    case schedule(notifications: [NotificationSpec], replace: Selector?, batch: Bool)
+    case cancel(Selector)
+    case pause(Selector)
+    case resume(Selector)
+    case list(match: JSONObject?, limit: Int, cursor: String?)
+    case preview(PreviewTarget, count: Int, from: Instant?)
+    case device(DeviceUpdate)
+    /// `after` in milliseconds.
+    case snooze(id: String, after: Int64)
+}
+
+public enum PreviewTarget: Hashable, Sendable {
+    case id(String)
+    case notification(NotificationSpec)
+}
+
+/// The fields a `device` command sets; nil members are left as they are.
+public struct DeviceUpdate: Hashable, Sendable {
+    public var timeZone: Zone?
+    public var badge: Int?
+    /// `.some(nil)` clears the quiet hours.
+    public var quietHours: QuietHours??
+
+    public init(timeZone: Zone? = nil, badge: Int? = nil, quietHours: QuietHours?? = nil) {
+        self.timeZone = timeZone
+        self.badge = badge
+        self.quietHours = quietHours
+    }
+
+    public var isEmpty: Bool { timeZone == nil && badge == nil && quietHours == nil }
+}
+
+/// A command with its address and the id to echo in the reply.
+public struct Request: Hashable, Sendable {
+    public var deviceId: String
+    public var op: Operation
+    public var requestId: String?
+    public var command: Command
+
+    public init(deviceId: String, op: Operation, requestId: String? = nil, command: Command) {
+        self.deviceId = deviceId
+        self.op = op
+        self.requestId = requestId
+        self.command = command
+    }
+}
+
+/// Limits a command is checked against before it reaches the engine.
+public struct CommandLimits: Hashable, Sendable {
+    /// `--max-command-bytes`.
+    public var maxCommandBytes: Int = 262_144
+    /// `--max-userinfo-bytes`.
+    public var maxUserInfoBytes: Int = 4096
+
+    public init(maxCommandBytes: Int = 262_144, maxUserInfoBytes: Int = 4096) {
+        self.maxCommandBytes = maxCommandBytes
+        self.maxUserInfoBytes = maxUserInfoBytes
+    }
+}
+
+/// Turns command payloads into ``Request`` values, or into the error their reply carries.
+public struct CommandDecoder: Sendable {
+    public var limits: CommandLimits
+
+    public static let maxBatch = 1000
+    public static let maxIdLength = 128
+
+    public init(limits: CommandLimits = CommandLimits()) {
+        self.limits = limits
+    }
+
+    /// The outcome of decoding: the request, or an error with whatever `requestId` could be read.
+    public struct Failure: Error, Hashable, Sendable {
+        public var requestId: String?
+        public var error: ChimeError
+    }
+
+    public func decode(deviceId: String, op: Operation, payload: [UInt8]) -> Result<Request, Failure> {
+        guard payload.count <= limits.maxCommandBytes else {
+            return .failure(
+                Failure(
+                    requestId: nil,
+                    error: ChimeError(
+                        .payloadTooLarge,
+                        "the command is \(payload.count) bytes, more than --max-command-bytes \(limits.maxCommandBytes)"
+                    )
+                )
+            )
+        }
+        let json: JSON
+        do {
+            json = try JSON(parsing: payload)
+        } catch {
+            return .failure(Failure(requestId: nil, error: ChimeError(.malformedJSON, "not valid JSON: \(error)")))
+        }
+        guard case .object(let object) = json else {
+            return .failure(
+                Failure(
+                    requestId: nil,
+                    error: ChimeError(.malformedJSON, "a command is a JSON object, got \(json.typeDescription)")
+                )
+            )
+        }
+        var requestId: String?
+        if case .string(let s)? = object["requestId"], s.count <= 128 { requestId = s }
+        do throws(ChimeError) {
+            let reader = FieldReader(object)
+            _ = try reader.string("requestId", maxLength: 128)
+            let command = try decodeCommand(op, reader)
+            return .success(Request(deviceId: deviceId, op: op, requestId: requestId, command: command))
+        } catch {
+            return .failure(Failure(requestId: requestId, error: error))
+        }
+    }
+
+    func decodeCommand(_ op: Operation, _ r: FieldReader) throws(ChimeError) -> Command {
+        switch op {
+        case .schedule:
+            if r.has("notifications") {
+                try r.checkKnown(["requestId", "notifications", "replace"])
+                guard let items = try r.array("notifications", maxCount: Self.maxBatch) else {
+                    throw .invalid("notifications", "missing")
+                }
+                guard !items.isEmpty else { throw .invalid("notifications", "must hold at least one notification") }
+                var specs: [NotificationSpec] = []
+                specs.reserveCapacity(items.count)
+                for (i, item) in items.enumerated() {
+                    let path = "notifications[\(i)]"
+                    guard case .object(let o) = item else {
+                        throw .invalid(path, "expected an object, got \(item.typeDescription)")
+                    }
+                    specs.append(try decodeNotification(FieldReader(o, path: path + ".")))
+                }
+                var seen = Set<String>()
+                for (i, spec) in specs.enumerated() {
+                    if let id = spec.id, !seen.insert(id).inserted {
+                        throw .invalid("notifications[\(i)].id", "\(quoted(id)) appears twice in the batch")
+                    }
+                }
+                let replace = try r.object("replace").map { o throws(ChimeError) in
+                    try decodeSelector(FieldReader(o, path: "replace."), allowed: [])
+                }
+                return .schedule(notifications: specs, replace: replace, batch: true)
+            }
+            if r.has("replace") {
+                throw .invalid("replace", "only a batch ({\"notifications\": [...]}) may carry replace")
+            }
+            var allowed = NotificationCoding.fields
+            allowed.insert("requestId")
+            try r.checkKnown(allowed)
+            return .schedule(
+                notifications: [try decodeNotification(r, extra: ["requestId"])],
+                replace: nil,
+                batch: false
+            )
+        case .cancel:
+            return .cancel(try decodeSelector(r, allowed: ["requestId"]))
+        case .pause:
+            return .pause(try decodeSelector(r, allowed: ["requestId"]))
+        case .resume:
+            return .resume(try decodeSelector(r, allowed: ["requestId"]))
+        case .list:
+            try r.checkKnown(["requestId", "match", "limit", "cursor"])
+            let match = try r.object("match").map { o throws(ChimeError) in
+                try decodeMatch(FieldReader(o, path: "match."))
+            }
+            let limit = try r.integer("limit", in: 1...1000) ?? 100
+            let cursor = try r.string("cursor", maxLength: 256)
+            return .list(match: match, limit: Int(limit), cursor: cursor)
+        case .preview:
+            try r.checkKnown(["requestId", "id", "notification", "count", "from"])
+            let count = Int(try r.integer("count", in: 1...1000) ?? 10)
+            var from: Instant?
+            if let value = try r.dateTime("from") {
+                guard case .instant(let instant) = value else {
+                    throw .invalid("from", "expected an absolute instant with Z or an offset")
+                }
+                from = instant
+            }
+            let id = try r.string("id", maxLength: Self.maxIdLength, allowEmpty: false)
+            let notification = try r.object("notification")
+            switch (id, notification) {
+            case (let id?, nil):
+                return .preview(.id(id), count: count, from: from)
+            case (nil, let o?):
+                let spec = try decodeNotification(FieldReader(o, path: "notification."))
+                return .preview(.notification(spec), count: count, from: from)
+            default:
+                throw ChimeError(.invalidArgument, field: "id", "preview takes exactly one of id or notification")
+            }
+        case .device:
+            try r.checkKnown(["requestId", "timeZone", "badge", "quietHours"])
+            var update = DeviceUpdate()
+            if let name = try r.string("timeZone", maxLength: 64) {
+                guard let zone = Zone(identifier: name) else {
+                    throw .invalid("timeZone", "\(quoted(name)) is not an IANA time zone such as Europe/Paris")
+                }
+                update.timeZone = zone
+            }
+            if let badge = try r.integer("badge", in: 0...1_000_000) { update.badge = Int(badge) }
+            if let value = r.object["quietHours"] {
+                switch value {
+                case .null: update.quietHours = .some(nil)
+                case .object(let o):
+                    let q = FieldReader(o, path: "quietHours.")
+                    try q.checkKnown(["start", "end"])
+                    update.quietHours = .some(
+                        QuietHours(start: try timeOfDay(q, "start"), end: try timeOfDay(q, "end"))
+                    )
+                default:
+                    throw r.wrongType("quietHours", "an object or null", value)
+                }
+            }
+            return .device(update)
+        case .snooze:
+            try r.checkKnown(["requestId", "id", "after"])
+            guard let id = try r.string("id", maxLength: Self.maxIdLength, allowEmpty: false) else {
+                throw .invalid("id", "missing")
+            }
+            guard let after = try r.seconds("after", min: 0, minInclusive: false, max: 315_360_000) else {
+                throw .invalid("after", "missing")
+            }
+            return .snooze(id: id, after: after)
+        }
+    }
+
+    func timeOfDay(_ r: FieldReader, _ key: String) throws(ChimeError) -> TimeOfDay {
+        guard let text = try r.string(key, maxLength: 8) else { throw .invalid(r.name(key), "missing") }
+        guard let t = TimeOfDay(parsing: text) else {
+            throw .invalid(r.name(key), "expected HH:MM or HH:MM:SS, got \(quoted(text))")
+        }
+        return t
+    }
+
+    /// Exactly one of `ids`, `match` or `all`, beside the `allowed` other members.
+    func decodeSelector(_ r: FieldReader, allowed: Set<String>) throws(ChimeError) -> Selector {
+        try r.checkKnown(allowed.union(["ids", "match", "all"]))
+        let given = ["ids", "match", "all"].filter(r.has)
+        guard given.count == 1 else {
+            throw ChimeError(
+                .invalidArgument,
+                field: r.name("ids"),
+                "\(r.path.isEmpty ? "a selector" : String(r.path.dropLast())) takes exactly one of ids, match or all"
+            )
+        }
+        if let ids = try r.strings("ids", maxCount: Self.maxBatch, maxLength: Self.maxIdLength) {
+            guard !ids.isEmpty else { throw .invalid(r.name("ids"), "must name at least one id") }
+            return .ids(ids)
+        }
+        if let o = try r.object("match") {
+            return .match(userInfo: try decodeMatch(FieldReader(o, path: r.name("match."))))
+        }
+        guard try r.bool("all") == true else { throw .invalid(r.name("all"), "must be true") }
+        return .all
+    }
+
+    /// `{"userInfo": {...}}` with at least one key.
+    func decodeMatch(_ r: FieldReader) throws(ChimeError) -> JSONObject {
+        try r.checkKnown(["userInfo"])
+        guard let userInfo = try r.object("userInfo") else { throw .invalid(r.name("userInfo"), "missing") }
+        guard !userInfo.isEmpty else {
+            throw .invalid(r.name("userInfo"), "must name at least one key (use {\"all\": true} for everything)")
+        }
+        return userInfo
+    }
+
+    func decodeNotification(_ r: FieldReader, extra: Set<String> = []) throws(ChimeError) -> NotificationSpec {
+        try r.checkKnown(NotificationCoding.fields.union(extra))
+        return try NotificationCoding.decode(r, limits: limits)
+    }
+}

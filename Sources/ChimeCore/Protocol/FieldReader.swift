@@ -1,0 +1,129 @@
+/// Reads the members of one JSON object of a command, with errors that name the field by its
+/// full path (`notifications[2].fireDate`).
+struct FieldReader {
+    let object: JSONObject
+    let path: String
+
+    init(_ object: JSONObject, path: String = "") {
+        self.object = object
+        self.path = path
+    }
+
+    func name(_ key: String) -> String { path + key }
+
+    /// Rejects members not in `allowed` with `unknown_field`.
+    func checkKnown(_ allowed: Set<String>) throws(ChimeError) {
+        for key in object.keys where !allowed.contains(key) {
+            throw ChimeError(
+                .unknownField,
+                field: name(key),
+                "\(name(String(key.prefix(128)))): unknown field"
+            )
+        }
+    }
+
+    func has(_ key: String) -> Bool { object[key] != nil }
+
+    func wrongType(_ key: String, _ expected: String, _ value: JSON) -> ChimeError {
+        .invalid(name(key), "expected \(expected), got \(value.typeDescription)")
+    }
+
+    func string(_ key: String, maxLength: Int = 65_536, allowEmpty: Bool = true) throws(ChimeError) -> String? {
+        guard let value = object[key] else { return nil }
+        guard case .string(let s) = value else { throw wrongType(key, "a string", value) }
+        if !allowEmpty && s.isEmpty { throw .invalid(name(key), "must not be empty") }
+        if s.count > maxLength { throw .invalid(name(key), "longer than \(maxLength) characters") }
+        return s
+    }
+
+    func bool(_ key: String) throws(ChimeError) -> Bool? {
+        guard let value = object[key] else { return nil }
+        guard case .bool(let b) = value else { throw wrongType(key, "true or false", value) }
+        return b
+    }
+
+    func integer(_ key: String, in range: ClosedRange<Int64>) throws(ChimeError) -> Int64? {
+        guard let value = object[key] else { return nil }
+        let n: Int64
+        switch value {
+        case .int(let i): n = i
+        case .double(let d) where d.rounded() == d && abs(d) < 9e18: n = Int64(d)
+        default: throw wrongType(key, "an integer", value)
+        }
+        guard range.contains(n) else {
+            throw .invalid(name(key), "\(n) is out of range \(range.lowerBound)...\(range.upperBound)")
+        }
+        return n
+    }
+
+    /// A number of seconds, returned in milliseconds (rounded to the nearest).
+    func seconds(_ key: String, min: Double, minInclusive: Bool, max: Double) throws(ChimeError) -> Int64? {
+        guard let value = object[key] else { return nil }
+        let d: Double
+        switch value {
+        case .int(let i): d = Double(i)
+        case .double(let x): d = x
+        default: throw wrongType(key, "a number of seconds", value)
+        }
+        let lowOK = minInclusive ? d >= min : d > min
+        guard lowOK, d <= max else {
+            let low = minInclusive ? ">= \(format(min))" : "> \(format(min))"
+            throw .invalid(name(key), "must be \(low) and <= \(format(max)) seconds")
+        }
+        return Int64((d * 1000).rounded())
+    }
+
+    func object(_ key: String) throws(ChimeError) -> JSONObject? {
+        guard let value = object[key] else { return nil }
+        guard case .object(let o) = value else { throw wrongType(key, "an object", value) }
+        return o
+    }
+
+    func array(_ key: String, maxCount: Int) throws(ChimeError) -> [JSON]? {
+        guard let value = object[key] else { return nil }
+        guard case .array(let a) = value else { throw wrongType(key, "an array", value) }
+        guard a.count <= maxCount else { throw .invalid(name(key), "more than \(maxCount) elements") }
+        return a
+    }
+
+    func strings(_ key: String, maxCount: Int, maxLength: Int) throws(ChimeError) -> [String]? {
+        guard let array = try array(key, maxCount: maxCount) else { return nil }
+        var out: [String] = []
+        out.reserveCapacity(array.count)
+        for (i, element) in array.enumerated() {
+            guard case .string(let s) = element else {
+                throw .invalid("\(name(key))[\(i)]", "expected a string, got \(element.typeDescription)")
+            }
+            guard !s.isEmpty, s.count <= maxLength else {
+                throw .invalid("\(name(key))[\(i)]", "must be 1 to \(maxLength) characters")
+            }
+            out.append(s)
+        }
+        return out
+    }
+
+    func dateTime(_ key: String) throws(ChimeError) -> DateTimeValue? {
+        guard let s = try string(key, maxLength: 64) else { return nil }
+        guard let value = DateTimeValue(iso8601: s) else { throw ChimeError.badDate(name(key), s) }
+        return value
+    }
+}
+
+extension ChimeError {
+    static func badDate(_ field: String, _ text: String) -> ChimeError {
+        .invalid(
+            field,
+            "expected an ISO 8601 date-time such as 2026-12-01T18:00:00 or 2026-12-01T10:00:00Z, got \(quoted(text))"
+        )
+    }
+}
+
+/// A string quoted for an error message, cut short when long.
+func quoted(_ text: String) -> String {
+    let short = text.count > 64 ? String(text.prefix(64)) + "…" : text
+    return JSON.string(short).text
+}
+
+func format(_ d: Double) -> String {
+    d.rounded() == d && abs(d) < 1e15 ? String(Int64(d)) : String(d)
+}

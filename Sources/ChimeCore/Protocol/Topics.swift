@@ -1,0 +1,120 @@
+/// The operations a client may publish to `P/{deviceId}/cmd/{op}`.
+public enum Operation: String, Hashable, Sendable, CaseIterable {
+    case schedule, cancel, pause, resume, list, preview, device, snooze
+}
+
+/// Device ids: 1 to 128 characters from `A-Z a-z 0-9 _ . : @ -`, not starting with `$`.
+public enum DeviceID {
+    public static func isValid(_ id: Substring) -> Bool {
+        guard (1...128).contains(id.utf8.count) else { return false }
+        for b in id.utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: ":"),
+                UInt8(ascii: "@"), UInt8(ascii: "-"):
+                continue
+            default:
+                return false
+            }
+        }
+        return true
+    }
+
+    public static func isValid(_ id: String) -> Bool { isValid(id[...]) }
+}
+
+/// The topics of PROTOCOL.md section 1 under one prefix.
+public struct Topics: Hashable, Sendable {
+    public let prefix: String
+
+    public init(prefix: String) { self.prefix = prefix }
+
+    /// What the worker subscribes to: every device's commands.
+    public var commandFilter: String { "\(prefix)/+/cmd/+" }
+    public func command(_ deviceId: String, _ op: Operation) -> String { "\(prefix)/\(deviceId)/cmd/\(op.rawValue)" }
+    public func notifications(_ deviceId: String) -> String { "\(prefix)/\(deviceId)/notifications" }
+    public func replies(_ deviceId: String) -> String { "\(prefix)/\(deviceId)/replies" }
+    public func workerStatus(_ workerId: String) -> String { "\(prefix)/$worker/\(workerId)/status" }
+    public func workerStats(_ workerId: String) -> String { "\(prefix)/$worker/\(workerId)/stats" }
+
+    /// A command topic taken apart. `deviceId` and `op` are what the topic says, valid or not, so
+    /// that an error can still be addressed; `problem` says what is wrong with them, if anything.
+    public struct CommandAddress: Hashable, Sendable {
+        public var deviceId: String
+        public var opName: String
+        public var op: Operation?
+        public var problem: ChimeError?
+    }
+
+    /// Parses `prefix/{deviceId}/cmd/{op}`; nil when the topic is not a command topic at all.
+    public func parseCommand(_ topic: String) -> CommandAddress? {
+        guard topic.hasPrefix(prefix), topic.utf8.count > prefix.utf8.count + 1 else { return nil }
+        let rest = topic.dropFirst(prefix.count)
+        guard rest.first == "/" else { return nil }
+        let parts = rest.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[1] == "cmd" else { return nil }
+        let deviceId = parts[0]
+        let opName = String(parts[2])
+        let op = Operation(rawValue: opName)
+        var problem: ChimeError?
+        if !DeviceID.isValid(deviceId) || deviceId.first == "$" {
+            problem = ChimeError(
+                .invalidArgument,
+                field: "deviceId",
+                "deviceId: \"\(deviceId.prefix(140))\" is not 1 to 128 characters of A-Z a-z 0-9 _ . : @ -"
+            )
+        } else if op == nil {
+            let known = Operation.allCases.map(\.rawValue).joined(separator: ", ")
+            problem = ChimeError(
+                .invalidArgument,
+                field: "op",
+                "op: unknown operation \"\(opName.prefix(64))\"; one of \(known)"
+            )
+        }
+        return CommandAddress(deviceId: String(deviceId), opName: opName, op: op, problem: problem)
+    }
+}
+
+/// Which devices a worker serves: `crc32(deviceId) mod count == index` (PROTOCOL.md section 6).
+public struct Partition: Hashable, Sendable, CustomStringConvertible {
+    public let index: UInt32
+    public let count: UInt32
+
+    public static let all = Partition(index: 0, count: 1)
+
+    public init(index: UInt32, count: UInt32) {
+        precondition(count > 0 && index < count)
+        self.index = index
+        self.count = count
+    }
+
+    /// Parses `k/N` with 0 ≤ k < N.
+    public init?(parsing text: String) {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let k = UInt32(parts[0]), let n = UInt32(parts[1]), n > 0, k < n else { return nil }
+        self.init(index: k, count: n)
+    }
+
+    public func owns(_ deviceId: String) -> Bool {
+        count == 1 || crc32(Array(deviceId.utf8)) % count == index
+    }
+
+    public var description: String { "\(index)/\(count)" }
+}
+
+/// CRC-32 (IEEE 802.3, reflected, as zlib's `crc32`), used to partition devices.
+public func crc32(_ bytes: [UInt8]) -> UInt32 {
+    var crc: UInt32 = 0xFFFF_FFFF
+    for b in bytes {
+        crc = crc32Table[Int((crc ^ UInt32(b)) & 0xFF)] ^ (crc >> 8)
+    }
+    return crc ^ 0xFFFF_FFFF
+}
+
+private let crc32Table: [UInt32] = (0..<256).map { n in
+    var c = UInt32(n)
+    for _ in 0..<8 {
+        c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1
+    }
+    return c
+}
