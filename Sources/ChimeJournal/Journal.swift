@@ -196,7 +196,7 @@ public final class Journal {
     ///
     /// `flock` belongs to the open file description, so a second `open` in the same process
     /// is refused too, and the kernel drops the lock when the process dies: no stale locks.
-    private static func lock(_ dir: DataDirectory) throws(JournalError) -> FileDescriptor {
+    static func lock(_ dir: DataDirectory) throws(JournalError) -> FileDescriptor {
         let name = JournalFormat.lockName
         let fd = try dir.open(name, .readWrite, [.create])
         do {
@@ -228,7 +228,7 @@ public final class Journal {
         return text.isEmpty ? "unknown" : text
     }
 
-    private static func recover(_ dir: DataDirectory, options: JournalOptions, lockFD: FileDescriptor)
+    static func recover(_ dir: DataDirectory, options: JournalOptions, lockFD: FileDescriptor)
         throws(JournalError) -> (Journal, Recovery)
     {
         var warnings: [String] = []
