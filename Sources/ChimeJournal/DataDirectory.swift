@@ -16,7 +16,8 @@ struct DataDirectory: Sendable {
         }
     }
 
-    func open(_ name: String, _ access: FileAccess, _ options: OpenOptions = []) throws(JournalError) -> FileDescriptor {
+    func open(_ name: String, _ access: FileAccess, _ options: OpenOptions = []) throws(JournalError) -> FileDescriptor
+    {
         do {
             return try fs.open(path(name), access: access, options: options)
         } catch {
@@ -38,7 +39,12 @@ struct DataDirectory: Sendable {
     }
 
     /// Reads `count` bytes at `offset` into `buffer`, looping over short reads; returns fewer only at end of file.
-    func read(_ fd: FileDescriptor, _ name: String, into buffer: UnsafeMutableRawBufferPointer, at offset: Int)
+    func read(
+        _ fd: FileDescriptor,
+        _ name: String,
+        into buffer: UnsafeMutableRawBufferPointer,
+        at offset: Int
+    )
         throws(JournalError) -> Int
     {
         var done = 0
@@ -71,7 +77,12 @@ struct DataDirectory: Sendable {
 
     /// Writes all of `bytes` at `offset`, continuing after short writes. For snapshots and tools;
     /// `Journal.append` deliberately does not use this (one write per record, no continuation).
-    func writeAll(_ fd: FileDescriptor, _ name: String, _ bytes: UnsafeRawBufferPointer, at offset: Int)
+    func writeAll(
+        _ fd: FileDescriptor,
+        _ name: String,
+        _ bytes: UnsafeRawBufferPointer,
+        at offset: Int
+    )
         throws(JournalError)
     {
         var done = 0

@@ -83,8 +83,8 @@ struct DirectoryScan: Sendable {
             scan.problem = ScanProblem(
                 file: damaged.name,
                 offset: damaged.problem?.offset ?? 0,
-                message:
-                    "snapshot is damaged (\(damaged.problem?.message ?? "")) and nothing else reaches its sequence \(damaged.sequence)"
+                message: "snapshot is damaged (\(damaged.problem?.message ?? "")) and nothing else reaches "
+                    + "its sequence \(damaged.sequence)"
             )
         }
         return scan
@@ -128,7 +128,8 @@ struct DirectoryScan: Sendable {
             problem = ScanProblem(
                 file: first.name,
                 offset: 0,
-                message: "oldest segment starts at sequence \(first.sequence), but replay from \(state) needs \(base + 1)"
+                message:
+                    "oldest segment starts at sequence \(first.sequence), but replay from \(state) needs \(base + 1)"
             )
             return
         }
@@ -165,7 +166,8 @@ struct DirectoryScan: Sendable {
                 problem = ScanProblem(
                     file: name,
                     offset: 0,
-                    message: "segment starts at sequence \(segment.firstSequence) but \(expected) was expected (sequence gap)"
+                    message: "segment starts at sequence \(segment.firstSequence) but \(expected) was expected "
+                        + "(sequence gap)"
                 )
                 return
             }
@@ -175,9 +177,8 @@ struct DirectoryScan: Sendable {
                 lastRecordSequence = segment.lastSequence
             }
             if let torn = segment.tornTail {
-                warnings.append(
-                    "\(name): torn tail at offset \(torn.offset), \(segment.fileSize - torn.offset) bytes dropped (\(torn.reason))"
-                )
+                let dropped = segment.fileSize - torn.offset
+                warnings.append("\(name): torn tail at offset \(torn.offset), \(dropped) bytes dropped (\(torn.reason))")
             }
             expected = segment.nextSequence
             segments.append(segment)

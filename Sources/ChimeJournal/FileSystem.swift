@@ -89,7 +89,11 @@ public struct SystemFileSystem: FileSystem {
         if Glibc.close(fd.rawValue) != 0 { throw Errno.current }
     }
 
-    public func read(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno)
+    public func read(
+        _ fd: FileDescriptor,
+        into buffer: UnsafeMutableRawBufferPointer,
+        at offset: Int
+    ) throws(Errno)
         -> Int
     {
         while true {

@@ -173,7 +173,9 @@ extension Array where Element == UInt8 {
     }
 
     /// `withUnsafeMutableBytes` keeping the closure's typed error.
-    mutating func withMutableBytes<R, E: Error>(_ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E)
+    mutating func withMutableBytes<R, E: Error>(
+        _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
+    ) throws(E)
         -> R
     {
         let result: Result<R, E> = withUnsafeMutableBytes { bytes in

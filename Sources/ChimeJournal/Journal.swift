@@ -228,7 +228,11 @@ public final class Journal {
         return text.isEmpty ? "unknown" : text
     }
 
-    static func recover(_ dir: DataDirectory, options: JournalOptions, lockFD: FileDescriptor)
+    static func recover(
+        _ dir: DataDirectory,
+        options: JournalOptions,
+        lockFD: FileDescriptor
+    )
         throws(JournalError) -> (Journal, Recovery)
     {
         var warnings: [String] = []
@@ -320,7 +324,14 @@ public final class Journal {
         guard payload.count <= JournalFormat.maximumPayloadBytes else {
             throw JournalError(.invalidArgument, "payload of \(payload.count) bytes exceeds the record limit")
         }
-        if segmentHasRecords && segmentSize >= options.segmentBytes { try rotate() }
+        if segmentHasRecords && segmentSize >= options.segmentBytes {
+            do {
+                try rotate()
+            } catch  where error.code == .io {
+                // The new segment could not be made (ENOSPC, ...): nothing changed, retry later.
+                throw JournalError(.writeFailed, error.message, errno: error.errno)
+            }
+        }
         guard let fd = segmentFD else { throw JournalError(.invalidState, "journal is closed") }
 
         let sequence = lastSequence + 1
@@ -337,7 +348,9 @@ public final class Journal {
             }
             buffer.storeLE(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[8..<frameSize])), at: 4)
             do throws(Errno) {
-                return .success(try dir.fs.write(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<frameSize]), at: offset))
+                return .success(
+                    try dir.fs.write(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<frameSize]), at: offset)
+                )
             } catch {
                 return .failure(error)
             }
@@ -475,7 +488,10 @@ public final class Journal {
     public func beginSnapshot() throws(JournalError) -> SnapshotWriter {
         try checkUsable()
         if let pendingSnapshot, !pendingSnapshot.isAbandoned {
-            throw JournalError(.invalidState, "a snapshot of sequence \(pendingSnapshot.coveredSequence) is still running")
+            throw JournalError(
+                .invalidState,
+                "a snapshot of sequence \(pendingSnapshot.coveredSequence) is still running"
+            )
         }
         if segmentHasRecords { try rotate() } else { try sync() }
         let writer = try SnapshotWriter(dir: dir, coveredSequence: lastSequence)

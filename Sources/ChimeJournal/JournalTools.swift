@@ -86,7 +86,10 @@ public struct RepairReport: Hashable, Sendable, CustomStringConvertible {
 public enum JournalTools {
     /// Reads everything in `directory` and reports what is there and the first problem.
     /// - Throws: `.io`/`.badDirectory` when the directory or a segment cannot be read at all.
-    public static func verify(directory: String, fileSystem: any FileSystem = SystemFileSystem())
+    public static func verify(
+        directory: String,
+        fileSystem: any FileSystem = SystemFileSystem()
+    )
         throws(JournalError) -> VerifyReport
     {
         let dir = DataDirectory(fs: fileSystem, path: directory)
@@ -122,7 +125,10 @@ public enum JournalTools {
     /// Finally torn tails are truncated and temporary files removed, so `verify` reports clean.
     ///
     /// - Throws: `.locked` while a worker has the directory open; `.corrupt` if no repair applies.
-    public static func repair(directory: String, fileSystem: any FileSystem = SystemFileSystem())
+    public static func repair(
+        directory: String,
+        fileSystem: any FileSystem = SystemFileSystem()
+    )
         throws(JournalError) -> RepairReport
     {
         let dir = DataDirectory(fs: fileSystem, path: directory)

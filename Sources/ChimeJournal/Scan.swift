@@ -126,7 +126,8 @@ enum SegmentReader {
                 throw ScanProblem(
                     file: name,
                     offset: offset,
-                    message: "\(reason), but a valid record (sequence \(later.sequence)) follows at offset \(later.offset)"
+                    message:
+                        "\(reason), but a valid record (sequence \(later.sequence)) follows at offset \(later.offset)"
                 )
             }
             scan.validEnd = offset
@@ -142,7 +143,11 @@ enum SegmentReader {
     /// A cheap plausibility test on the sequence comes first: a genuine later record with
     /// sequence `lastGood + k` lies at least `17 × (k − 1)` bytes after `start`, so `k` is
     /// bounded by the bytes left. That keeps the search linear even over megabytes of payload.
-    static func validFrame(in bytes: UnsafeRawBufferPointer, after start: Int, lastGood: UInt64)
+    static func validFrame(
+        in bytes: UnsafeRawBufferPointer,
+        after start: Int,
+        lastGood: UInt64
+    )
         -> (offset: Int, sequence: UInt64)?
     {
         let size = bytes.count
@@ -202,7 +207,8 @@ enum SnapshotReader {
             guard version == JournalFormat.version else {
                 throw ScanProblem(file: name, offset: 8, message: "unsupported format version \(version)")
             }
-            guard bytes.le(32, as: UInt32.self) == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<32])) else {
+            guard bytes.le(32, as: UInt32.self) == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<32]))
+            else {
                 throw ScanProblem(file: name, offset: 32, message: "snapshot header CRC mismatch")
             }
             return (bytes.le(16, as: UInt64.self), bytes.le(24, as: UInt64.self))
@@ -278,7 +284,10 @@ private struct ChunkReader {
     var position: Int { bufferOffset + start }
 
     /// Hands the next `count` bytes to `body` and moves past them.
-    mutating func next<R>(_ count: Int, _ body: (UnsafeRawBufferPointer) throws(ScanProblem) -> R) throws(ScanProblem)
+    mutating func next<R>(
+        _ count: Int,
+        _ body: (UnsafeRawBufferPointer) throws(ScanProblem) -> R
+    ) throws(ScanProblem)
         -> R
     {
         guard count <= size - position else {

@@ -131,8 +131,9 @@ private struct TwoSegments {
         defer { setup.scratch.remove() }
         let ends = setup.boundaries
         for index in 0..<(ends.count - 2) {
-            for offset in [ends[index], ends[index] + 1, ends[index] + 4, ends[index] + 8, ends[index] + 9, ends[index + 1] - 1]
-            {
+            for offset in [
+                ends[index], ends[index] + 1, ends[index] + 4, ends[index] + 8, ends[index] + 9, ends[index + 1] - 1,
+            ] {
                 let directory = setup.copy("middle-\(offset)")
                 defer { try? FileManager.default.removeItem(atPath: directory) }
                 Disk.flipBit(directory + "/" + setup.newest, at: offset, bit: 3)
@@ -274,7 +275,11 @@ private struct TwoSegments {
             #expect(error.code == .corrupt, "\(error)", sourceLocation: sourceLocation)
             #expect(error.message.hasPrefix("\(file): offset "), "\(error.message)", sourceLocation: sourceLocation)
             if let offset {
-                #expect(error.message.hasPrefix("\(file): offset \(offset):"), "\(error)", sourceLocation: sourceLocation)
+                #expect(
+                    error.message.hasPrefix("\(file): offset \(offset):"),
+                    "\(error)",
+                    sourceLocation: sourceLocation
+                )
             }
             if let words {
                 #expect(error.message.contains(words), "\(error.message)", sourceLocation: sourceLocation)

@@ -59,7 +59,8 @@ enum Disk {
         var offsets = [24]
         var offset = 24
         while offset + 4 <= bytes.count {
-            let length = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16
+            let length =
+                Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16
                 | Int(bytes[offset + 3]) << 24
             offset += 4 + length
             offsets.append(offset)
