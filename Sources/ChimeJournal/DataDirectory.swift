@@ -146,7 +146,8 @@ struct DataDirectory: Sendable {
         }
     }
 
-    /// Creates the directory if it is missing (its parent must exist).
+    /// Creates the directory if it is missing (its parent must exist), and `fsync`s the parent
+    /// so the new directory, and so every record later synced inside it, survives a power loss.
     func create() throws(JournalError) {
         do {
             try fs.makeDirectory(path)
@@ -154,5 +155,8 @@ struct DataDirectory: Sendable {
             if error == .fileExists { return }
             throw JournalError(.badDirectory, "cannot create data directory \(path)", errno: error)
         }
+        let trimmed = path.hasSuffix("/") ? String(path.dropLast()) : path
+        let parent = trimmed.lastIndex(of: "/").map { String(trimmed[..<$0]) } ?? "."
+        try DataDirectory(fs: fs, path: parent.isEmpty ? "/" : parent).syncDirectory()
     }
 }

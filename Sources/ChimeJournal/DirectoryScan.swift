@@ -101,7 +101,7 @@ struct DirectoryScan: Sendable {
             var entries: [[UInt8]] = []
             do throws(ScanProblem) {
                 let count = try SnapshotReader.read(dir, name: name, expectedSequence: sequence) { entry in
-                    if load { entries.append(Array(entry)) }
+                    if load { entries.append(Array(copying: entry)) }
                 }
                 snapshots.insert(SnapshotState(name: name, sequence: sequence, entryCount: count), at: 0)
                 if usedSnapshot == nil {
@@ -136,6 +136,17 @@ struct DirectoryScan: Sendable {
         var expected: UInt64?
         for (index, (sequence, name)) in listing.segments.enumerated() {
             let isLast = index == listing.segments.count - 1
+            // Consecutive segments continue each other's sequences (checked on the name, which
+            // the header must repeat, before any record is reported). The only gap allowed is one
+            // the snapshot in use already covers (left behind by `repair`).
+            if let expected, sequence != expected, !(sequence > expected && sequence <= base + 1) {
+                problem = ScanProblem(
+                    file: name,
+                    offset: 0,
+                    message: "segment starts at sequence \(sequence) but \(expected) was expected (sequence gap)"
+                )
+                return
+            }
             let bytes = try dir.readAll(name)
             var segment: SegmentScan
             do throws(ScanProblem) {
@@ -158,19 +169,6 @@ struct DirectoryScan: Sendable {
                 segments.append(segment)
                 return
             }
-            // Consecutive segments continue each other's sequences. The only gap allowed is one
-            // the snapshot in use already covers (left behind by `repair`).
-            if let expected, segment.firstSequence != expected,
-                !(segment.firstSequence > expected && segment.firstSequence <= base + 1)
-            {
-                problem = ScanProblem(
-                    file: name,
-                    offset: 0,
-                    message: "segment starts at sequence \(segment.firstSequence) but \(expected) was expected "
-                        + "(sequence gap)"
-                )
-                return
-            }
             if segment.recordCount > 0 {
                 recordCount += segment.recordCount
                 if firstRecordSequence == nil { firstRecordSequence = segment.firstSequence }
@@ -178,7 +176,8 @@ struct DirectoryScan: Sendable {
             }
             if let torn = segment.tornTail {
                 let dropped = segment.fileSize - torn.offset
-                warnings.append("\(name): torn tail at offset \(torn.offset), \(dropped) bytes dropped (\(torn.reason))")
+                let location = "\(name): torn tail at offset \(torn.offset)"
+                warnings.append("\(location), \(dropped) bytes dropped (\(torn.reason))")
             }
             expected = segment.nextSequence
             segments.append(segment)

@@ -184,3 +184,16 @@ extension Array where Element == UInt8 {
         return try result.get()
     }
 }
+
+extension Array where Element == UInt8 {
+    /// A copy of `bytes` with one `memcpy` (`Array(bytes)` would go byte by byte through the
+    /// sequence protocol, which dominates recovery of a million snapshot entries).
+    init(copying bytes: UnsafeRawBufferPointer) {
+        self.init(unsafeUninitializedCapacity: bytes.count) { buffer, count in
+            if let target = buffer.baseAddress, let source = bytes.baseAddress {
+                UnsafeMutableRawPointer(target).copyMemory(from: source, byteCount: bytes.count)
+            }
+            count = bytes.count
+        }
+    }
+}

@@ -245,7 +245,7 @@ public final class Journal {
 
         var records: [JournalRecord] = []
         var scan = try DirectoryScan.scan(dir, mode: .init(loadSnapshot: true)) { sequence, type, payload, after in
-            if after { records.append(JournalRecord(sequence: sequence, type: type, payload: Array(payload))) }
+            if after { records.append(JournalRecord(sequence: sequence, type: type, payload: Array(copying: payload))) }
         }
         if let problem = scan.problem { throw JournalError(.corrupt, problem.line) }
         warnings += scan.warnings

@@ -107,7 +107,7 @@ public enum JournalTools {
     ) throws(JournalError) {
         let dir = DataDirectory(fs: fileSystem, path: directory)
         let scan = try DirectoryScan.scan(dir, mode: .init()) { sequence, type, payload, _ in
-            body(JournalRecord(sequence: sequence, type: type, payload: Array(payload)))
+            body(JournalRecord(sequence: sequence, type: type, payload: Array(copying: payload)))
         }
         if let problem = scan.problem { throw JournalError(.corrupt, problem.line) }
     }
@@ -270,6 +270,7 @@ private struct Repair {
         } catch {
             throw JournalError(.io, "cannot move \(dir.path(name)) to \(dir.path(target))", errno: error)
         }
+        try DataDirectory(fs: dir.fs, path: dir.path(try backup())).syncDirectory()
         try dir.syncDirectory()
     }
 
@@ -281,5 +282,6 @@ private struct Repair {
         defer { dir.closeQuietly(fd) }
         try dir.writeAll(fd, target, bytes, at: 0)
         try dir.fsync(fd, target)
+        try DataDirectory(fs: dir.fs, path: dir.path(try backup())).syncDirectory()
     }
 }

@@ -173,6 +173,7 @@ private struct TwoSegments {
         let magic = setup.copy("magic")
         Disk.flipBit(magic + "/" + setup.newest, at: 2)
         try expectCorrupt(magic, file: setup.newest, offset: 0, saying: "bad magic")
+        try expectRepairable(magic, keeping: setup.newestFirst - 1)
 
         // Version 2, with a header CRC that matches: a file from a newer release.
         let version = setup.copy("version")
@@ -183,6 +184,7 @@ private struct TwoSegments {
         let path = version + "/" + setup.newest
         Disk.write(path, header + Disk.read(path).dropFirst(24))
         try expectCorrupt(version, file: setup.newest, offset: 8, saying: "unsupported format version 2")
+        try expectRepairable(version, keeping: setup.newestFirst - 1)
 
         // A whole segment missing between two others.
         let gap = setup.copy("gap")
@@ -192,6 +194,7 @@ private struct TwoSegments {
         let segments = Disk.segments(gap)
         try FileManager.default.removeItem(atPath: gap + "/" + segments[1])
         try expectCorrupt(gap, file: segments[2], offset: 0, saying: "sequence gap")
+        try expectRepairable(gap, keeping: (JournalFormat.segmentSequence(segments[1]) ?? 0) - 1)
 
         // A record with a valid CRC but the wrong sequence.
         let skip = setup.copy("skip")
@@ -206,6 +209,7 @@ private struct TwoSegments {
         withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange((at + 4)..<(at + 8), with: $0) }
         Disk.write(segment, bytes)
         try expectCorrupt(skip, file: setup.newest, offset: at, saying: "where")
+        try expectRepairable(skip, keeping: setup.newestFirst)
     }
 
     @Test func repairMakesDamagedDirectoryOpenable() throws {
@@ -258,6 +262,28 @@ private struct TwoSegments {
         let report = try JournalTools.repair(directory: directory)
         #expect(report.after.isClean && report.after.temporaryFiles.isEmpty, "\(report)")
         #expect(report.after.lastSequence == setup.last - 1)
+    }
+
+    /// Repairs `directory` and checks it then opens with records 1...keeping and a backup.
+    private func expectRepairable(
+        _ directory: String,
+        keeping last: UInt64,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        var dumped: [JournalRecord] = []
+        #expect(throws: JournalError.corrupt, sourceLocation: sourceLocation) {
+            try JournalTools.dump(directory: directory) { dumped.append($0) }
+        }
+        #expect(dumped == (1...last).map(Content.record), sourceLocation: sourceLocation)
+        let report = try JournalTools.repair(directory: directory)
+        #expect(report.after.isClean, "\(report)", sourceLocation: sourceLocation)
+        let backup = try #require(report.backupDirectory, sourceLocation: sourceLocation)
+        #expect(!Disk.list(backup).isEmpty, sourceLocation: sourceLocation)
+        let (journal, recovery) = try Journal.open(directory: directory)
+        #expect(recovery.records == (1...last).map(Content.record), sourceLocation: sourceLocation)
+        #expect(try journal.append(type: 0, payload: []) == last + 1, sourceLocation: sourceLocation)
+        try journal.close()
+        #expect(try JournalTools.verify(directory: directory).isClean, sourceLocation: sourceLocation)
     }
 
     private func expectCorrupt(
