@@ -80,6 +80,10 @@ public enum JournalFormat {
     public static let maximumPayloadBytes = 64 << 20
     /// The largest snapshot entry.
     public static let maximumEntryBytes = 64 << 20
+    /// Sequences (in names and headers) above this are not Chime's, whatever their checksum:
+    /// the bound keeps `sequence + 1` from ever overflowing on a crafted file. At a million
+    /// records a second it would take over 100,000 years to reach.
+    public static let maximumSequence: UInt64 = 1 << 62
 
     static let segmentMagic: [UInt8] = Array("CHIMEJNL".utf8)
     static let snapshotMagic: [UInt8] = Array("CHIMESNP".utf8)
@@ -113,7 +117,8 @@ public enum JournalFormat {
         else { return nil }
         let digits = name.utf8.dropFirst(prefix.utf8.count).prefix(20)
         guard digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
-        return UInt64(Substring(digits))
+        guard let value = UInt64(Substring(digits)), value <= maximumSequence else { return nil }
+        return value
     }
 
     static func segmentHeader(firstSequence: UInt64) -> [UInt8] {

@@ -37,7 +37,8 @@ public final class SnapshotWriter: @unchecked Sendable {
         self.coveredSequence = coveredSequence
         self.finalName = JournalFormat.snapshotName(coveredSequence)
         self.temporaryName = finalName + ".tmp"
-        self.buffer = [UInt8](repeating: 0, count: Self.bufferSize)
+        // Start small (most snapshots in tests and small deployments are small); `flush` grows it.
+        self.buffer = [UInt8](repeating: 0, count: 64 << 10)
         self.fd = try dir.open(temporaryName, .writeOnly, [.create, .truncate])
         // The header's entry count is unknown until `finish`, which rewrites the header.
         let header = JournalFormat.snapshotHeader(sequence: coveredSequence, entryCount: 0)
@@ -149,5 +150,6 @@ public final class SnapshotWriter: @unchecked Sendable {
         }
         fileOffset += count
         buffered = 0
+        if buffer.count < Self.bufferSize { buffer = [UInt8](repeating: 0, count: Self.bufferSize) }
     }
 }

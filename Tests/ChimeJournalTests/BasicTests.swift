@@ -212,3 +212,25 @@ import Testing
         #expect(fs.count(.dataSync) == base + 1)
     }
 }
+
+@Suite struct FormatTests {
+    @Test func names() {
+        #expect(JournalFormat.segmentName(42) == "journal-00000000000000000042.log")
+        #expect(JournalFormat.snapshotName(7) == "snapshot-00000000000000000007.snap")
+        #expect(JournalFormat.segmentSequence("journal-00000000000000000042.log") == 42)
+        #expect(JournalFormat.snapshotSequence("snapshot-00000000000000000007.snap") == 7)
+        for other in [
+            "journal-42.log", "journal-0000000000000000004x.log", "journal-00000000000000000042.log.tmp",
+            "snapshot-00000000000000000007.snap.tmp", "journal-99999999999999999999.log", "LOCK", "backup-x",
+        ] {
+            #expect(JournalFormat.segmentSequence(other) == nil && JournalFormat.snapshotSequence(other) == nil)
+        }
+    }
+
+    @Test func errorsCompareByCode() {
+        let error = JournalError(.corrupt, "journal-1.log: offset 5: bad", errno: .ioError)
+        #expect(error == .corrupt)
+        #expect(error != .io)
+        #expect(error.description == "corrupt: journal-1.log: offset 5: bad: \(Errno.ioError)")
+    }
+}

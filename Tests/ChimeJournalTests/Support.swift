@@ -212,6 +212,14 @@ final class FaultyFileSystem: FileSystem {
 enum Content {
     /// The payload of record `sequence` in most tests: varied lengths, including empty.
     static func payload(_ sequence: UInt64) -> [UInt8] {
+        sequence < UInt64(cache.count) ? cache[Int(sequence)] : makePayload(sequence)
+    }
+
+    /// Payloads are computed once: the power-loss tests build states of thousands of records
+    /// many times over, and debug builds make byte-by-byte work slow.
+    private static let cache = (0..<20_000).map { makePayload(UInt64($0)) }
+
+    private static func makePayload(_ sequence: UInt64) -> [UInt8] {
         let length = Int((sequence &* 37) % 61)
         return (0..<length).map { UInt8(truncatingIfNeeded: Int(sequence) &* 31 &+ $0) }
     }
@@ -225,7 +233,8 @@ enum Content {
     /// A snapshot of the "state" after `sequence`: in these tests the state is simply every
     /// payload so far, one entry each, so recovery can be checked exactly.
     static func entries(through sequence: UInt64) -> [[UInt8]] {
-        sequence == 0 ? [] : (1...sequence).map { payload($0) }
+        if sequence < UInt64(cache.count) { return Array(cache[1..<(Int(sequence) + 1)]) }
+        return (1...sequence).map { payload($0) }
     }
 
     /// The state a recovery describes, in the same form as `entries(through:)`.
