@@ -112,7 +112,7 @@ struct DirectoryScan: Sendable {
             } catch {
                 snapshots.insert(SnapshotState(name: name, sequence: sequence, problem: error), at: 0)
                 if usedSnapshot == nil {
-                    warnings.append("\(error.line); falling back to the previous snapshot")
+                    warnings.append("\(error.line); skipped, recovering from the snapshot before it or from the start")
                 }
             }
         }

@@ -64,9 +64,16 @@
 ///
 /// The newest snapshot that reads back whole is used (a damaged one is skipped with a warning,
 /// which is why two are kept); then every record with a greater sequence is replayed from the
-/// segments. Only the end of the newest segment may be damaged: a bad record there after which
-/// no valid record with a greater sequence can be found is a torn write, truncated with a
-/// warning. Any other damage makes `Journal.open` refuse with ``JournalError/Code/corrupt``.
+/// segments. The oldest segment kept must start at or before the snapshot's sequence + 1, and
+/// each segment must start where the previous one ended (a gap is tolerated only where the
+/// snapshot in use covers it, as `repair` can leave). Every segment is checked, including
+/// those the snapshot covers, since they are the fallback if the snapshot is damaged.
+///
+/// Only the end of the newest segment may be damaged: a bad record there (short, impossible
+/// length, CRC mismatch) after which no frame with a matching CRC and a greater sequence can be
+/// found is a torn write, truncated with a warning. A newest segment shorter than its header is
+/// a crash while it was created, and is removed. Any other damage makes `Journal.open` refuse
+/// with ``JournalError/Code/corrupt``, naming file and offset; `JournalTools.repair` fixes it.
 ///
 /// ## Compatibility
 ///

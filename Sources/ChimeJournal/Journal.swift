@@ -327,8 +327,9 @@ public final class Journal {
         if segmentHasRecords && segmentSize >= options.segmentBytes {
             do {
                 try rotate()
-            } catch  where error.code == .io {
+            } catch {
                 // The new segment could not be made (ENOSPC, ...): nothing changed, retry later.
+                guard error.code == .io else { throw error }
                 throw JournalError(.writeFailed, error.message, errno: error.errno)
             }
         }
