@@ -97,6 +97,8 @@ public struct JournalError: Error, Hashable, Sendable, CustomStringConvertible {
         self.errno = errno
     }
 
+    // Values with only a code, to compare against: `#expect(throws: JournalError.corrupt)`,
+    // `catch let error where error == .locked`.
     public static let locked = JournalError(.locked, "")
     public static let corrupt = JournalError(.corrupt, "")
     public static let writeFailed = JournalError(.writeFailed, "")
