@@ -61,6 +61,21 @@ import Testing
         try journal.close()
     }
 
+    @Test func snapshotWithoutNewRecordsReplacesTheSameSequence() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        try journal.appendStandard(through: 10)
+        try journal.snapshotStandard()
+        try journal.snapshotStandard()
+        try journal.close()
+        #expect(Disk.snapshots(scratch.path) == [JournalFormat.snapshotName(10)])
+        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
+        #expect(recovery.snapshot?.sequence == 10 && recovery.records.isEmpty)
+        #expect(Content.state(recovery) == Content.entries(through: 10))
+        try again.close()
+    }
+
     /// The writer runs on another thread while the owner keeps appending.
     @Test func snapshotOnAnotherThread() async throws {
         let scratch = TemporaryDirectory()
