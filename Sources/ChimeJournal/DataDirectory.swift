@@ -1,0 +1,162 @@
+/// The data directory as the journal sees it: a path, the ``FileSystem`` seam, and the few
+/// compound operations built on it. This is where a failed system call becomes a
+/// ``JournalError`` naming the file, and the only place that knows how paths are joined.
+struct DataDirectory: Sendable {
+    let fs: any FileSystem
+    let path: String
+
+    func path(_ name: String) -> String { path + "/" + name }
+
+    func list() throws(JournalError) -> [String] {
+        do {
+            return try fs.listDirectory(path)
+        } catch {
+            let code: JournalError.Code = error == .notDirectory || error == .noSuchFile ? .badDirectory : .io
+            throw JournalError(code, "cannot list data directory \(path)", errno: error)
+        }
+    }
+
+    func open(_ name: String, _ access: FileAccess, _ options: OpenOptions = []) throws(JournalError) -> FileDescriptor
+    {
+        do {
+            return try fs.open(path(name), access: access, options: options)
+        } catch {
+            throw JournalError(.io, "cannot open \(path(name))", errno: error)
+        }
+    }
+
+    /// Closes a descriptor whose data no longer matters (already synced, or being discarded).
+    func closeQuietly(_ fd: FileDescriptor) {
+        try? fs.close(fd)
+    }
+
+    func size(_ fd: FileDescriptor, _ name: String) throws(JournalError) -> Int {
+        do {
+            return try fs.size(of: fd)
+        } catch {
+            throw JournalError(.io, "cannot stat \(path(name))", errno: error)
+        }
+    }
+
+    /// Reads `count` bytes at `offset` into `buffer`, looping over short reads; returns fewer only at end of file.
+    func read(
+        _ fd: FileDescriptor,
+        _ name: String,
+        into buffer: UnsafeMutableRawBufferPointer,
+        at offset: Int
+    )
+        throws(JournalError) -> Int
+    {
+        var done = 0
+        while done < buffer.count {
+            let n: Int
+            do {
+                n = try fs.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), at: offset + done)
+            } catch {
+                throw JournalError(.io, "cannot read \(path(name)) at offset \(offset + done)", errno: error)
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// The whole file. Segments are read this way: they are bounded by `segmentBytes`, and the
+    /// torn-tail rule needs to look ahead of a damaged record.
+    func readAll(_ name: String) throws(JournalError) -> [UInt8] {
+        let fd = try open(name, .readOnly)
+        defer { closeQuietly(fd) }
+        let size = try self.size(fd, name)
+        var bytes = [UInt8](repeating: 0, count: size)
+        let count = try bytes.withMutableBytes { buffer throws(JournalError) in
+            try read(fd, name, into: buffer, at: 0)
+        }
+        if count < size { bytes.removeLast(size - count) }
+        return bytes
+    }
+
+    /// Writes all of `bytes` at `offset`, continuing after short writes. For snapshots and tools;
+    /// `Journal.append` deliberately does not use this (one write per record, no continuation).
+    func writeAll(
+        _ fd: FileDescriptor,
+        _ name: String,
+        _ bytes: UnsafeRawBufferPointer,
+        at offset: Int
+    )
+        throws(JournalError)
+    {
+        var done = 0
+        while done < bytes.count {
+            let n: Int
+            do {
+                n = try fs.write(fd, UnsafeRawBufferPointer(rebasing: bytes[done...]), at: offset + done)
+            } catch {
+                throw JournalError(.writeFailed, "cannot write \(path(name)) at offset \(offset + done)", errno: error)
+            }
+            if n <= 0 {
+                throw JournalError(.writeFailed, "short write to \(path(name)) at offset \(offset + done)")
+            }
+            done += n
+        }
+    }
+
+    func writeAll(_ fd: FileDescriptor, _ name: String, _ bytes: [UInt8], at offset: Int) throws(JournalError) {
+        try bytes.withBytes { buffer throws(JournalError) in try writeAll(fd, name, buffer, at: offset) }
+    }
+
+    /// `fsync` of a file: data and metadata, used for new files whose size and name must survive.
+    func fsync(_ fd: FileDescriptor, _ name: String) throws(JournalError) {
+        do {
+            try fs.sync(fd)
+        } catch {
+            throw JournalError(.syncFailed, "fsync of \(path(name)) failed", errno: error)
+        }
+    }
+
+    /// Makes creates, renames and unlinks in the directory durable.
+    func syncDirectory() throws(JournalError) {
+        let fd: FileDescriptor
+        do {
+            fd = try fs.open(path, access: .readOnly, options: [.directory])
+        } catch {
+            throw JournalError(.io, "cannot open data directory \(path)", errno: error)
+        }
+        defer { closeQuietly(fd) }
+        do {
+            try fs.sync(fd)
+        } catch {
+            throw JournalError(.syncFailed, "fsync of data directory \(path) failed", errno: error)
+        }
+    }
+
+    func unlink(_ name: String) throws(JournalError) {
+        do {
+            try fs.unlink(path(name))
+        } catch {
+            if error == .noSuchFile { return }
+            throw JournalError(.io, "cannot remove \(path(name))", errno: error)
+        }
+    }
+
+    func truncate(_ fd: FileDescriptor, _ name: String, to length: Int) throws(JournalError) {
+        do {
+            try fs.truncate(fd, to: length)
+        } catch {
+            throw JournalError(.io, "cannot truncate \(path(name)) to \(length) bytes", errno: error)
+        }
+    }
+
+    /// Creates the directory if it is missing (its parent must exist), and `fsync`s the parent
+    /// so the new directory, and so every record later synced inside it, survives a power loss.
+    func create() throws(JournalError) {
+        do {
+            try fs.makeDirectory(path)
+        } catch {
+            if error == .fileExists { return }
+            throw JournalError(.badDirectory, "cannot create data directory \(path)", errno: error)
+        }
+        let trimmed = path.hasSuffix("/") ? String(path.dropLast()) : path
+        let parent = trimmed.lastIndex(of: "/").map { String(trimmed[..<$0]) } ?? "."
+        try DataDirectory(fs: fs, path: parent.isEmpty ? "/" : parent).syncDirectory()
+    }
+}

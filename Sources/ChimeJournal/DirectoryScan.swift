@@ -1,0 +1,186 @@
+/// The names in a data directory, sorted into what they are.
+struct DirectoryListing: Sendable {
+    /// Segments by first sequence, ascending.
+    var segments: [(sequence: UInt64, name: String)] = []
+    /// Snapshots by covered sequence, ascending.
+    var snapshots: [(sequence: UInt64, name: String)] = []
+    /// `*.tmp` files: snapshots that never finished.
+    var temporaryFiles: [String] = []
+
+    init(_ names: [String]) {
+        for name in names {
+            if let sequence = JournalFormat.segmentSequence(name) {
+                segments.append((sequence, name))
+            } else if let sequence = JournalFormat.snapshotSequence(name) {
+                snapshots.append((sequence, name))
+            } else if name.hasSuffix(".tmp") {
+                temporaryFiles.append(name)
+            }
+        }
+        segments.sort { $0.sequence < $1.sequence }
+        snapshots.sort { $0.sequence < $1.sequence }
+        temporaryFiles.sort()
+    }
+}
+
+/// Everything one read-only pass over a data directory learned. `Journal.open`, `verify`,
+/// `dump` and `repair` all start from this, so they agree on what is damage.
+struct DirectoryScan: Sendable {
+    struct SnapshotState: Sendable {
+        var name: String
+        var sequence: UInt64
+        /// Nil when the snapshot was not read (an older one, when only the newest good one matters).
+        var entryCount: UInt64?
+        var problem: ScanProblem?
+    }
+
+    var listing: DirectoryListing
+    /// The snapshot recovery starts from.
+    var usedSnapshot: (sequence: UInt64, name: String)?
+    var snapshotEntries: [[UInt8]] = []
+    var snapshots: [SnapshotState] = []
+    var segments: [SegmentScan] = []
+    var warnings: [String] = []
+    /// The first damage that recovery must not skip; scanning stops there.
+    var problem: ScanProblem?
+    /// Sequence of the snapshot used, 0 without one.
+    var baseSequence: UInt64 = 0
+    /// The greatest sequence recovered: the snapshot's or the last record's.
+    var lastSequence: UInt64 = 0
+    var recordCount = 0
+    var firstRecordSequence: UInt64?
+    var lastRecordSequence: UInt64?
+    /// Frame bytes of records after the snapshot, for `snapshotDue`.
+    var bytesAfterBase = 0
+
+    /// What to do with snapshots and records while scanning.
+    struct Mode {
+        /// Keep the used snapshot's entries in `snapshotEntries`.
+        var loadSnapshot = false
+        /// Read every snapshot, not only down to the first good one.
+        var checkAllSnapshots = false
+    }
+
+    /// Reads the whole directory without changing it.
+    ///
+    /// - Parameter onRecord: every valid record in segment order, with whether it comes after
+    ///   the snapshot used.
+    /// - Throws: ``JournalError`` only for I/O errors on segments or the directory; damage is
+    ///   reported in ``problem``.
+    static func scan(
+        _ dir: DataDirectory,
+        mode: Mode,
+        onRecord: (UInt64, UInt8, UnsafeRawBufferPointer, Bool) -> Void
+    ) throws(JournalError) -> DirectoryScan {
+        var scan = DirectoryScan(listing: DirectoryListing(try dir.list()))
+        scan.chooseSnapshot(dir, mode: mode)
+        if scan.problem == nil { try scan.scanSegments(dir, onRecord: onRecord) }
+        scan.lastSequence = max(scan.baseSequence, scan.lastRecordSequence ?? 0)
+        if scan.problem == nil, let damaged = scan.snapshots.last(where: { $0.problem != nil }),
+            damaged.sequence > scan.lastSequence
+        {
+            // The damaged snapshot held state that no other file can rebuild.
+            scan.problem = ScanProblem(
+                file: damaged.name,
+                offset: damaged.problem?.offset ?? 0,
+                message: "snapshot is damaged (\(damaged.problem?.message ?? "")) and nothing else reaches "
+                    + "its sequence \(damaged.sequence)"
+            )
+        }
+        return scan
+    }
+
+    /// The newest snapshot that reads back whole; a damaged newer one is skipped with a warning.
+    private mutating func chooseSnapshot(_ dir: DataDirectory, mode: Mode) {
+        for (sequence, name) in listing.snapshots.reversed() {
+            if usedSnapshot != nil && !mode.checkAllSnapshots {
+                snapshots.insert(SnapshotState(name: name, sequence: sequence), at: 0)
+                continue
+            }
+            let load = mode.loadSnapshot && usedSnapshot == nil
+            var entries: [[UInt8]] = []
+            do throws(ScanProblem) {
+                let count = try SnapshotReader.read(dir, name: name, expectedSequence: sequence) { entry in
+                    if load { entries.append(Array(copying: entry)) }
+                }
+                snapshots.insert(SnapshotState(name: name, sequence: sequence, entryCount: count), at: 0)
+                if usedSnapshot == nil {
+                    usedSnapshot = (sequence, name)
+                    baseSequence = sequence
+                    snapshotEntries = entries
+                }
+            } catch {
+                snapshots.insert(SnapshotState(name: name, sequence: sequence, problem: error), at: 0)
+                if usedSnapshot == nil {
+                    warnings.append("\(error.line); skipped, recovering from the snapshot before it or from the start")
+                }
+            }
+        }
+    }
+
+    private mutating func scanSegments(
+        _ dir: DataDirectory,
+        onRecord: (UInt64, UInt8, UnsafeRawBufferPointer, Bool) -> Void
+    ) throws(JournalError) {
+        let base = baseSequence
+        if let first = listing.segments.first, first.sequence > base + 1 {
+            let state = usedSnapshot.map { "snapshot \($0.name)" } ?? "an empty state (no usable snapshot)"
+            problem = ScanProblem(
+                file: first.name,
+                offset: 0,
+                message:
+                    "oldest segment starts at sequence \(first.sequence), but replay from \(state) needs \(base + 1)"
+            )
+            return
+        }
+        var expected: UInt64?
+        for (index, (sequence, name)) in listing.segments.enumerated() {
+            let isLast = index == listing.segments.count - 1
+            // Consecutive segments continue each other's sequences (checked on the name, which
+            // the header must repeat, before any record is reported). The only gap allowed is one
+            // the snapshot in use already covers (left behind by `repair`).
+            if let expected, sequence != expected, !(sequence > expected && sequence <= base + 1) {
+                problem = ScanProblem(
+                    file: name,
+                    offset: 0,
+                    message: "segment starts at sequence \(sequence) but \(expected) was expected (sequence gap)"
+                )
+                return
+            }
+            let bytes = try dir.readAll(name)
+            var segment: SegmentScan
+            do throws(ScanProblem) {
+                segment = try bytes.withBytes { buffer throws(ScanProblem) in
+                    try SegmentReader.scan(buffer, name: name, nameSequence: sequence, isLast: isLast) {
+                        sequence,
+                        type,
+                        payload,
+                        frameSize in
+                        let after = sequence > base
+                        if after { bytesAfterBase += frameSize }
+                        onRecord(sequence, type, payload, after)
+                    }
+                }
+            } catch {
+                problem = error
+                return
+            }
+            if segment.tornHeader {
+                segments.append(segment)
+                return
+            }
+            if segment.recordCount > 0 {
+                recordCount += segment.recordCount
+                if firstRecordSequence == nil { firstRecordSequence = segment.firstSequence }
+                lastRecordSequence = segment.lastSequence
+            }
+            if let torn = segment.tornTail {
+                let dropped = segment.fileSize - torn.offset
+                let location = "\(name): torn tail at offset \(torn.offset)"
+                warnings.append("\(location), \(dropped) bytes dropped (\(torn.reason))")
+            }
+            expected = segment.nextSequence
+            segments.append(segment)
+        }
+    }
+}

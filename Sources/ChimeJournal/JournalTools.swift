@@ -1,0 +1,287 @@
+import Glibc
+
+/// What `JournalTools.verify` found.
+public struct VerifyReport: Hashable, Sendable, CustomStringConvertible {
+    /// A place where the directory is damaged.
+    public struct Problem: Hashable, Sendable {
+        public var file: String
+        public var offset: Int
+        public var message: String
+    }
+
+    /// One snapshot file and whether it reads back whole.
+    public struct SnapshotInfo: Hashable, Sendable {
+        public var file: String
+        public var sequence: UInt64
+        /// Nil when damaged.
+        public var entryCount: UInt64?
+        public var problem: Problem?
+    }
+
+    public var segmentCount: Int
+    /// Valid records in all segments (including those a snapshot covers).
+    public var recordCount: Int
+    public var firstSequence: UInt64?
+    public var lastSequence: UInt64?
+    public var snapshots: [SnapshotInfo]
+    /// The snapshot `open` would start from.
+    public var usedSnapshot: String?
+    public var temporaryFiles: [String]
+    /// What `open` would fix or work around by itself (a torn tail, a damaged newest snapshot).
+    public var warnings: [String]
+    /// The first damage that makes `open` refuse; `repair` fixes it.
+    public var problem: Problem?
+
+    /// `open` would succeed.
+    public var isOpenable: Bool { problem == nil }
+    /// Nothing to fix or work around at all.
+    public var isClean: Bool { problem == nil && warnings.isEmpty }
+
+    public var description: String {
+        var lines: [String] = []
+        let range = firstSequence.map { "sequences \($0)...\(lastSequence ?? $0)" } ?? "no records"
+        lines.append("segments: \(segmentCount), records: \(recordCount), \(range)")
+        for snapshot in snapshots {
+            if let problem = snapshot.problem {
+                lines.append("snapshot \(snapshot.file): DAMAGED at offset \(problem.offset): \(problem.message)")
+            } else if let count = snapshot.entryCount {
+                let used = snapshot.file == usedSnapshot ? " (used)" : ""
+                lines.append("snapshot \(snapshot.file): \(count) entries\(used)")
+            }
+        }
+        for name in temporaryFiles { lines.append("temporary file \(name) (removed on open)") }
+        for warning in warnings { lines.append("warning: \(warning)") }
+        if let problem {
+            lines.append("PROBLEM: \(problem.file): offset \(problem.offset): \(problem.message)")
+        } else {
+            lines.append(warnings.isEmpty ? "ok" : "ok (open fixes the warnings above)")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// What `JournalTools.repair` did.
+public struct RepairReport: Hashable, Sendable, CustomStringConvertible {
+    /// Where the files it changed or removed were copied first; nil if nothing was changed.
+    public var backupDirectory: String?
+    /// One line per change.
+    public var actions: [String]
+    /// The directory after the repair.
+    public var after: VerifyReport
+
+    public var description: String {
+        var lines = actions
+        if let backupDirectory { lines.append("backup: \(backupDirectory)") }
+        if actions.isEmpty { lines.append("nothing to repair") }
+        lines.append(after.description)
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Offline tools behind `chime journal verify|dump|repair DIR`.
+///
+/// `verify` and `dump` only read, without the lock, so they work beside a running worker
+/// (whose newest record may then show as a torn tail if it is mid-write). `repair` changes the
+/// directory and so takes the exclusive lock.
+public enum JournalTools {
+    /// Reads everything in `directory` and reports what is there and the first problem.
+    /// - Throws: `.io`/`.badDirectory` when the directory or a segment cannot be read at all.
+    public static func verify(
+        directory: String,
+        fileSystem: any FileSystem = SystemFileSystem()
+    )
+        throws(JournalError) -> VerifyReport
+    {
+        let dir = DataDirectory(fs: fileSystem, path: directory)
+        let scan = try DirectoryScan.scan(dir, mode: .init(checkAllSnapshots: true)) { _, _, _, _ in }
+        return report(scan)
+    }
+
+    /// Calls `body` with every valid record in the segments, oldest first (including records a
+    /// snapshot already covers; snapshots are not dumped). Stops before a torn tail.
+    /// - Throws: `.corrupt` naming file and offset after the records before the damage were dumped.
+    public static func dump(
+        directory: String,
+        fileSystem: any FileSystem = SystemFileSystem(),
+        _ body: (JournalRecord) -> Void
+    ) throws(JournalError) {
+        let dir = DataDirectory(fs: fileSystem, path: directory)
+        let scan = try DirectoryScan.scan(dir, mode: .init()) { sequence, type, payload, _ in
+            body(JournalRecord(sequence: sequence, type: type, payload: Array(copying: payload)))
+        }
+        if let problem = scan.problem { throw JournalError(.corrupt, problem.line) }
+    }
+
+    /// Makes a damaged directory openable, losing as little as possible.
+    ///
+    /// Takes the exclusive lock. Before changing a file it copies it to
+    /// `DIR/backup-<UTC time>/`. Then, until `verify` finds no problem:
+    /// - damage in a segment that the newest good snapshot fully covers: that segment and the
+    ///   older ones are removed (nothing current is lost);
+    /// - damage elsewhere: the segment is truncated at the damage (removed if the header is
+    ///   bad) and every later segment removed; if the snapshot in use reaches beyond the damage,
+    ///   all segments go, as their remaining records are all covered;
+    /// - a damaged snapshot that recovery cannot use is moved to the backup.
+    /// Finally torn tails are truncated and temporary files removed, so `verify` reports clean.
+    ///
+    /// - Throws: `.locked` while a worker has the directory open; `.corrupt` if no repair applies.
+    public static func repair(
+        directory: String,
+        fileSystem: any FileSystem = SystemFileSystem()
+    )
+        throws(JournalError) -> RepairReport
+    {
+        let dir = DataDirectory(fs: fileSystem, path: directory)
+        _ = try dir.list()
+        let lockFD = try Journal.lock(dir)
+        var repair = Repair(dir: dir)
+        let journal: Journal
+        do {
+            try repair.run()
+            // Let recovery itself truncate torn tails, drop temporary files and start a segment
+            // where one is needed, exactly as the next `open` would; the backup is taken first.
+            (journal, _) = try Journal.recover(dir, options: JournalOptions(), lockFD: lockFD)
+        } catch {
+            dir.closeQuietly(lockFD)
+            throw error
+        }
+        try journal.close()
+        let after = try verify(directory: directory, fileSystem: fileSystem)
+        return RepairReport(backupDirectory: repair.backupPath, actions: repair.actions, after: after)
+    }
+
+    static func report(_ scan: DirectoryScan) -> VerifyReport {
+        func problem(_ problem: ScanProblem?) -> VerifyReport.Problem? {
+            problem.map { VerifyReport.Problem(file: $0.file, offset: $0.offset, message: $0.message) }
+        }
+        return VerifyReport(
+            segmentCount: scan.listing.segments.count,
+            recordCount: scan.recordCount,
+            firstSequence: scan.firstRecordSequence,
+            lastSequence: scan.lastRecordSequence,
+            snapshots: scan.snapshots.map {
+                VerifyReport.SnapshotInfo(
+                    file: $0.name,
+                    sequence: $0.sequence,
+                    entryCount: $0.entryCount,
+                    problem: problem($0.problem)
+                )
+            },
+            usedSnapshot: scan.usedSnapshot?.name,
+            temporaryFiles: scan.listing.temporaryFiles,
+            warnings: scan.warnings,
+            problem: problem(scan.problem)
+        )
+    }
+}
+
+/// The steps of `JournalTools.repair`, with the backup it keeps.
+private struct Repair {
+    let dir: DataDirectory
+    var actions: [String] = []
+    var backupPath: String?
+    private var backupName: String?
+
+    init(dir: DataDirectory) { self.dir = dir }
+
+    mutating func run() throws(JournalError) {
+        // Each round removes at least one file or some bytes, so this ends; the bound is a guard.
+        for _ in 0..<1000 {
+            let scan = try DirectoryScan.scan(dir, mode: .init(checkAllSnapshots: true)) { _, _, _, _ in }
+            for snapshot in scan.snapshots where snapshot.problem != nil {
+                try moveToBackup(snapshot.name)
+                actions.append("moved damaged snapshot \(snapshot.name) to the backup")
+            }
+            guard let problem = scan.problem else {
+                if let last = scan.segments.last, last.tornTail != nil || last.tornHeader {
+                    try copyToBackup(last.name)
+                }
+                return
+            }
+            let segments = scan.listing.segments
+            if JournalFormat.snapshotSequence(problem.file) != nil {
+                continue  // moved above; its state is lost, as the problem said
+            }
+            guard let index = segments.firstIndex(where: { $0.name == problem.file }) else {
+                throw JournalError(.corrupt, "cannot repair: \(problem.line)")
+            }
+            let base = scan.baseSequence
+            if index + 1 < segments.count, segments[index + 1].sequence <= base + 1 {
+                // Everything in this segment and before it is inside the snapshot in use.
+                for segment in segments[...index] { try moveToBackup(segment.name) }
+                actions.append(
+                    "removed \(index + 1) segment(s) through \(problem.file), covered by the snapshot (\(problem.line))"
+                )
+                continue
+            }
+            for segment in segments[(index + 1)...] { try moveToBackup(segment.name) }
+            if index + 1 < segments.count {
+                actions.append("removed \(segments.count - index - 1) segment(s) after \(problem.file)")
+            }
+            if problem.offset < JournalFormat.segmentHeaderSize {
+                try moveToBackup(problem.file)
+                actions.append("removed \(problem.file) (\(problem.line))")
+            } else {
+                try copyToBackup(problem.file)
+                let fd = try dir.open(problem.file, .writeOnly)
+                defer { dir.closeQuietly(fd) }
+                try dir.truncate(fd, problem.file, to: problem.offset)
+                try dir.fsync(fd, problem.file)
+                actions.append("truncated \(problem.file) at offset \(problem.offset) (\(problem.message))")
+            }
+        }
+        throw JournalError(.corrupt, "cannot repair \(dir.path): damage remains after many rounds")
+    }
+
+    /// The backup directory, created on first use: `backup-<UTC time>`.
+    private mutating func backup() throws(JournalError) -> String {
+        if let backupName { return backupName }
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let stamp =
+            "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
+        var name = "backup-\(stamp)"
+        var attempt = 1
+        while true {
+            do {
+                try dir.fs.makeDirectory(dir.path(name))
+                break
+            } catch {
+                guard error == .fileExists, attempt < 100 else {
+                    throw JournalError(.io, "cannot create backup directory \(dir.path(name))", errno: error)
+                }
+                attempt += 1
+                name = "backup-\(stamp)-\(attempt)"
+            }
+        }
+        backupName = name
+        backupPath = dir.path(name)
+        return name
+    }
+
+    /// Moves a file into the backup (a rename: cheap and atomic).
+    private mutating func moveToBackup(_ name: String) throws(JournalError) {
+        let target = try backup() + "/" + name
+        do {
+            try dir.fs.rename(dir.path(name), to: dir.path(target))
+        } catch {
+            throw JournalError(.io, "cannot move \(dir.path(name)) to \(dir.path(target))", errno: error)
+        }
+        try DataDirectory(fs: dir.fs, path: dir.path(try backup())).syncDirectory()
+        try dir.syncDirectory()
+    }
+
+    /// Copies a file into the backup before it is changed in place.
+    private mutating func copyToBackup(_ name: String) throws(JournalError) {
+        let target = try backup() + "/" + name
+        let bytes = try dir.readAll(name)
+        let fd = try dir.open(target, .writeOnly, [.create, .truncate])
+        defer { dir.closeQuietly(fd) }
+        try dir.writeAll(fd, target, bytes, at: 0)
+        try dir.fsync(fd, target)
+        try DataDirectory(fs: dir.fs, path: dir.path(try backup())).syncDirectory()
+    }
+}

@@ -1,0 +1,253 @@
+import Foundation
+import Testing
+
+@testable import ChimeJournal
+
+@Suite struct SnapshotTests {
+    private let options = JournalOptions(fsync: .none, segmentBytes: 256, snapshotAfterBytes: 1000)
+
+    @Test func snapshotThenRecordsRecoverExactly() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        try journal.appendStandard(through: 30)
+        try journal.snapshotStandard()
+        try journal.appendStandard(through: 45)
+        try journal.close()
+
+        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
+        #expect(recovery.snapshot?.sequence == 30)
+        #expect(recovery.snapshot?.entries == Content.entries(through: 30))
+        #expect(recovery.records == (31...45).map(Content.record))
+        #expect(Content.state(recovery) == Content.entries(through: 45))
+        try again.close()
+    }
+
+    @Test func snapshotDueFollowsBytesWritten() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        #expect(!journal.snapshotDue)
+        while !journal.snapshotDue { try journal.append(type: 0, payload: [UInt8](repeating: 7, count: 50)) }
+        #expect(journal.bytesSinceSnapshot >= 1000)
+        let writer = try journal.beginSnapshot()
+        #expect(!journal.snapshotDue)  // one is running
+        #expect(throws: JournalError.invalidState) { try journal.beginSnapshot() }
+        try journal.append(type: 0, payload: [1])
+        try writer.append([1])
+        try writer.finish()
+        try journal.snapshotCompleted(writer)
+        #expect(journal.bytesSinceSnapshot == 18)
+        #expect(!journal.snapshotDue)
+        try journal.close()
+
+        // Reopened, the count is what follows the snapshot.
+        let (again, _) = try Journal.open(directory: scratch.path, options: options)
+        #expect(again.bytesSinceSnapshot == 18)
+        try again.close()
+    }
+
+    @Test func abandonedSnapshotLeavesNothing() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        try journal.appendStandard(through: 10)
+        let writer = try journal.beginSnapshot()
+        try writer.append([1, 2])
+        writer.abandon()
+        #expect(!Disk.list(scratch.path).contains { $0.contains("snap") })
+        #expect(throws: JournalError.invalidState) { try journal.snapshotCompleted(writer) }
+        try journal.snapshotStandard()  // a new one may start
+        try journal.close()
+    }
+
+    @Test func snapshotWithoutNewRecordsReplacesTheSameSequence() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        try journal.appendStandard(through: 10)
+        try journal.snapshotStandard()
+        try journal.snapshotStandard()
+        try journal.close()
+        #expect(Disk.snapshots(scratch.path) == [JournalFormat.snapshotName(10)])
+        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
+        #expect(recovery.snapshot?.sequence == 10 && recovery.records.isEmpty)
+        #expect(Content.state(recovery) == Content.entries(through: 10))
+        try again.close()
+    }
+
+    /// The writer runs on another thread while the owner keeps appending.
+    @Test func snapshotOnAnotherThread() async throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        try journal.appendStandard(through: 200)
+        let writer = try journal.beginSnapshot()
+        let entries = Content.entries(through: writer.coveredSequence)
+        let task = Task.detached {
+            for entry in entries { try writer.append(entry) }
+            try writer.finish()
+        }
+        try journal.appendStandard(through: 300)
+        try journal.commit()
+        try await task.value
+        try journal.snapshotCompleted(writer)
+        try journal.close()
+        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
+        #expect(recovery.snapshot?.sequence == 200)
+        #expect(Content.state(recovery) == Content.entries(through: 300))
+        try again.close()
+    }
+
+    /// Many records and snapshots: old segments and snapshots go, two snapshots stay, and the
+    /// state is exact after reopening.
+    @Test func rolloverKeepsTwoSnapshotsAndTheSegmentsTheyNeed() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        var snapshots: [UInt64] = []
+        for round in 1...8 {
+            try journal.appendStandard(through: UInt64(round) * 60)
+            try journal.snapshotStandard()
+            snapshots.append(UInt64(round) * 60)
+            let onDisk = Disk.snapshots(scratch.path).compactMap(JournalFormat.snapshotSequence)
+            #expect(onDisk == Array(snapshots.suffix(2)))
+            // Every segment kept is needed to replay from the older snapshot kept.
+            let segments = Disk.segments(scratch.path).compactMap(JournalFormat.segmentSequence)
+            let older = snapshots.count >= 2 ? snapshots[snapshots.count - 2] : 0
+            #expect(segments.first.map { $0 <= older + 1 } ?? true)
+            if snapshots.count >= 2 { #expect(segments.first == older + 1, "\(segments)") }
+        }
+        try journal.appendStandard(through: 515)
+        try journal.close()
+
+        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
+        #expect(recovery.snapshot?.sequence == 480)
+        #expect(recovery.records.first?.sequence == 481)
+        #expect(Content.state(recovery) == Content.entries(through: 515))
+        #expect(recovery.warnings.isEmpty)
+        try again.close()
+        #expect(try JournalTools.verify(directory: scratch.path).isClean)
+    }
+
+    @Test(arguments: ["flip", "truncate", "trailer", "empty", "extended"])
+    func damagedNewestSnapshotFallsBackToThePrevious(damage: String) throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        try journal.appendStandard(through: 50)
+        try journal.snapshotStandard()
+        try journal.appendStandard(through: 100)
+        try journal.snapshotStandard()
+        try journal.appendStandard(through: 120)
+        try journal.close()
+
+        let newest = scratch.path(JournalFormat.snapshotName(100))
+        let size = Disk.size(newest)
+        switch damage {
+        case "flip": Disk.flipBit(newest, at: size / 2)
+        case "truncate": Disk.truncate(newest, to: size / 2)
+        case "trailer": Disk.truncate(newest, to: size - 1)
+        case "empty": Disk.truncate(newest, to: 0)
+        default: Disk.write(newest, Disk.read(newest) + [0])
+        }
+        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
+        #expect(recovery.snapshot?.sequence == 50)
+        #expect(Content.state(recovery) == Content.entries(through: 120))
+        #expect(recovery.warnings.count == 1)
+        #expect(recovery.warnings.first?.hasPrefix(JournalFormat.snapshotName(100)) == true)
+        // The next snapshot replaces the damaged one in the rotation.
+        try again.appendStandard(through: 130)
+        try again.snapshotStandard()
+        try again.close()
+        #expect(Disk.snapshots(scratch.path) == [JournalFormat.snapshotName(50), JournalFormat.snapshotName(130)])
+        let (third, last) = try Journal.open(directory: scratch.path, options: options)
+        #expect(last.snapshot?.sequence == 130 && Content.state(last) == Content.entries(through: 130))
+        try third.close()
+    }
+
+    @Test func damagedOnlySnapshotFallsBackToFullReplay() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        try journal.appendStandard(through: 40)
+        try journal.snapshotStandard()
+        try journal.appendStandard(through: 45)
+        try journal.close()
+        Disk.flipBit(scratch.path(JournalFormat.snapshotName(40)), at: 50)
+        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
+        #expect(recovery.snapshot == nil)
+        #expect(recovery.records == (1...45).map(Content.record))
+        try again.close()
+    }
+
+    // MARK: Crash points
+
+    /// Where a snapshot's progress is stopped, by failing the next step.
+    enum CrashPoint: String, CaseIterable, Sendable {
+        case afterTemporaryWrite, afterTemporarySync, afterRename, duringCompaction
+    }
+
+    @Test(arguments: CrashPoint.allCases)
+    func crashDuringSnapshotLosesNothing(point: CrashPoint) throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let fs = FaultyFileSystem()
+        let directory = scratch.path
+        do {
+            let (journal, _) = try Journal.open(directory: directory, options: options, fileSystem: fs)
+            // Two snapshots already, so compaction has something to delete.
+            try journal.appendStandard(through: 40)
+            try journal.snapshotStandard()
+            try journal.appendStandard(through: 80)
+            try journal.snapshotStandard()
+            try journal.appendStandard(through: 120)
+
+            switch point {
+            case .afterTemporaryWrite:
+                fs.inject { $0.operation == .sync && $0.path.hasSuffix(".snap.tmp") ? .fail(.ioError) : nil }
+            case .afterTemporarySync:
+                fs.inject { $0.operation == .rename ? .fail(.ioError) : nil }
+            case .afterRename:
+                fs.inject { call in
+                    call.operation == .sync && call.path == directory && (call.counts[.rename] ?? 0) > 2
+                        ? .fail(.ioError) : nil
+                }
+            case .duringCompaction:
+                // Let the first deletion through, fail the second.
+                let unlinksBefore = fs.count(.unlink)
+                fs.inject { $0.operation == .unlink && $0.count == unlinksBefore + 1 ? .fail(.ioError) : nil }
+            }
+            let writer = try journal.beginSnapshot()
+            for entry in Content.entries(through: 120) { try writer.append(entry) }
+            do {
+                try writer.finish()
+                try journal.snapshotCompleted(writer)
+                Issue.record("the injected failure did not happen")
+            } catch {
+                // The process "stops" here: no abandon, no close, nothing synced after.
+            }
+            try journal.appendStandard(through: 125)
+            try journal.commit()
+        }
+        fs.inject(nil)
+
+        let (again, recovery) = try Journal.open(directory: directory, options: options)
+        #expect(Content.state(recovery) == Content.entries(through: 125))
+        #expect(!Disk.list(directory).contains { $0.hasSuffix(".tmp") })
+        switch point {
+        case .afterTemporaryWrite, .afterTemporarySync:
+            #expect(recovery.snapshot?.sequence == 80)
+            #expect(recovery.warnings.contains { $0.contains("removed unfinished temporary file") })
+        case .afterRename, .duringCompaction:
+            #expect(recovery.snapshot?.sequence == 120)
+        }
+        // The next snapshot compacts what the interrupted one did not.
+        try again.snapshotStandard()
+        try again.close()
+        #expect(Disk.snapshots(directory).count == 2)
+        let (third, last) = try Journal.open(directory: directory, options: options)
+        #expect(Content.state(last) == Content.entries(through: 125))
+        try third.close()
+    }
+}
