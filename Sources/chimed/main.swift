@@ -1,1 +1,40 @@
-print("chimed")
+import ChimeWorker
+import Foundation
+
+// chimed: parse flags, build the worker, run it. Exit 0 after a clean stop, 1 when the worker
+// cannot run (data directory, journal, sync), 2 on a usage mistake.
+
+let usage = "usage: chimed [options]   (every option also reads CHIME_<NAME>, e.g. CHIME_DATA_DIR)"
+let flags: Flags
+let configuration: WorkerConfiguration
+do {
+    flags = try Flags(Array(CommandLine.arguments.dropFirst()), specs: WorkerConfiguration.flagSpecs)
+    if flags.isSet("help") {
+        print(Flags.help(usage: usage, specs: WorkerConfiguration.flagSpecs, footer: "Protocol: PROTOCOL.md. Docs: README.md."))
+        exit(0)
+    }
+    if flags.isSet("version") {
+        print("chimed \(chimeVersion)")
+        exit(0)
+    }
+    if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
+    configuration = try WorkerConfiguration(flags: flags)
+} catch {
+    FileHandle.standardError.write(Data("chimed: \(error.message)\ntry `chimed --help`\n".utf8))
+    exit(2)
+}
+
+let logger = Logger(level: configuration.logLevel, format: configuration.logFormat)
+let worker = Worker(configuration: configuration, logger: logger)
+let signals = SignalHandlers { signo in
+    logger.notice("received \(signo == SIGTERM ? "SIGTERM" : "SIGINT")")
+    worker.stop()
+}
+do {
+    try worker.run()
+    exit(0)
+} catch {
+    logger.log(.critical, error.message)
+    FileHandle.standardError.write(Data("chimed: \(error.message)\n".utf8))
+    exit(1)
+}

@@ -242,3 +242,22 @@ extension Engine {
         return JSON.object(d).bytes
     }
 }
+
+extension Engine {
+    /// A delivery could not be handed to the MQTT client (not connected, queue full): forget
+    /// it and arm its notification again from its durable state, so it is sent later.
+    public mutating func publishFailed(_ token: UInt64) {
+        guard let f = inflight.removeValue(forKey: token), var device = devices[f.deviceId] else { return }
+        device.inflightBadges.removeAll { $0.token == token }
+        if var n = device.notifications[f.id], n.version == f.version {
+            n.sentThrough = nil
+            arm(&n, deviceId: f.deviceId, zone: device.timeZone)
+            device.notifications[f.id] = n
+        }
+        devices[f.deviceId] = device
+    }
+
+    /// Every delivery in flight, oldest first: what to re-send if the broker connection lost
+    /// them.
+    public var inflightTokens: [UInt64] { inflight.keys.sorted() }
+}

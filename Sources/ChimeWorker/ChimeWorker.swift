@@ -1,3 +1,0 @@
-import ChimeCore
-import ChimeJournal
-import ChimeMQTT

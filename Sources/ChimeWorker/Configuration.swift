@@ -1,0 +1,93 @@
+import ChimeCore
+import ChimeJournal
+import ChimeMQTT
+import Foundation
+
+/// Everything `chimed` is told at start-up (PROTOCOL.md section 6), validated once.
+public struct WorkerConfiguration: Sendable {
+    /// `--broker`: where to connect, with optional credentials.
+    public var broker: MQTTOptions
+    public var brokerURL: String
+    /// `--data-dir`: journal and snapshots.
+    public var dataDirectory: String
+    /// `--topic-prefix`.
+    public var topics: Topics
+    /// `--worker-id`: names the persistent MQTT session and the status topic.
+    public var workerId: String
+    /// `--partition`.
+    public var partition: Partition
+    /// `--fsync`.
+    public var fsync: FsyncPolicy
+    public var engine: EngineConfiguration
+    public var limits: CommandLimits
+    /// `--stats-interval` in seconds; 0 turns stats off.
+    public var statsInterval: Int
+    public var logLevel: LogLevel
+    public var logFormat: Logger.Format
+
+    public static let flagSpecs: [Flags.Spec] = [
+        .init("broker", default: "mqtt://127.0.0.1:1883", "broker URL, mqtt:// or mqtts://, optional user:password@"),
+        .init("data-dir", default: "./data", "journal and snapshots; locked against a second worker"),
+        .init("topic-prefix", default: "chime", "the P of every topic"),
+        .init("worker-id", default: nil, "unique per broker; names the persistent MQTT session (default: host name)"),
+        .init("partition", default: "0/1", "k/N: serve devices whose crc32(deviceId) mod N is k"),
+        .init("fsync", default: "always", "always, interval:MS or none (see README: what each can lose)"),
+        .init("min-repeat-seconds", default: "60", "reject repeats more often than this"),
+        .init("max-pending-per-device", default: "1000", "notifications a device may hold"),
+        .init("max-command-bytes", default: "262144", "largest command payload"),
+        .init("max-userinfo-bytes", default: "4096", "largest serialized userInfo"),
+        .init("stats-interval", default: "10", "seconds between stats publications; 0 turns them off"),
+        .init("log-level", default: "info", "trace, debug, info, notice, warning, error"),
+        .init("log-format", default: "text", "text or json"),
+        .init("help", value: false, env: false, "show this help"),
+        .init("version", value: false, env: false, "show the version"),
+    ]
+
+    /// Builds the configuration from parsed flags; every problem is one line naming the flag.
+    public init(flags: Flags) throws(UsageError) {
+        brokerURL = flags["broker"] ?? ""
+        do {
+            broker = try MQTTOptions(url: brokerURL)
+        } catch {
+            throw UsageError("--broker: \(error)")
+        }
+        dataDirectory = flags["data-dir"] ?? "./data"
+        guard !dataDirectory.isEmpty else { throw UsageError("--data-dir must not be empty") }
+        let prefix = flags["topic-prefix"] ?? "chime"
+        guard !prefix.isEmpty, !prefix.contains("+"), !prefix.contains("#"), !prefix.hasSuffix("/"), !prefix.hasPrefix("$")
+        else {
+            throw UsageError("--topic-prefix must be a topic without wildcards, a trailing / or a leading $, got \"\(prefix)\"")
+        }
+        topics = Topics(prefix: prefix)
+        workerId = flags["worker-id"] ?? ProcessInfo.processInfo.hostName
+        guard !workerId.isEmpty, workerId.utf8.count <= 64, DeviceID.isValid(workerId) else {
+            throw UsageError("--worker-id must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ -, got \"\(workerId)\"")
+        }
+        guard let partition = Partition(parsing: flags["partition"] ?? "") else {
+            throw UsageError("--partition must be k/N with 0 <= k < N, got \"\(flags["partition"] ?? "")\"")
+        }
+        self.partition = partition
+        guard let fsync = FsyncPolicy(parsing: flags["fsync"] ?? "") else {
+            throw UsageError("--fsync must be always, interval:MS or none, got \"\(flags["fsync"] ?? "")\"")
+        }
+        self.fsync = fsync
+        engine = EngineConfiguration(
+            minRepeatSeconds: Int64(try flags.integer("min-repeat-seconds", in: 1...31_536_000)),
+            maxPendingPerDevice: try flags.integer("max-pending-per-device", in: 1...100_000_000)
+        )
+        limits = CommandLimits(
+            maxCommandBytes: try flags.integer("max-command-bytes", in: 256...268_435_456),
+            maxUserInfoBytes: try flags.integer("max-userinfo-bytes", in: 2...16_777_216)
+        )
+        statsInterval = try flags.integer("stats-interval", in: 0...86_400)
+        guard let level = LogLevel(name: flags["log-level"] ?? "") else {
+            throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
+        }
+        logLevel = level
+        guard let format = Logger.Format(rawValue: flags["log-format"] ?? "") else {
+            throw UsageError("--log-format must be text or json")
+        }
+        logFormat = format
+        broker.clientId = "chimed-\(workerId)"
+    }
+}

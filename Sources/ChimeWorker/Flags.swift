@@ -1,0 +1,120 @@
+import Foundation
+
+/// A usage mistake on the command line or in `CHIME_*`: reported in one line, exit status 2.
+public struct UsageError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// Command-line flags (`--name value`, `--name=value`, boolean `--name`), each also readable
+/// from the environment as `CHIME_` plus the upper-cased name (`--data-dir` → `CHIME_DATA_DIR`).
+/// A flag on the command line wins over the environment.
+public struct Flags: Sendable {
+    /// What a program accepts: each flag's name, whether it takes a value, and its help line.
+    public struct Spec: Sendable {
+        public var name: String
+        public var takesValue: Bool
+        public var help: String
+        public var defaultValue: String?
+        /// Read from `CHIME_*` too (the worker's settings and the CLI's connection settings).
+        public var fromEnvironment: Bool
+
+        public init(_ name: String, value: Bool = true, default defaultValue: String? = nil, env: Bool = true, _ help: String) {
+            self.name = name
+            self.takesValue = value
+            self.help = help
+            self.defaultValue = defaultValue
+            self.fromEnvironment = env
+        }
+
+        public var environmentName: String {
+            "CHIME_" + name.uppercased().replacingOccurrences(of: "-", with: "_")
+        }
+    }
+
+    public private(set) var values: [String: String] = [:]
+    public private(set) var positional: [String] = []
+    private let specs: [String: Spec]
+
+    /// Parses `arguments` (without the program name) against `specs`.
+    /// - Throws: ``UsageError`` for an unknown flag or a missing value.
+    public init(_ arguments: [String], specs: [Spec], environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(UsageError)
+    {
+        var table: [String: Spec] = [:]
+        for spec in specs { table[spec.name] = spec }
+        self.specs = table
+        for spec in specs where spec.fromEnvironment {
+            if let value = environment[spec.environmentName] { values[spec.name] = value }
+        }
+        var i = 0
+        var onlyPositional = false
+        while i < arguments.count {
+            let arg = arguments[i]
+            i += 1
+            if onlyPositional || !arg.hasPrefix("--") || arg == "-" {
+                if !onlyPositional && arg.hasPrefix("-") && arg != "-" && arg.count > 1 && !arg.dropFirst().allSatisfy(\.isNumber)
+                {
+                    throw UsageError("unknown option \(arg) (options are spelled --name)")
+                }
+                positional.append(arg)
+                continue
+            }
+            if arg == "--" {
+                onlyPositional = true
+                continue
+            }
+            var name = String(arg.dropFirst(2))
+            var inline: String?
+            if let eq = name.firstIndex(of: "=") {
+                inline = String(name[name.index(after: eq)...])
+                name = String(name[..<eq])
+            }
+            guard let spec = table[name] else { throw UsageError("unknown option --\(name)") }
+            if spec.takesValue {
+                if let inline {
+                    values[name] = inline
+                } else {
+                    guard i < arguments.count else { throw UsageError("--\(name) needs a value") }
+                    values[name] = arguments[i]
+                    i += 1
+                }
+            } else {
+                guard inline == nil else { throw UsageError("--\(name) takes no value") }
+                values[name] = "true"
+            }
+        }
+    }
+
+    public subscript(name: String) -> String? {
+        values[name] ?? specs[name]?.defaultValue
+    }
+
+    public func isSet(_ name: String) -> Bool { values[name] == "true" }
+
+    /// The value of an integer flag within `range`.
+    public func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
+        guard let text = self[name] else { throw UsageError("--\(name) is required") }
+        guard let value = Int(text), range.contains(value) else {
+            throw UsageError("--\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), got \"\(text)\"")
+        }
+        return value
+    }
+
+    /// A help text: usage line, then one line per flag with its default and variable.
+    public static func help(usage: String, specs: [Spec], footer: String = "") -> String {
+        var lines = [usage, "", "Options:"]
+        let width = specs.map { $0.name.count + ($0.takesValue ? 8 : 0) }.max() ?? 0
+        for spec in specs {
+            var left = "--\(spec.name)" + (spec.takesValue ? " <value>" : "")
+            left += String(repeating: " ", count: max(0, width + 2 - left.count + 2))
+            var line = "  \(left) \(spec.help)"
+            if let d = spec.defaultValue { line += " (default: \(d))" }
+            if spec.fromEnvironment { line += " [\(spec.environmentName)]" }
+            lines.append(line)
+        }
+        if !footer.isEmpty { lines += ["", footer] }
+        return lines.joined(separator: "\n")
+    }
+}

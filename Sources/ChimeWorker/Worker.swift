@@ -1,0 +1,512 @@
+import ChimeCore
+import ChimeJournal
+import ChimeMQTT
+import Foundation
+import Synchronization
+
+/// Why the worker stopped abnormally: reported in one line, exit status 1.
+public struct WorkerError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// `chimed`: recovers the data directory, connects to the broker and runs the engine loop.
+///
+/// Threads: the libmosquitto network thread only copies events into the ``Inbox``; one loop
+/// thread (the caller of ``run()``) owns the engine, the journal and every decision; a
+/// background thread writes snapshots from a frozen copy of the state.
+public final class Worker: Sendable {
+    public let configuration: WorkerConfiguration
+    let logger: Logger
+    let inbox = Inbox()
+
+    public init(configuration: WorkerConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Asks the loop to shut down gracefully. Safe from any thread, more than once.
+    public func stop() {
+        inbox.push(.stop)
+    }
+
+    /// Runs until ``stop()``; returns after a clean shutdown.
+    /// - Throws: ``WorkerError`` when the data directory cannot be used, the journal is
+    ///   corrupt, or a sync failed.
+    public func run() throws(WorkerError) {
+        let started = ContinuousClock.now
+        let journal: Journal
+        let recovery: Recovery
+        do {
+            try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw WorkerError("cannot create data directory \(configuration.dataDirectory): \(error.localizedDescription)")
+        }
+        do {
+            (journal, recovery) = try Journal.open(
+                directory: configuration.dataDirectory,
+                options: JournalOptions(fsync: configuration.fsync)
+            )
+        } catch {
+            throw WorkerError(error.message)
+        }
+        for warning in recovery.warnings { logger.warning(warning) }
+
+        var engine = Engine(configuration: configuration.engine)
+        engine.beginRecovery()
+        if let snapshot = recovery.snapshot {
+            logger.info("recovering", ["snapshot": "\(snapshot.sequence)", "records": "\(recovery.records.count)"])
+            for entry in snapshot.entries {
+                do {
+                    try engine.restore(snapshotEntry: entry)
+                } catch {
+                    throw WorkerError("snapshot \(snapshot.sequence) in \(configuration.dataDirectory): \(error)")
+                }
+            }
+        }
+        for record in recovery.records {
+            do {
+                engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
+            } catch {
+                throw WorkerError(
+                    "journal record \(record.sequence) in \(configuration.dataDirectory) cannot be read: \(error); "
+                        + "run `chime journal verify \(configuration.dataDirectory)`"
+                )
+            }
+        }
+        engine.finishRecovery()
+        let elapsed = ContinuousClock.now - started
+        logger.notice(
+            "ready",
+            [
+                "notifications": "\(engine.pendingCount)",
+                "devices": "\(engine.deviceCount)",
+                "recoveryMs": "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
+                "worker": configuration.workerId,
+                "partition": "\(configuration.partition)",
+                "dataDir": configuration.dataDirectory,
+            ]
+        )
+
+        let inbox = self.inbox
+        let client: MQTTClient
+        do {
+            var options = configuration.broker
+            options.cleanStart = false
+            options.sessionExpiryInterval = 7 * 24 * 3600
+            options.will = MQTTWill(
+                topic: configuration.topics.workerStatus(configuration.workerId),
+                payload: WorkerLoop.statusPayload(state: "offline", configuration: configuration),
+                qos: 1,
+                retain: true
+            )
+            client = try MQTTClient(options: options) { event in inbox.push(.mqtt(event)) }
+            try client.start()
+        } catch {
+            try? journal.close()
+            throw WorkerError("cannot start the MQTT client: \(error)")
+        }
+        logger.info("connecting", ["broker": redacted(configuration.brokerURL), "clientId": configuration.broker.clientId])
+
+        let loop = WorkerLoop(
+            configuration: configuration,
+            logger: logger,
+            inbox: inbox,
+            engine: engine,
+            journal: journal,
+            client: client
+        )
+        try loop.run()
+    }
+}
+
+/// The URL without its password, for logs.
+func redacted(_ url: String) -> String {
+    guard let at = url.lastIndex(of: "@"), let scheme = url.range(of: "://") else { return url }
+    let credentials = url[scheme.upperBound..<at]
+    guard let colon = credentials.firstIndex(of: ":") else { return url }
+    return url.replacingCharacters(in: colon..<at, with: ":***")
+}
+
+/// The engine loop's state, touched only by the loop thread.
+final class WorkerLoop {
+    let configuration: WorkerConfiguration
+    let logger: Logger
+    let inbox: Inbox
+    var engine: Engine
+    let journal: Journal
+    let client: MQTTClient
+    let decoder: CommandDecoder
+    var random = SystemRandomNumberGenerator()
+
+    /// Replies waiting for the journal commit that makes their commands durable.
+    var pendingReplies: [(topic: String, payload: [UInt8], properties: MQTTPublishProperties)] = []
+    /// Message ids of deliveries published and not yet acknowledged.
+    var tokensByMessageId: [Int32: UInt64] = [:]
+    var connected = false
+    var stopping = false
+    var stopDeadline: ContinuousClock.Instant?
+    /// A delivery record could not be journaled: memory is ahead of the journal until a
+    /// snapshot catches up, and commands are refused meanwhile.
+    var diverged = false
+    var snapshotRunning = false
+    var lastSnapshotAttempt = ContinuousClock.now - .seconds(3600)
+    let stats = WorkerStats()
+    var lastStats = ContinuousClock.now
+
+    init(
+        configuration: WorkerConfiguration,
+        logger: Logger,
+        inbox: Inbox,
+        engine: Engine,
+        journal: Journal,
+        client: MQTTClient
+    ) {
+        self.configuration = configuration
+        self.logger = logger
+        self.inbox = inbox
+        self.engine = engine
+        self.journal = journal
+        self.client = client
+        self.decoder = CommandDecoder(limits: configuration.limits)
+    }
+
+    static func statusPayload(state: String, configuration: WorkerConfiguration, extra: JSONObject = [:]) -> [UInt8] {
+        var o: JSONObject = [
+            "state": .string(state),
+            "workerId": .string(configuration.workerId),
+            "partition": .string(configuration.partition.description),
+        ]
+        for (k, v) in extra { o[k] = v }
+        return JSON.object(o).bytes
+    }
+
+    func run() throws(WorkerError) {
+        let startedAt = wallClock()
+        defer { client.stop() }
+        while true {
+            let timeout = waitTime()
+            let events = inbox.take(timeout: timeout)
+            for event in events {
+                switch event {
+                case .mqtt(let e): handle(e, startedAt: startedAt)
+                case .snapshotFinished(let writer, let error): snapshotFinished(writer, error)
+                case .stop:
+                    if !stopping {
+                        logger.notice("stopping: finishing deliveries in flight")
+                        stopping = true
+                        stopDeadline = .now + .seconds(5)
+                    }
+                }
+            }
+            if !stopping {
+                let now = wallClock()
+                for output in engine.tick(now: now) {
+                    switch output {
+                    case .publish(let delivery): publish(delivery)
+                    case .write(let entry): record(entry)
+                    }
+                }
+            }
+            do {
+                try journal.commit()
+            } catch {
+                throw WorkerError("journal sync failed, exiting so that recovery reads what is on disk: \(error)")
+            }
+            flushReplies()
+            maybeSnapshot()
+            maybePublishStats()
+            if stopping && (engine.inflightCount == 0 || !connected || ContinuousClock.now >= stopDeadline!) {
+                break
+            }
+        }
+        try shutdown()
+    }
+
+    /// Seconds until the engine's next wake-up, the fsync interval, or stats are due.
+    func waitTime() -> Double {
+        if !pendingReplies.isEmpty { return 0 }
+        var wait = 1.0
+        if let next = engine.nextWake {
+            wait = min(wait, max(0, Double(next.milliseconds - wallClock().milliseconds) / 1000))
+        }
+        if let deadline = journal.syncDeadline {
+            let d = ContinuousClock.now.duration(to: deadline)
+            wait = min(wait, max(0, Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18))
+        }
+        return stopping ? min(wait, 0.05) : wait
+    }
+
+    func handle(_ event: MQTTEvent, startedAt: Instant) {
+        switch event {
+        case .connected(let sessionPresent):
+            connected = true
+            stats.reconnects += 1
+            logger.notice("connected", ["sessionPresent": "\(sessionPresent)"])
+            do {
+                try client.subscribe(configuration.topics.commandFilter, qos: 1)
+                try client.publish(
+                    topic: configuration.topics.workerStatus(configuration.workerId),
+                    payload: Self.statusPayload(
+                        state: "online",
+                        configuration: configuration,
+                        extra: ["startedAt": .string(startedAt.rfc3339()), "pid": .int(Int64(getpid()))]
+                    ),
+                    qos: 1,
+                    retain: true
+                )
+            } catch {
+                logger.error("cannot subscribe after connecting: \(error)")
+            }
+            engine.setConnected(!stopping)
+        case .disconnected(let reason):
+            connected = false
+            engine.setConnected(false)
+            if !stopping { logger.warning("disconnected from the broker; reconnecting", ["reason": "\(reason)"]) }
+        case .message(let message):
+            command(message)
+        case .published(let messageId, _):
+            guard let token = tokensByMessageId.removeValue(forKey: messageId) else { return }
+            if let entry = engine.acknowledged(token) {
+                stats.deliveries += 1
+                record(entry)
+            }
+        case .subscribed:
+            break
+        }
+    }
+
+    // MARK: Commands
+
+    func command(_ message: MQTTMessage) {
+        guard let address = configuration.topics.parseCommand(message.topic) else {
+            stats.invalidTopics += 1
+            logger.debug("ignoring a message on a topic that is not a command", ["topic": message.topic])
+            return
+        }
+        guard configuration.partition.owns(address.deviceId) else { return }
+        stats.commands[address.opName, default: 0] += 1
+        let replyTo = replyDestination(message, address)
+        if let problem = address.problem {
+            stats.errors += 1
+            guard let replyTo else {
+                stats.invalidTopics += 1
+                logger.info("dropping a command on an invalid topic", ["topic": String(message.topic.prefix(200))])
+                return
+            }
+            queueReply(Reply(op: address.opName, requestId: nil, outcome: .failure(problem)), to: replyTo)
+            return
+        }
+        let op = address.op!
+        let request: Request
+        switch decoder.decode(deviceId: address.deviceId, op: op, payload: message.payload) {
+        case .failure(let failure):
+            stats.errors += 1
+            logger.debug("rejected", ["device": address.deviceId, "op": op.rawValue, "code": failure.error.code.wireName])
+            if let replyTo {
+                queueReply(Reply(op: op.rawValue, requestId: failure.requestId, outcome: .failure(failure.error)), to: replyTo)
+            }
+            return
+        case .success(let r):
+            request = r
+        }
+        guard let replyTo else { return }
+        switch engine.decide(request, now: wallClock(), random: &random) {
+        case .reply(let reply):
+            if !reply.isOK { stats.errors += 1 }
+            queueReply(reply, to: replyTo)
+        case .write(let entry):
+            if diverged {
+                queueReply(
+                    Reply(
+                        request: request,
+                        error: ChimeError(.unavailable, "the journal cannot take writes; nothing was changed")
+                    ),
+                    to: replyTo
+                )
+                return
+            }
+            do {
+                try journal.append(type: entry.kind.rawValue, payload: entry.encode())
+            } catch {
+                stats.errors += 1
+                logger.error("journal write failed; command refused", ["error": "\(error)"])
+                queueReply(
+                    Reply(request: request, error: ChimeError(.unavailable, "the journal cannot take writes: \(error.message)")),
+                    to: replyTo
+                )
+                return
+            }
+            let result = engine.apply(entry) ?? [:]
+            queueReply(Reply(request: request, result: result), to: replyTo)
+        }
+    }
+
+    /// Where a reply goes: the MQTT 5 Response Topic, else `P/{deviceId}/replies` when the
+    /// device id is valid, else nowhere.
+    func replyDestination(_ message: MQTTMessage, _ address: Topics.CommandAddress) -> (String, [UInt8]?)? {
+        if let topic = message.responseTopic, !topic.isEmpty, !topic.contains("+"), !topic.contains("#") {
+            return (topic, message.correlationData)
+        }
+        if address.problem?.field == "deviceId" { return nil }
+        return (configuration.topics.replies(address.deviceId), nil)
+    }
+
+    func queueReply(_ reply: Reply, to destination: (String, [UInt8]?)) {
+        var properties = MQTTPublishProperties()
+        properties.contentType = "application/json"
+        properties.correlationData = destination.1
+        pendingReplies.append((destination.0, reply.bytes, properties))
+    }
+
+    /// Sends the replies of everything committed: called after the journal sync.
+    func flushReplies() {
+        for reply in pendingReplies {
+            do {
+                try client.publish(topic: reply.topic, payload: reply.payload, qos: 1, properties: reply.properties)
+            } catch {
+                logger.warning("cannot send a reply", ["topic": reply.topic, "error": "\(error)"])
+            }
+        }
+        pendingReplies.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: Deliveries
+
+    func publish(_ delivery: Delivery) {
+        var properties = MQTTPublishProperties()
+        properties.contentType = "application/json"
+        properties.userProperties = [MQTTUserProperty(name: "fire-id", value: delivery.fireId)]
+        properties.messageExpiryInterval = delivery.messageExpiry
+        do {
+            let mid = try client.publish(
+                topic: configuration.topics.notifications(delivery.deviceId),
+                payload: delivery.payload,
+                qos: 1,
+                properties: properties
+            )
+            tokensByMessageId[mid] = delivery.token
+        } catch {
+            logger.warning("cannot publish a delivery; it will be retried", ["fireId": delivery.fireId, "error": "\(error)"])
+            engine.publishFailed(delivery.token)
+        }
+    }
+
+    /// Journals an entry the engine produced itself (delivery records) and applies it. If the
+    /// journal cannot take it, memory goes ahead anyway (the delivery happened) and a snapshot
+    /// is forced so that the disk catches up.
+    func record(_ entry: JournalEntry) {
+        if !diverged {
+            do {
+                try journal.append(type: entry.kind.rawValue, payload: entry.encode())
+            } catch {
+                logger.error("journal write failed; refusing commands until a snapshot succeeds", ["error": "\(error)"])
+                diverged = true
+            }
+        }
+        engine.apply(entry)
+    }
+
+    // MARK: Snapshots
+
+    func maybeSnapshot() {
+        guard !snapshotRunning, journal.snapshotDue || diverged else { return }
+        if diverged && ContinuousClock.now - lastSnapshotAttempt < .seconds(5) { return }
+        lastSnapshotAttempt = .now
+        let writer: SnapshotWriter
+        do {
+            writer = try journal.beginSnapshot()
+        } catch {
+            logger.error("cannot start a snapshot", ["error": "\(error)"])
+            return
+        }
+        snapshotRunning = true
+        let frozen = engine.snapshot
+        let inbox = self.inbox
+        let started = ContinuousClock.now
+        logger.info("snapshot started", ["sequence": "\(writer.coveredSequence)"])
+        Thread.detachNewThread {
+            var failure: JournalError?
+            do {
+                try frozen.forEachEntry { (entry: [UInt8]) throws(JournalError) in try writer.append(entry) }
+                try writer.finish()
+            } catch {
+                writer.abandon()
+                failure = error
+            }
+            _ = started
+            inbox.push(.snapshotFinished(writer, failure))
+        }
+    }
+
+    func snapshotFinished(_ writer: SnapshotWriter, _ error: JournalError?) {
+        snapshotRunning = false
+        if let error {
+            logger.error("snapshot failed", ["error": "\(error)"])
+            return
+        }
+        do {
+            try journal.snapshotCompleted(writer)
+            if diverged {
+                logger.notice("journal caught up through a snapshot; accepting commands again")
+                diverged = false
+            }
+            logger.info("snapshot written", ["sequence": "\(writer.coveredSequence)"])
+        } catch {
+            logger.error("snapshot compaction failed", ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Stats and shutdown
+
+    func maybePublishStats() {
+        guard configuration.statsInterval > 0, connected,
+            ContinuousClock.now - lastStats >= .seconds(configuration.statsInterval)
+        else { return }
+        lastStats = .now
+        var o = stats.json
+        o["workerId"] = .string(configuration.workerId)
+        o["pending"] = .int(Int64(engine.pendingCount))
+        o["devices"] = .int(Int64(engine.deviceCount))
+        o["inflight"] = .int(Int64(engine.inflightCount))
+        o["at"] = .string(wallClock().rfc3339())
+        _ = try? client.publish(
+            topic: configuration.topics.workerStats(configuration.workerId),
+            payload: JSON.object(o).bytes,
+            qos: 0,
+            retain: false
+        )
+    }
+
+    func shutdown() throws(WorkerError) {
+        if connected {
+            _ = try? client.publish(
+                topic: configuration.topics.workerStatus(configuration.workerId),
+                payload: Self.statusPayload(state: "offline", configuration: configuration),
+                qos: 1,
+                retain: true
+            )
+        }
+        client.stop()
+        // Commands that arrived before the disconnect were acknowledged by the client library:
+        // journal them so that nothing it acknowledged is lost. Their replies cannot be sent.
+        for event in inbox.take(timeout: 0) {
+            if case .mqtt(.message(let message)) = event { command(message) }
+        }
+        pendingReplies.removeAll()
+        do {
+            try journal.close()
+        } catch {
+            throw WorkerError("journal sync failed at shutdown: \(error)")
+        }
+        logger.notice("stopped", ["inflightLeft": "\(engine.inflightCount)"])
+    }
+}
+
+/// The wall clock, in milliseconds.
+func wallClock() -> Instant {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Instant(milliseconds: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+}
