@@ -4,34 +4,42 @@ import Synchronization
 /// Runs a program for a test (a built binary, `mosquitto`, `mosquitto_sub`), capturing its output line
 /// by line, with waits that take a timeout and signals to end it.
 ///
-/// By default a child never outlives the test process, even if that process is killed: a tiny watchdog
-/// (`sh`) blocks reading a socket whose other end only the test process holds (close-on-exec, so no other
-/// child inherits it). When the test process dies for any reason the kernel closes that end, the read
-/// returns, and the watchdog kills the child with SIGKILL. (`PR_SET_PDEATHSIG` is not available through
-/// Foundation's `Process`, and it would fire when the spawning *thread* exits, which for a Swift
-/// concurrency thread can be any time.)
+/// It spawns with `posix_spawn` rather than Foundation's `Process`, to give the child an empty signal
+/// mask and default signal dispositions: a child inherits the mask of the thread that spawns it, and
+/// Swift concurrency's worker threads block almost every signal, so a `Process` child would never see
+/// SIGTERM. Output is captured through close-on-exec sockets, so children spawned meanwhile by other
+/// tests do not inherit them (which would delay the end of the output).
 ///
-/// `@unchecked Sendable`: the `Process` objects are only configured before `start()`; afterwards only
-/// their immutable pid is read and signals are sent by pid. Everything that changes is in `state`.
-public final class ChildProcess: @unchecked Sendable {
+/// By default a child never outlives the test process, even if that process is killed: a tiny watchdog
+/// (`sh`) blocks reading a socket whose other end only the test process holds (close-on-exec). When
+/// the test process dies for any reason the kernel closes that end, the read returns, and the watchdog
+/// kills the child with SIGKILL. (`PR_SET_PDEATHSIG` cannot be set through `posix_spawn`, and it fires
+/// when the spawning *thread* exits, which for a Swift concurrency thread can be any time.)
+public final class ChildProcess: Sendable {
     /// How the process ended.
     public enum Termination: Sendable, Equatable {
         case exited(Int32)
         case signalled(Int32)
     }
 
+    /// The program's absolute path.
     public let executable: String
     public let arguments: [String]
-    private let process = Process()
-    private let watchdog: Process?
-    private let lifeline: Mutex<Int32>  // write end of the watchdog's pipe, -1 once closed
+    private let environment: [String: String]?
+    private let currentDirectory: String?
+    private let killWithTestProcess: Bool
     private let state = Mutex(State())
 
     private struct State {
+        var pid: pid_t = 0
+        var watchdog: pid_t = 0
+        /// Our end of the watchdog's socket, -1 once closed.
+        var lifeline: Int32 = -1
+        var termination: Termination?
         var stdout = LineBuffer()
         var stderr = LineBuffer()
-        var termination: Termination?
-        var started = false
+        /// The read ends, kept alive while their readability handlers run.
+        var readers: [FileHandle] = []
     }
 
     private struct LineBuffer {
@@ -63,6 +71,7 @@ public final class ChildProcess: @unchecked Sendable {
     ///   - environment: the whole environment; nil inherits the test process's.
     ///   - currentDirectory: the working directory; nil inherits.
     ///   - killWithTestProcess: run the watchdog described above (one `sh` process per child).
+    /// - Throws: `TestSupportError` if the program is not found.
     public init(
         _ executable: String,
         arguments: [String] = [],
@@ -75,65 +84,55 @@ public final class ChildProcess: @unchecked Sendable {
         }
         self.executable = path
         self.arguments = arguments
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        if let environment {
-            process.environment = environment
-        }
-        if let currentDirectory {
-            process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory, isDirectory: true)
-        }
-        if killWithTestProcess {
-            let watchdog = Process()
-            watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
-            self.watchdog = watchdog
-        } else {
-            self.watchdog = nil
-        }
-        self.lifeline = Mutex(-1)
+        self.environment = environment
+        self.currentDirectory = currentDirectory
+        self.killWithTestProcess = killWithTestProcess
     }
 
     deinit {
-        if isRunning {
-            kill()
+        let pid = state.withLock { $0.termination == nil ? $0.pid : 0 }
+        if pid > 0 {
+            Glibc.kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
         }
         releaseWatchdog()
     }
 
-    /// The process id (valid after `start()`).
+    /// The process id (0 before `start()`).
     public var pid: Int32 {
-        process.processIdentifier
+        state.withLock { $0.pid }
     }
 
     /// Starts the process (and its watchdog).
     /// - Throws: `TestSupportError` if it cannot be started.
     public func start() throws {
-        try state.withLock { state in
-            guard !state.started else { throw TestSupportError("\(executable) was started already") }
-            state.started = true
+        guard state.withLock({ $0.pid == 0 }) else { throw TestSupportError("\(executable) was started already") }
+        let stdout = try Self.closeOnExecChannel()
+        let stderr = try Self.closeOnExecChannel()
+        let devNull = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        defer {
+            close(stdout.write)  // the child has its copies (as 1 and 2); EOF comes when it exits
+            close(stderr.write)
+            close(devNull)
         }
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
-        process.standardInput = FileHandle.nullDevice
-        capture(stdout.fileHandleForReading, standardError: false)
-        capture(stderr.fileHandleForReading, standardError: true)
-        process.terminationHandler = { [weak self] process in
-            let termination: Termination =
-                process.terminationReason == .uncaughtSignal
-                ? .signalled(process.terminationStatus) : .exited(process.terminationStatus)
-            self?.state.withLock { $0.termination = termination }
+        let pid = try Self.spawn(
+            executable,
+            arguments: arguments,
+            environment: environment,
+            currentDirectory: currentDirectory,
+            descriptors: [devNull, stdout.write, stderr.write]
+        )
+        state.withLock { $0.pid = pid }
+        capture(FileHandle(fileDescriptor: stdout.read, closeOnDealloc: true), standardError: false)
+        capture(FileHandle(fileDescriptor: stderr.read, closeOnDealloc: true), standardError: true)
+        if killWithTestProcess {
+            try startWatchdog(for: pid)
         }
-        do {
-            try process.run()
-        } catch {
-            throw TestSupportError("cannot start \(executable): \(error)")
-        }
-        try startWatchdog()
     }
 
     private func capture(_ handle: FileHandle, standardError: Bool) {
+        state.withLock { $0.readers.append(handle) }
         handle.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
             if data.isEmpty {
@@ -149,50 +148,72 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
-    private func startWatchdog() throws {
-        guard let watchdog else { return }
-        var ends: [Int32] = [-1, -1]
-        // Created close-on-exec atomically, so a process spawned by another thread cannot inherit it.
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
-            throw TestSupportError("socketpair failed: \(String(cString: strerror(errno)))")
-        }
+    private func startWatchdog(for pid: pid_t) throws {
+        let ends = try Self.closeOnExecChannel()
+        defer { close(ends.read) }
+        let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        defer { close(devNull) }
         // sh reads until EOF, which comes only when every copy of the other end is closed: ours, by
-        // `releaseWatchdog()` or by the kernel when the test process dies.
-        watchdog.arguments = ["-c", "read _ignored; kill -9 \"$1\" 2>/dev/null", "chime-watchdog", String(pid)]
-        watchdog.standardInput = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true)
-        watchdog.standardOutput = FileHandle.nullDevice
-        watchdog.standardError = FileHandle.nullDevice
-        lifeline.withLock { $0 = ends[1] }
+        // `releaseWatchdog()`, or by the kernel when the test process dies.
+        let watchdog: pid_t
         do {
-            try watchdog.run()
+            watchdog = try Self.spawn(
+                "/bin/sh",
+                arguments: ["-c", "read _ignored; kill -9 \"$1\" 2>/dev/null", "chime-watchdog", String(pid)],
+                environment: nil,
+                currentDirectory: nil,
+                descriptors: [ends.read, devNull, devNull]
+            )
         } catch {
-            releaseWatchdog()
-            throw TestSupportError("cannot start the watchdog for \(executable): \(error)")
+            close(ends.write)
+            throw error
+        }
+        state.withLock { state in
+            state.watchdog = watchdog
+            state.lifeline = ends.write
         }
     }
 
     /// Ends the watchdog without letting it act (the child is gone or is being stopped normally).
     private func releaseWatchdog() {
-        guard let watchdog else { return }
-        if watchdog.isRunning {
-            Glibc.kill(watchdog.processIdentifier, SIGKILL)
-        }
-        lifeline.withLock { fd in
-            if fd >= 0 {
-                close(fd)
-                fd = -1
+        let (watchdog, lifeline) = state.withLock { state in
+            defer {
+                state.watchdog = 0
+                state.lifeline = -1
             }
+            return (state.watchdog, state.lifeline)
+        }
+        if watchdog > 0 {
+            Glibc.kill(watchdog, SIGKILL)
+            var status: Int32 = 0
+            waitpid(watchdog, &status, 0)
+        }
+        if lifeline >= 0 {
+            close(lifeline)
         }
     }
 
-    /// Whether the process runs (started and not yet reaped).
+    /// Reaps the child if it has ended (non-blocking); returns how it ended, if it has.
+    @discardableResult
+    private func reap() -> Termination? {
+        state.withLock { state in
+            guard state.termination == nil, state.pid > 0 else { return state.termination }
+            var status: Int32 = 0
+            guard waitpid(state.pid, &status, WNOHANG) == state.pid else { return nil }
+            let signal = status & 0x7F
+            state.termination = signal == 0 ? .exited((status >> 8) & 0xFF) : .signalled(signal)
+            return state.termination
+        }
+    }
+
+    /// Whether the process runs (started and not yet ended).
     public var isRunning: Bool {
-        state.withLock { $0.started && $0.termination == nil }
+        pid > 0 && reap() == nil
     }
 
     /// How it ended, once it has.
     public var termination: Termination? {
-        state.withLock { $0.termination }
+        reap()
     }
 
     /// The complete lines written to standard output so far.
@@ -205,7 +226,7 @@ public final class ChildProcess: @unchecked Sendable {
         state.withLock { $0.stderr.lines }
     }
 
-    /// Sends a signal (by pid), if the process still runs.
+    /// Sends a signal, if the process still runs.
     public func signal(_ signal: Int32) {
         guard isRunning else { return }
         Glibc.kill(pid, signal)
@@ -225,12 +246,13 @@ public final class ChildProcess: @unchecked Sendable {
     /// - Returns: how it ended, or nil if it still runs after `timeout`.
     @discardableResult
     public func waitForExit(timeout: Duration) async -> Termination? {
-        let ended = await poll(timeout: timeout) { state in
-            state.termination != nil && state.stdout.closed && state.stderr.closed
+        let ended = await poll(timeout: timeout) {
+            reap() != nil && state.withLock { $0.stdout.closed && $0.stderr.closed }
         }
-        guard ended else { return termination }
-        releaseWatchdog()
-        return termination
+        if ended {
+            releaseWatchdog()
+        }
+        return reap()
     }
 
     /// Waits for a line on standard output (or standard error) that satisfies `predicate`, including
@@ -242,8 +264,8 @@ public final class ChildProcess: @unchecked Sendable {
         where predicate: @escaping @Sendable (String) -> Bool
     ) async -> String? {
         var found: String?
-        _ = await poll(timeout: timeout) { state in
-            let lines = onStandardError ? state.stderr.lines : state.stdout.lines
+        _ = await poll(timeout: timeout) {
+            let lines = onStandardError ? standardErrorLines : standardOutputLines
             found = lines.first(where: predicate)
             return found != nil
         }
@@ -251,13 +273,76 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Checks `condition` every few milliseconds until it holds or `timeout` passes.
-    private func poll(timeout: Duration, _ condition: (State) -> Bool) async -> Bool {
+    private func poll(timeout: Duration, _ condition: () -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while true {
-            if state.withLock({ condition($0) }) { return true }
+            if condition() { return true }
             if ContinuousClock.now >= deadline { return false }
             try? await Task.sleep(for: .milliseconds(5))
         }
+    }
+
+    /// A connected pair of sockets, close-on-exec from birth so that no process spawned by another
+    /// thread inherits them (a `pipe` + `fcntl` would leave a window).
+    private static func closeOnExecChannel() throws -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            throw TestSupportError("socketpair failed: \(String(cString: strerror(errno)))")
+        }
+        return (ends[0], ends[1])
+    }
+
+    /// `posix_spawn` with `descriptors` as the child's 0, 1 and 2, an empty signal mask and every
+    /// signal at its default disposition.
+    private static func spawn(
+        _ path: String,
+        arguments: [String],
+        environment: [String: String]?,
+        currentDirectory: String?,
+        descriptors: [Int32]
+    ) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for (target, source) in descriptors.enumerated() {
+            posix_spawn_file_actions_adddup2(&actions, source, Int32(target))
+        }
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in 1..<32 where signal != SIGKILL && signal != SIGSTOP {
+            sigaddset(&defaults, Int32(signal))
+        }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let environment = environment ?? ProcessInfo.processInfo.environment
+        var path = path
+        var arguments = arguments
+        if let currentDirectory {
+            // posix_spawn_file_actions_addchdir_np is not visible from Swift: let sh cd, then exec
+            // the program in its place (same pid, same signal mask).
+            arguments = ["-c", "cd -- \"$0\" && exec \"$@\"", currentDirectory, path] + arguments
+            path = "/bin/sh"
+        }
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+        guard result == 0 else {
+            throw TestSupportError("cannot start \(path): \(String(cString: strerror(result)))")
+        }
+        return pid
     }
 
     /// Resolves a program name like a shell would, plus the sbin directories.

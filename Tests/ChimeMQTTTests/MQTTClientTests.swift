@@ -1,0 +1,118 @@
+import ChimeTestSupport
+import Testing
+
+@testable import ChimeMQTT
+
+@Suite("MQTTClient against a real mosquitto")
+struct MQTTClientTests {
+    static let versions: [MQTTOptions.ProtocolVersion] = [.v5, .v311]
+
+    @Test(
+        "connects, subscribes, publishes QoS 1, receives it, and reports each PUBACK by message id",
+        arguments: versions
+    )
+    func publishAndReceive(version: MQTTOptions.ProtocolVersion) async throws {
+        let broker = try await TestBroker.start()
+        let recorder = MQTTEventRecorder()
+        let client = try MQTTClient(
+            options: broker.clientOptions(clientId: "roundtrip", protocolVersion: version),
+            onEvent: recorder.handler
+        )
+        defer { client.stop() }
+        try client.start()
+        #expect(await recorder.waitUntil { $0.connectedCount == 1 })
+        #expect(client.isConnected)
+        #expect(recorder.connections == [false])
+
+        let subscription = try client.subscribe("t/#", qos: 1)
+        #expect(await recorder.waitUntil { $0.subscribed.contains(subscription) })
+
+        var messageIds: [Int32] = []
+        for index in 0..<20 {
+            messageIds.append(try client.publish(topic: "t/\(index)", payload: Array("hello \(index)".utf8)))
+        }
+        #expect(Set(messageIds).count == 20)
+        #expect(await recorder.waitUntil { $0.messages.count == 20 && $0.acknowledgements.count == 20 })
+        // One PUBACK per message id, success (a subscriber matched, so not even 0x10).
+        #expect(recorder.acknowledgements.map(\.messageId).sorted() == messageIds.sorted())
+        #expect(recorder.acknowledgements.allSatisfy { $0.reasonCode == 0 })
+
+        let first = try #require(recorder.messages.first)
+        #expect(first.topic == "t/0")
+        #expect(first.payload == Array("hello 0".utf8))
+        #expect(first.qos == 1)
+        #expect(first.retain == false)
+        #expect(Set(recorder.messages.map(\.topic)) == Set((0..<20).map { "t/\($0)" }))
+
+        client.stop()
+        #expect(!client.isConnected)
+        #expect(recorder.disconnections == [0])
+        await broker.stop()
+    }
+
+    @Test(
+        "MQTT 5 properties round trip: response topic, binary correlation data, content type, user properties, expiry"
+    )
+    func propertiesRoundTrip() async throws {
+        let broker = try await TestBroker.start()
+        let recorder = MQTTEventRecorder()
+        let client = try MQTTClient(options: broker.clientOptions(clientId: "props"), onEvent: recorder.handler)
+        defer { client.stop() }
+        try client.start()
+        #expect(await recorder.waitUntil { $0.connectedCount == 1 })
+        let subscription = try client.subscribe("props/#")
+        #expect(await recorder.waitUntil { $0.subscribed.contains(subscription) })
+
+        let correlation: [UInt8] = [0, 1, 2, 0xFF, 0, 0x80, 0x7F]
+        let properties = MQTTPublishProperties(
+            responseTopic: "props/reply/42",
+            correlationData: correlation,
+            contentType: "application/json",
+            userProperties: [.init("fire-id", "med@2026-12-01T10:00:00Z"), .init("k", "v1"), .init("k", "v2")],
+            messageExpiryInterval: 3600
+        )
+        try client.publish(topic: "props/a", payload: Array(#"{"x":1}"#.utf8), properties: properties)
+        #expect(await recorder.waitUntil { $0.messages.count == 1 })
+
+        let message = try #require(recorder.messages.first)
+        #expect(message.responseTopic == "props/reply/42")
+        #expect(message.correlationData == correlation)
+        #expect(message.contentType == "application/json")
+        #expect(
+            message.userProperties == [
+                .init("fire-id", "med@2026-12-01T10:00:00Z"), .init("k", "v1"), .init("k", "v2"),
+            ]
+        )
+        #expect(message.userProperty("fire-id") == "med@2026-12-01T10:00:00Z")
+        let expiry = try #require(message.messageExpiryInterval)
+        #expect(expiry <= 3600 && expiry > 3500)
+        await broker.stop()
+    }
+
+    @Test("MQTT 3.1.1 publishes with properties, which are dropped")
+    func propertiesIgnoredOnV311() async throws {
+        let broker = try await TestBroker.start()
+        let recorder = MQTTEventRecorder()
+        let client = try MQTTClient(
+            options: broker.clientOptions(clientId: "props311", protocolVersion: .v311),
+            onEvent: recorder.handler
+        )
+        defer { client.stop() }
+        try client.start()
+        #expect(await recorder.waitUntil { $0.connectedCount == 1 })
+        let subscription = try client.subscribe("p311/#")
+        #expect(await recorder.waitUntil { $0.subscribed.contains(subscription) })
+        let properties = MQTTPublishProperties(
+            responseTopic: "r",
+            correlationData: [1],
+            contentType: "text/plain",
+            userProperties: [.init("a", "b")],
+            messageExpiryInterval: 60
+        )
+        try client.publish(topic: "p311/a", payload: [1, 2, 3], properties: properties)
+        #expect(await recorder.waitUntil { $0.messages.count == 1 })
+        let message = try #require(recorder.messages.first)
+        #expect(message == MQTTMessage(topic: "p311/a", payload: [1, 2, 3], qos: 1))
+        await broker.stop()
+    }
+}

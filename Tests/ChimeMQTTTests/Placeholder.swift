@@ -1,2 +1,0 @@
-import ChimeMQTT
-import Testing
