@@ -189,7 +189,8 @@ public struct MQTTError: Error, Hashable, Sendable, CustomStringConvertible {
         throw MQTTError(result: result, systemErrno: Glibc.errno, function: function)
     }
 
-    private init(result: Int32, systemErrno: Int32, function: String) {
+    /// The error for a libmosquitto result code, given the `errno` read right after the call.
+    init(result: Int32, systemErrno: Int32, function: String) {
         let code = Code(rawValue: result)
         switch code {
         case .system:
