@@ -212,10 +212,11 @@ private final class Core: Sendable {
         // Queues the DISCONNECT and wakes the loop's select; harmless (NO_CONN) while disconnected.
         try? mosquitto.disconnect()
         wake.signal()
-        if pthread_equal(pthread_self(), networkThread.load(ordering: .acquiring)) == 0 {
-            // At most: a flush of 2 s plus a reconnect attempt in progress (a blocking TCP connect).
-            _ = finished.wait(timeout: .now() + .seconds(5))
+        guard pthread_equal(pthread_self(), networkThread.load(ordering: .acquiring)) == 0 else {
+            return  // called from the event handler: the thread ends when it returns, and finishes the router
         }
+        // At most: a flush of 2 s plus a reconnect attempt in progress (a blocking TCP connect).
+        _ = finished.wait(timeout: .now() + .seconds(5))
         router.finish()
     }
 

@@ -124,22 +124,56 @@ public final class MQTTRequester: Sendable {
         return try await slot.wait(timeout: deadline - ContinuousClock.now, "no reply on '\(responseTopic)'")
     }
 
+    /// Registers a wait for the next message that satisfies `predicate`, from now on: create it before
+    /// publishing what triggers the message (an MQTT 3.1.1 command whose reply goes to a fixed topic),
+    /// then await `value(timeout:)`. The first matching message is taken by it, not yielded to `messages`.
+    public func expectMessage(
+        where predicate: @escaping @Sendable (MQTTMessage) -> Bool
+    ) -> MQTTMessageExpectation {
+        let slot = OneShot<MQTTMessage>()
+        let token = shared.state.withLock { $0.register(message: slot, matching: predicate) }
+        return MQTTMessageExpectation(shared: shared, token: token, slot: slot)
+    }
+
     /// Waits for the next message that satisfies `predicate` (arriving from now on) and takes it.
     /// - Throws: `.timeout` if none arrives in time.
     public func nextMessage(
         timeout: Duration,
         where predicate: @escaping @Sendable (MQTTMessage) -> Bool
     ) async throws(MQTTError) -> MQTTMessage {
-        let slot = OneShot<MQTTMessage>()
-        let token = shared.state.withLock { $0.register(message: slot, matching: predicate) }
-        defer { shared.state.withLock { $0.removeMessageWaiter(token) } }
-        return try await slot.wait(timeout: timeout, "no matching message")
+        try await expectMessage(where: predicate).value(timeout: timeout)
     }
 
     /// Stops the client, fails the waits in progress with `.noConnection` and finishes `messages`.
     public func stop() {
         client.stop()
         shared.close()
+    }
+}
+
+/// A registered wait for a message, from `MQTTRequester.expectMessage(where:)`. Await `value` once;
+/// dropping it unawaited cancels the registration.
+public final class MQTTMessageExpectation: Sendable {
+    private let shared: Shared
+    private let token: UInt64
+    private let slot: OneShot<MQTTMessage>
+
+    fileprivate init(shared: Shared, token: UInt64, slot: OneShot<MQTTMessage>) {
+        self.shared = shared
+        self.token = token
+        self.slot = slot
+    }
+
+    deinit {
+        shared.state.withLock { $0.removeMessageWaiter(token) }
+    }
+
+    /// The matching message.
+    /// - Throws: `.timeout` if none arrived within `timeout` (counted from this call), `.noConnection`
+    ///   if the requester was stopped.
+    public func value(timeout: Duration) async throws(MQTTError) -> MQTTMessage {
+        defer { shared.state.withLock { $0.removeMessageWaiter(token) } }
+        return try await slot.wait(timeout: timeout, "no matching message")
     }
 }
 

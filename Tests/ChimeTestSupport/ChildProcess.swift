@@ -38,8 +38,6 @@ public final class ChildProcess: Sendable {
         var termination: Termination?
         var stdout = LineBuffer()
         var stderr = LineBuffer()
-        /// The read ends, kept alive while their readability handlers run.
-        var readers: [FileHandle] = []
     }
 
     private struct LineBuffer {
@@ -47,7 +45,7 @@ public final class ChildProcess: Sendable {
         var partial: [UInt8] = []
         var closed = false
 
-        mutating func append(_ data: Data) {
+        mutating func append(_ data: ArraySlice<UInt8>) {
             partial.append(contentsOf: data)
             while let newline = partial.firstIndex(of: UInt8(ascii: "\n")) {
                 lines.append(String(decoding: partial[..<newline], as: UTF8.self))
@@ -124,28 +122,41 @@ public final class ChildProcess: Sendable {
             descriptors: [devNull, stdout.write, stderr.write]
         )
         state.withLock { $0.pid = pid }
-        capture(FileHandle(fileDescriptor: stdout.read, closeOnDealloc: true), standardError: false)
-        capture(FileHandle(fileDescriptor: stderr.read, closeOnDealloc: true), standardError: true)
+        capture(stdout.read, standardError: false)
+        capture(stderr.read, standardError: true)
         if killWithTestProcess {
             try startWatchdog(for: pid)
         }
     }
 
-    private func capture(_ handle: FileHandle, standardError: Bool) {
-        state.withLock { $0.readers.append(handle) }
-        handle.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
+    /// Reads one output stream to its end on a thread of its own (plain blocking reads: Foundation's
+    /// `readabilityHandler` sometimes misses the end of the stream), then closes it.
+    private func capture(_ descriptor: Int32, standardError: Bool) {
+        let reader = Thread { [weak self] in
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                self?.state.withLock { state in
+                    if standardError {
+                        state.stderr.append(buffer[..<count])
+                    } else {
+                        state.stdout.append(buffer[..<count])
+                    }
+                }
             }
+            close(descriptor)
             self?.state.withLock { state in
                 if standardError {
-                    data.isEmpty ? state.stderr.close() : state.stderr.append(data)
+                    state.stderr.close()
                 } else {
-                    data.isEmpty ? state.stdout.close() : state.stdout.append(data)
+                    state.stdout.close()
                 }
             }
         }
+        reader.name = "chime-child-output"
+        reader.start()
     }
 
     private func startWatchdog(for pid: pid_t) throws {
@@ -187,6 +198,18 @@ public final class ChildProcess: Sendable {
             Glibc.kill(watchdog, SIGKILL)
             var status: Int32 = 0
             waitpid(watchdog, &status, 0)
+        }
+        if lifeline >= 0 {
+            close(lifeline)
+        }
+    }
+
+    /// For tests of the watchdog: closes our end of its socket as the kernel would if the test process
+    /// died, without stopping the watchdog first.
+    func simulateTestProcessDeath() {
+        let lifeline = state.withLock { state in
+            defer { state.lifeline = -1 }
+            return state.lifeline
         }
         if lifeline >= 0 {
             close(lifeline)

@@ -172,10 +172,16 @@ public final class TestBroker: Sendable {
             "listener \(port) \(host)",
             "allow_anonymous true",
             "log_dest file \(directory.appending("mosquitto.log"))",
-            configuration.verboseLog ? "log_type all" : "log_type error warning notice information",
             "connection_messages true",
             "log_timestamp true",
         ]
+        // One type per line: mosquitto reads only the first word of a log_type line.
+        lines +=
+            configuration.verboseLog
+            ? ["log_type all"]
+            : ["error", "warning", "notice", "information"].map {
+                "log_type \($0)"
+            }
         if geteuid() == 0 {
             lines.append("user root")  // otherwise mosquitto drops to user 'mosquitto', who cannot write here
         }
