@@ -305,16 +305,27 @@ private final class Core: Sendable {
 }
 
 /// Turns libmosquitto's callbacks into `MQTTEvent`s and tracks whether we are connected.
-private final class EventRouter: Sendable {
+final class EventRouter: Sendable {
     private let connected = Atomic(false)
     /// A CONNACK succeeded since the network thread last looked: the next reconnect delay starts over.
     private let connectionSucceeded = Atomic(false)
     /// The refusal code of the last CONNACK, reported with the disconnect that follows it.
     private let refusal = Atomic<Int32>(0)
-    private let handler: Mutex<(@Sendable (MQTTEvent) -> Void)?>
+    /// The handler, boxed: a bare closure stored in a `Mutex` is re-wrapped in reabstraction thunks by
+    /// every `withLock` (read and written back through the generic `inout`), one more layer per event,
+    /// until the stack overflows. A class reference is stored as it is.
+    private let handler: Mutex<Handler?>
+
+    private final class Handler: Sendable {
+        let call: @Sendable (MQTTEvent) -> Void
+
+        init(_ call: @escaping @Sendable (MQTTEvent) -> Void) {
+            self.call = call
+        }
+    }
 
     init(handler: @escaping @Sendable (MQTTEvent) -> Void) {
-        self.handler = Mutex(handler)
+        self.handler = Mutex(Handler(handler))
     }
 
     var isConnected: Bool {
@@ -356,7 +367,7 @@ private final class EventRouter: Sendable {
             mapped = .subscribed(messageId: messageId)
         }
         if let handler = handler.withLock({ $0 }) {
-            handler(mapped)
+            handler.call(mapped)
         }
     }
 }

@@ -1,4 +1,5 @@
 import ChimeTestSupport
+import Synchronization
 import Testing
 
 @testable import ChimeMQTT
@@ -113,6 +114,48 @@ struct MQTTClientTests {
         #expect(await recorder.waitUntil { $0.messages.count == 1 })
         let message = try #require(recorder.messages.first)
         #expect(message == MQTTMessage(topic: "p311/a", payload: [1, 2, 3], qos: 1))
+        await broker.stop()
+    }
+}
+
+@Suite("MQTTClient under load")
+struct LoadTests {
+    @Test("the event router survives many events (a closure kept in a Mutex grew a thunk per event)")
+    func routerManyEvents() {
+        let count = Atomic(0)
+        let router = EventRouter { _ in count.add(1, ordering: .relaxed) }
+        for messageId in 0..<100_000 {
+            router.handle(.publish(messageId: Int32(messageId & 0xFFFF), reasonCode: 0))
+        }
+        #expect(count.load(ordering: .relaxed) == 100_000)
+        router.finish()
+        router.handle(.publish(messageId: 1, reasonCode: 0))
+        #expect(count.load(ordering: .relaxed) == 100_000, "no events after finish()")
+    }
+
+    @Test("5000 QoS 1 messages round trip, each acknowledged once")
+    func manyMessages() async throws {
+        let broker = try await TestBroker.start(.init(extraLines: ["max_inflight_messages 0"]))
+        let received = Atomic(0)
+        let acknowledged = Atomic(0)
+        let recorder = MQTTEventRecorder()
+        let client = try MQTTClient(options: broker.clientOptions(clientId: "load")) { event in
+            switch event {
+            case .message: received.add(1, ordering: .relaxed)
+            case .published: acknowledged.add(1, ordering: .relaxed)
+            default: recorder.handler(event)
+            }
+        }
+        defer { client.stop() }
+        try client.start()
+        #expect(await recorder.waitUntil { $0.connectedCount == 1 })
+        try await subscribe(client, recorder, "load/#")
+        let payload = [UInt8](repeating: 0x41, count: 256)
+        for index in 0..<5000 {
+            try client.publish(topic: "load/\(index % 50)", payload: payload)
+        }
+        #expect(await eventually { received.load(ordering: .relaxed) == 5000 })
+        #expect(await eventually { acknowledged.load(ordering: .relaxed) == 5000 })
         await broker.stop()
     }
 }
