@@ -167,7 +167,11 @@ private final class Core: Sendable {
         try mosquitto.setOption(MOSQ_OPT_RECEIVE_MAXIMUM, Int32(options.receiveMaximum))
         try mosquitto.setOption(MOSQ_OPT_TCP_NODELAY, 1)
         if options.useTLS {
-            try mosquitto.setOption(MOSQ_OPT_TLS_USE_OS_CERTS, 1)
+            if let caFile = options.tlsCAFile {
+                try mosquitto.setTrustedCertificates(caFile)
+            } else {
+                try mosquitto.setOption(MOSQ_OPT_TLS_USE_OS_CERTS, 1)
+            }
         }
         if options.username != nil || options.password != nil {
             try mosquitto.setCredentials(username: options.username, password: options.password)

@@ -12,8 +12,11 @@ public struct MQTTOptions: Sendable, Hashable {
     public var host: String
     /// Broker TCP port. Default 1883 (8883 for `mqtts://` URLs).
     public var port: Int
-    /// TLS, verifying the broker against the system's CA certificates (`MOSQ_OPT_TLS_USE_OS_CERTS`).
+    /// TLS, verifying the broker's certificate and host name against the system's CA certificates
+    /// (`MOSQ_OPT_TLS_USE_OS_CERTS`), or against `tlsCAFile` when set.
     public var useTLS: Bool = false
+    /// With `useTLS`: a PEM file of CA certificates to trust instead of the system's (a private CA).
+    public var tlsCAFile: String?
     public var username: String?
     public var password: String?
     /// Client identifier. Needed, and must be stable, for a persistent session (`cleanStart == false`);

@@ -99,6 +99,11 @@ final class Mosquitto: @unchecked Sendable {
         try MQTTError.check(mosquitto_int_option(handle, option, value), "mosquitto_int_option")
     }
 
+    /// TLS, trusting the CA certificates in a PEM file (`mosquitto_tls_set`).
+    func setTrustedCertificates(_ caFile: String) throws(MQTTError) {
+        try MQTTError.check(mosquitto_tls_set(handle, caFile, nil, nil, nil, nil), "mosquitto_tls_set")
+    }
+
     func setCredentials(username: String?, password: String?) throws(MQTTError) {
         try MQTTError.check(mosquitto_username_pw_set(handle, username, password), "mosquitto_username_pw_set")
     }

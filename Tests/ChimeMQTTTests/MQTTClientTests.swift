@@ -159,3 +159,40 @@ struct LoadTests {
         await broker.stop()
     }
 }
+
+@Suite("TLS")
+struct TLSTests {
+    @Test("mqtts:// connects over TLS, verifying the broker against the given CA; a wrong CA never connects")
+    func tls() async throws {
+        let directory = try TemporaryDirectory(prefix: "chime-tls")
+        let certificates = try await TestCertificates.make(in: directory)
+        let broker = try await TestBroker.start(.init(tls: certificates))
+        var options = try MQTTOptions(url: broker.url)
+        #expect(options.useTLS && options.host == "localhost")
+        options.tlsCAFile = certificates.caFile
+        options.clientId = "tls"
+
+        let recorder = MQTTEventRecorder()
+        let client = try await connectedClient(options, recorder)
+        try await subscribe(client, recorder, "tls/#")
+        let messageId = try client.publish(topic: "tls/1", payload: [1, 2, 3])
+        #expect(await recorder.waitUntil { $0.published[messageId] == 0 && $0.messages.count == 1 })
+        client.stop()
+
+        // The system's CAs do not know our test CA: the handshake fails, over and over, without a crash.
+        var untrusting = options
+        untrusting.tlsCAFile = nil
+        untrusting.clientId = "untrusting"
+        untrusting.reconnectDelay = .milliseconds(20) ... .milliseconds(40)
+        let refused = MQTTEventRecorder()
+        let stranger = try MQTTClient(options: untrusting, onEvent: refused.handler)
+        try stranger.start()
+        let failures = await eventually {
+            broker.log.components(separatedBy: "\n").filter { $0.contains("OpenSSL Error") }.count >= 2
+        }
+        #expect(failures, "broker log: \(broker.log)")
+        #expect(refused.connectedCount == 0)
+        stranger.stop()
+        await broker.stop()
+    }
+}

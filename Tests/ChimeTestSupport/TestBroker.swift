@@ -24,11 +24,19 @@ public final class TestBroker: Sendable {
         public var verboseLog: Bool
         /// More `mosquitto.conf` lines: `password_file`, `acl_file`, `max_inflight_messages 0`, ...
         public var extraLines: [String]
+        /// Serve TLS (only) with this server certificate; connect with `mqtts://` and `certificates.caFile`.
+        public var tls: TestCertificates?
 
-        public init(persistence: Bool = false, verboseLog: Bool = false, extraLines: [String] = []) {
+        public init(
+            persistence: Bool = false,
+            verboseLog: Bool = false,
+            extraLines: [String] = [],
+            tls: TestCertificates? = nil
+        ) {
             self.persistence = persistence
             self.verboseLog = verboseLog
             self.extraLines = extraLines
+            self.tls = tls
         }
     }
 
@@ -39,9 +47,9 @@ public final class TestBroker: Sendable {
     public let directory: TemporaryDirectory
     private let process: Mutex<ChildProcess?>
 
-    /// `mqtt://127.0.0.1:PORT`.
+    /// `mqtt://127.0.0.1:PORT` (`mqtts://localhost:PORT` with TLS: the certificate names localhost).
     public var url: String {
-        "mqtt://\(host):\(port)"
+        configuration.tls == nil ? "mqtt://\(host):\(port)" : "mqtts://localhost:\(port)"
     }
 
     /// Options to connect to this broker, everything else at its defaults.
@@ -50,6 +58,11 @@ public final class TestBroker: Sendable {
         protocolVersion: MQTTOptions.ProtocolVersion = .v5
     ) -> MQTTOptions {
         var options = MQTTOptions(host: host, port: port)
+        if let tls = configuration.tls {
+            options.host = "localhost"
+            options.useTLS = true
+            options.tlsCAFile = tls.caFile
+        }
         options.clientId = clientId
         options.protocolVersion = protocolVersion
         return options
@@ -182,6 +195,9 @@ public final class TestBroker: Sendable {
             : ["error", "warning", "notice", "information"].map {
                 "log_type \($0)"
             }
+        if let tls = configuration.tls {
+            lines += ["certfile \(tls.certificateFile)", "keyfile \(tls.keyFile)"]
+        }
         if geteuid() == 0 {
             lines.append("user root")  // otherwise mosquitto drops to user 'mosquitto', who cannot write here
         }
