@@ -107,7 +107,7 @@ public final class Worker: Sendable {
             try? journal.close()
             throw WorkerError("cannot start the MQTT client: \(error)")
         }
-        logger.info("connecting", ["broker": redacted(configuration.brokerURL), "clientId": configuration.broker.clientId])
+        logger.info("connecting", ["broker": redacted(configuration.brokerURL), "clientId": configuration.broker.clientId ?? ""])
 
         let loop = WorkerLoop(
             configuration: configuration,
@@ -377,7 +377,7 @@ final class WorkerLoop {
     func publish(_ delivery: Delivery) {
         var properties = MQTTPublishProperties()
         properties.contentType = "application/json"
-        properties.userProperties = [MQTTUserProperty(name: "fire-id", value: delivery.fireId)]
+        properties.userProperties = [MQTTUserProperty("fire-id", delivery.fireId)]
         properties.messageExpiryInterval = delivery.messageExpiry
         do {
             let mid = try client.publish(
@@ -428,7 +428,7 @@ final class WorkerLoop {
         logger.info("snapshot started", ["sequence": "\(writer.coveredSequence)"])
         Thread.detachNewThread {
             var failure: JournalError?
-            do {
+            do throws(JournalError) {
                 try frozen.forEachEntry { (entry: [UInt8]) throws(JournalError) in try writer.append(entry) }
                 try writer.finish()
             } catch {

@@ -7,7 +7,7 @@ import Foundation
 let usage = "usage: chimed [options]   (every option also reads CHIME_<NAME>, e.g. CHIME_DATA_DIR)"
 let flags: Flags
 let configuration: WorkerConfiguration
-do {
+do throws(UsageError) {
     flags = try Flags(Array(CommandLine.arguments.dropFirst()), specs: WorkerConfiguration.flagSpecs)
     if flags.isSet("help") {
         print(Flags.help(usage: usage, specs: WorkerConfiguration.flagSpecs, footer: "Protocol: PROTOCOL.md. Docs: README.md."))
@@ -30,11 +30,10 @@ let signals = SignalHandlers { signo in
     logger.notice("received \(signo == SIGTERM ? "SIGTERM" : "SIGINT")")
     worker.stop()
 }
-do {
+do throws(WorkerError) {
     try worker.run()
     exit(0)
 } catch {
-    logger.log(.critical, error.message)
     FileHandle.standardError.write(Data("chimed: \(error.message)\n".utf8))
     exit(1)
 }

@@ -1,0 +1,171 @@
+import ChimeCore
+import ChimeMQTT
+import ChimeTestSupport
+import Foundation
+import Testing
+
+/// A built executable of this package, beside the test bundle (`swift build --build-tests`,
+/// which `make test` runs, builds them all).
+func builtProduct(_ name: String) throws -> String {
+    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+    // On Linux the tests run from `.build/<triple>/<config>/ChimePackageTests.xctest`.
+    if dir.lastPathComponent.hasSuffix(".xctest") { dir = dir.deletingLastPathComponent() }
+    let path = dir.appendingPathComponent(name).path
+    guard FileManager.default.isExecutableFile(atPath: path) else {
+        throw TestSupportError("\(path) is missing: build with `swift build --build-tests` (make test does)")
+    }
+    return path
+}
+
+/// A running `chimed` process on a test broker, with its own data directory.
+final class Chimed: Sendable {
+    let process: ChildProcess
+    let arguments: [String]
+
+    init(broker: TestBroker, dataDirectory: String, workerId: String, extra: [String] = []) throws {
+        arguments = [
+            "--broker", broker.url, "--data-dir", dataDirectory, "--worker-id", workerId, "--log-level", "debug",
+            "--min-repeat-seconds", "1", "--stats-interval", "1",
+        ] + extra
+        process = try ChildProcess(try builtProduct("chimed"), arguments: arguments, environment: [:])
+    }
+
+    /// Starts it and waits until it has connected to the broker.
+    func start() async throws {
+        try process.start()
+        guard
+            await process.waitForLine(onStandardError: true, timeout: .seconds(20), where: { $0.contains(" connected ") })
+                != nil
+        else {
+            throw TestSupportError("chimed did not connect:\n\(process.standardErrorLines.joined(separator: "\n"))")
+        }
+    }
+
+    var log: String { process.standardErrorLines.joined(separator: "\n") }
+}
+
+/// A broker, a data directory, a `chimed` and an MQTT 5 client: one test's world.
+final class WorkerFixture: Sendable {
+    let broker: TestBroker
+    let data: TemporaryDirectory
+    let workerId: String
+    let topics = Topics(prefix: "chime")
+    let extraArguments: [String]
+    let current: Mutex<Chimed?>
+    let client: MQTTRequester
+    /// Every message on the client's subscriptions that was not a reply, in arrival order.
+    let received = Mutex<[MQTTMessage]>([])
+
+    static func start(extra: [String] = [], brokerConfiguration: TestBroker.Configuration = .init()) async throws
+        -> WorkerFixture
+    {
+        let broker = try await TestBroker.start(brokerConfiguration)
+        let fixture = try WorkerFixture(broker: broker, extra: extra)
+        try await fixture.startWorker()
+        try await fixture.client.connect(timeout: .seconds(10))
+        let stream = fixture.client.messages
+        Task { [received = fixture.received] in
+            for await message in stream { received.withLock { $0.append(message) } }
+        }
+        return fixture
+    }
+
+    private init(broker: TestBroker, extra: [String]) throws {
+        self.broker = broker
+        self.data = try TemporaryDirectory(prefix: "chime-data")
+        self.workerId = "test-\(UInt32.random(in: 0...UInt32.max))"
+        self.extraArguments = extra
+        self.current = Mutex(nil)
+        self.client = try MQTTRequester(options: broker.clientOptions(clientId: "tester-\(UInt32.random(in: 0...UInt32.max))"))
+    }
+
+    var worker: Chimed? { current.withLock { $0 } }
+
+    func startWorker() async throws {
+        let chimed = try Chimed(broker: broker, dataDirectory: data.path, workerId: workerId, extra: extraArguments)
+        current.withLock { $0 = chimed }
+        try await chimed.start()
+    }
+
+    /// kill -9.
+    func killWorker() async {
+        guard let chimed = worker else { return }
+        chimed.process.kill()
+        await chimed.process.waitForExit(timeout: .seconds(10))
+    }
+
+    /// SIGTERM and wait; returns the exit status.
+    @discardableResult
+    func stopWorker() async -> ChildProcess.Termination? {
+        guard let chimed = worker else { return nil }
+        chimed.process.terminate()
+        return await chimed.process.waitForExit(timeout: .seconds(20))
+    }
+
+    func stop() async {
+        client.stop()
+        await killWorker()
+        await broker.stop()
+    }
+
+    /// Sends a command with an MQTT 5 Response Topic and returns the reply as JSON.
+    func send(_ device: String, _ op: Operation, _ payload: String, timeout: Duration = .seconds(10)) async throws
+        -> JSONObject
+    {
+        try await send(topic: topics.command(device, op), payload)
+    }
+
+    func send(topic: String, _ payload: String, timeout: Duration = .seconds(10)) async throws -> JSONObject {
+        let reply = try await client.request(
+            topic: topic,
+            payload: Array(payload.utf8),
+            responseTopic: "test/replies/\(workerId)",
+            timeout: timeout
+        )
+        guard case .object(let o) = try JSON(parsing: reply.payload) else { throw TestSupportError("reply is not an object") }
+        return o
+    }
+
+    /// The `result` of an ok reply; throws with the reply otherwise.
+    @discardableResult
+    func ok(_ device: String, _ op: Operation, _ payload: String) async throws -> JSONObject {
+        let reply = try await send(device, op, payload)
+        guard reply["ok"] == true, case .object(let result)? = reply["result"] else {
+            throw TestSupportError("expected ok, got \(JSON.object(reply).text)")
+        }
+        return result
+    }
+
+    func list(_ device: String) async throws -> [JSONObject] {
+        let result = try await ok(device, .list, #"{"limit":1000}"#)
+        guard case .array(let rows)? = result["notifications"] else { return [] }
+        return rows.compactMap(\.objectValue)
+    }
+
+    func subscribeDeliveries(_ device: String) async throws {
+        try await client.subscribe(topics.notifications(device), qos: 1, timeout: .seconds(10))
+    }
+
+    /// The deliveries received so far for `device`, as JSON.
+    func deliveries(_ device: String) -> [JSONObject] {
+        let topic = topics.notifications(device)
+        return received.withLock { $0.filter { $0.topic == topic } }.compactMap {
+            (try? JSON(parsing: $0.payload))?.objectValue
+        }
+    }
+
+    /// Waits until `count` deliveries for `device` have arrived (or the timeout passes), and
+    /// returns what arrived.
+    func waitForDeliveries(_ device: String, count: Int, timeout: Duration) async -> [JSONObject] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let got = deliveries(device)
+            if got.count >= count { return got }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return deliveries(device)
+    }
+}
+
+import Synchronization
