@@ -21,7 +21,10 @@ import Synchronization
 /// `.published(messageId:reasonCode:)`. Those still unacknowledged when the connection drops stay in
 /// libmosquitto's queue and are sent again (with DUP set) after the next CONNACK, whether or not the
 /// broker kept the session; their PUBACK is then reported under the original id. Publishing while
-/// disconnected throws `.noConnection` and queues nothing: publish again after `.connected`.
+/// disconnected throws `.noConnection` and queues nothing: publish again after `.connected`. (A QoS 1
+/// publish that races with the connection dropping may instead be queued by libmosquitto: it returns
+/// an id and goes out after the reconnect, like the unacknowledged ones.) Messages are not re-sent
+/// in their original order: those queued behind the in-flight window can overtake the re-sent ones.
 ///
 /// **Lifetime.** A started client runs until `stop()`; its network thread keeps it alive. Call `stop()`
 /// to end it, which also drops the event handler (so a handler that captures the client is no cycle).

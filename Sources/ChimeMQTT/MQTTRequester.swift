@@ -389,7 +389,7 @@ final class OneShot<Value: Sendable>: Sendable, Resolvable {
                         stage = .finished
                         return result
                     case .waiting, .finished:
-                        preconditionFailure("OneShot.wait called twice")
+                        return .failure(MQTTError(.invalidArgument, "awaited twice", function: "MQTTRequester"))
                     }
                 }
                 if let ready {

@@ -34,12 +34,18 @@ struct LifecycleTests {
         #expect(throws: MQTTError(.invalidArgument)) { try idle.start() }
 
         let broker = try await TestBroker.start()
+        await broker.stop()
+        let unlucky = try MQTTClient(options: broker.clientOptions(clientId: "unlucky")) { _ in }
+        try unlucky.start()
+        try unlucky.start()  // running (and retrying): nothing happens
+        unlucky.stop()
+        try await broker.restart()
+
         let client = Late<MQTTClient>()
         let recorder = MQTTEventRecorder(onConnected: { _ in client.get?.stop() })
         client.set(try MQTTClient(options: broker.clientOptions(clientId: "selfstop"), onEvent: recorder.handler))
         let selfStopping = try #require(client.get)
         try selfStopping.start()
-        try selfStopping.start()  // running: nothing happens
         #expect(await recorder.waitUntil { $0.disconnections == [0] })
         #expect(!selfStopping.isConnected)
         selfStopping.stop()

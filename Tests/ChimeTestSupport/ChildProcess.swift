@@ -16,7 +16,7 @@ import Synchronization
 /// kills the child with SIGKILL. (`PR_SET_PDEATHSIG` cannot be set through `posix_spawn`, and it fires
 /// when the spawning *thread* exits, which for a Swift concurrency thread can be any time.)
 public final class ChildProcess: Sendable {
-    /// How the process ended.
+    /// How the process ended (`.exited(-1)`: it was reaped by someone else, its status is unknown).
     public enum Termination: Sendable, Equatable {
         case exited(Int32)
         case signalled(Int32)
@@ -222,7 +222,13 @@ public final class ChildProcess: Sendable {
         state.withLock { state in
             guard state.termination == nil, state.pid > 0 else { return state.termination }
             var status: Int32 = 0
-            guard waitpid(state.pid, &status, WNOHANG) == state.pid else { return nil }
+            let reaped = waitpid(state.pid, &status, WNOHANG)
+            if reaped == -1 && errno == ECHILD {
+                // Someone else reaped it (a SIGCHLD handler of another library): gone, status unknown.
+                state.termination = .exited(-1)
+                return state.termination
+            }
+            guard reaped == state.pid else { return nil }
             let signal = status & 0x7F
             state.termination = signal == 0 ? .exited((status >> 8) & 0xFF) : .signalled(signal)
             return state.termination
