@@ -102,12 +102,12 @@ public final class Worker: Sendable {
                 retain: true
             )
             client = try MQTTClient(options: options) { event in inbox.push(.mqtt(event)) }
+            logger.info("connecting", ["broker": redacted(configuration.brokerURL), "clientId": options.clientId ?? ""])
             try client.start()
         } catch {
             try? journal.close()
             throw WorkerError("cannot start the MQTT client: \(error)")
         }
-        logger.info("connecting", ["broker": redacted(configuration.brokerURL), "clientId": configuration.broker.clientId ?? ""])
 
         let loop = WorkerLoop(
             configuration: configuration,
@@ -145,6 +145,8 @@ final class WorkerLoop {
     /// Message ids of deliveries published and not yet acknowledged.
     var tokensByMessageId: [Int32: UInt64] = [:]
     var connected = false
+    /// The message id of the command subscription, to know when it is in place.
+    var subscription: Int32?
     var stopping = false
     var stopDeadline: ContinuousClock.Instant?
     /// A delivery record could not be journaled: memory is ahead of the journal until a
@@ -243,19 +245,10 @@ final class WorkerLoop {
         case .connected(let sessionPresent):
             connected = true
             stats.reconnects += 1
-            logger.notice("connected", ["sessionPresent": "\(sessionPresent)"])
+            logger.info("connected", ["sessionPresent": "\(sessionPresent)"])
+            // Subscribe on every connection: a broker that lost its sessions forgets them.
             do {
-                try client.subscribe(configuration.topics.commandFilter, qos: 1)
-                try client.publish(
-                    topic: configuration.topics.workerStatus(configuration.workerId),
-                    payload: Self.statusPayload(
-                        state: "online",
-                        configuration: configuration,
-                        extra: ["startedAt": .string(startedAt.rfc3339()), "pid": .int(Int64(getpid()))]
-                    ),
-                    qos: 1,
-                    retain: true
-                )
+                subscription = try client.subscribe(configuration.topics.commandFilter, qos: 1)
             } catch {
                 logger.error("cannot subscribe after connecting: \(error)")
             }
@@ -272,8 +265,20 @@ final class WorkerLoop {
                 stats.deliveries += 1
                 record(entry)
             }
-        case .subscribed:
-            break
+        case .subscribed(let messageId):
+            guard messageId == subscription else { return }
+            // Online only once commands can reach us.
+            _ = try? client.publish(
+                topic: configuration.topics.workerStatus(configuration.workerId),
+                payload: Self.statusPayload(
+                    state: "online",
+                    configuration: configuration,
+                    extra: ["startedAt": .string(startedAt.rfc3339()), "pid": .int(Int64(getpid()))]
+                ),
+                qos: 1,
+                retain: true
+            )
+            logger.notice("serving", ["commands": configuration.topics.commandFilter])
         }
     }
 

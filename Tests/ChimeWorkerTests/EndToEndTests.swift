@@ -71,7 +71,7 @@ import Testing
         let f = try await WorkerFixture.start()
         defer { Task { await f.stop() } }
         // MQTT 5 with a Response Topic and Correlation Data: the reply comes back on it.
-        let v5 = try await f.send("d5", .device, #"{"requestId":"five"}"#)
+        let v5 = try await f.send("d5", ChimeCore.Operation.device, #"{"requestId":"five"}"#)
         #expect(v5["ok"] == true)
         #expect(v5["requestId"] == "five")
         #expect(v5["op"] == "device")

@@ -31,11 +31,11 @@ final class Chimed: Sendable {
         process = try ChildProcess(try builtProduct("chimed"), arguments: arguments, environment: [:])
     }
 
-    /// Starts it and waits until it has connected to the broker.
+    /// Starts it and waits until it serves: connected and subscribed.
     func start() async throws {
         try process.start()
         guard
-            await process.waitForLine(onStandardError: true, timeout: .seconds(20), where: { $0.contains(" connected ") })
+            await process.waitForLine(onStandardError: true, timeout: .seconds(20), where: { $0.contains(" serving ") })
                 != nil
         else {
             throw TestSupportError("chimed did not connect:\n\(process.standardErrorLines.joined(separator: "\n"))")
@@ -65,8 +65,8 @@ final class WorkerFixture: Sendable {
         try await fixture.startWorker()
         try await fixture.client.connect(timeout: .seconds(10))
         let stream = fixture.client.messages
-        Task { [received = fixture.received] in
-            for await message in stream { received.withLock { $0.append(message) } }
+        Task {
+            for await message in stream { fixture.received.withLock { $0.append(message) } }
         }
         return fixture
     }
@@ -110,7 +110,7 @@ final class WorkerFixture: Sendable {
     }
 
     /// Sends a command with an MQTT 5 Response Topic and returns the reply as JSON.
-    func send(_ device: String, _ op: Operation, _ payload: String, timeout: Duration = .seconds(10)) async throws
+    func send(_ device: String, _ op: ChimeCore.Operation, _ payload: String, timeout: Duration = .seconds(10)) async throws
         -> JSONObject
     {
         try await send(topic: topics.command(device, op), payload)
@@ -129,7 +129,7 @@ final class WorkerFixture: Sendable {
 
     /// The `result` of an ok reply; throws with the reply otherwise.
     @discardableResult
-    func ok(_ device: String, _ op: Operation, _ payload: String) async throws -> JSONObject {
+    func ok(_ device: String, _ op: ChimeCore.Operation, _ payload: String) async throws -> JSONObject {
         let reply = try await send(device, op, payload)
         guard reply["ok"] == true, case .object(let result)? = reply["result"] else {
             throw TestSupportError("expected ok, got \(JSON.object(reply).text)")
