@@ -58,6 +58,10 @@ struct RuleExpansion: Sendable {
     /// After this many consecutive periods without a candidate, none will ever come (the 400-year Gregorian
     /// cycle has been walked). Nil for the sub-daily frequencies, bounded by year 9999 and the budget.
     let emptyRunLimit: Int64?
+    /// Proven at construction: no period after the first has a candidate, ever (the rule's BY parts never
+    /// meet its periods, like `FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30`). Searches then stop after period 0
+    /// instead of walking to year 9999 on every call.
+    private(set) var laterPeriodsEmpty = false
 
     init(rule: RecurrenceRule, start local: LocalDateTime) {
         frequency = rule.frequency
@@ -142,6 +146,46 @@ struct RuleExpansion: Sendable {
         }
         cycle = nil
         cycle = periodicCycle()
+        laterPeriodsEmpty = provesLaterPeriodsEmpty()
+    }
+
+    /// Whether no period after the first can have a candidate. Cheap for a rule that fires: it stops at
+    /// the first non-empty period. A rule that never fires is walked once, through one calendar cycle.
+    private func provesLaterPeriodsEmpty() -> Bool {
+        if frequency <= .daily {
+            let perPeriod = frequency == .daily ? timesOfDay.count : offsets.count
+            if setPositions.isEmpty ? perPeriod == 0 : !setPositions.contains(where: { abs($0) <= perPeriod }) {
+                return true
+            }
+        }
+        if let cycle { return cycle.candidates == 0 }
+        var budget = Budget(Budget.perCall)
+        guard let limit = emptyRunLimit else {
+            // Sub-daily with calendar filters: empty when no day of a 400-year cycle passes them.
+            var day = startDay
+            while day < startDay + 146_097 && day <= lastDay {
+                let next = nextDayToTry(after: day)
+                if next.matches { return false }
+                day = next.day
+            }
+            return true
+        }
+        var p: Int64 = 1
+        var buffer: [Int64] = []
+        do {
+            while p <= limit {
+                p = try skipEmpty(from: p, budget: &budget)
+                guard p <= limit else { break }
+                try budget.spend(frequency == .yearly ? 12 : 1)
+                buffer.removeAll(keepingCapacity: true)
+                guard candidates(period: p, into: &buffer) else { return true }
+                if !buffer.isEmpty { return false }
+                p += 1
+            }
+        } catch {
+            return false
+        }
+        return true
     }
 
     // MARK: Days
@@ -254,13 +298,11 @@ struct RuleExpansion: Sendable {
         case .yearly:
             let year = startYear + p * interval
             guard year <= 9999 else { return false }
-            for month in 1...12 where monthMask == 0 || monthMask & (UInt16(1) << month) != 0 {
-                appendDays(of: Int(year), month, into: &out)
-            }
+            appendDays(of: Int(year), month: nil, into: &out)
         case .monthly:
             let index = startMonthIndex + p * interval
             guard index / 12 <= 9999 else { return false }
-            appendDays(of: Int(index / 12), Int(index % 12) + 1, into: &out)
+            appendDays(of: Int(index / 12), month: Int(index % 12) + 1, into: &out)
         case .weekly:
             let first = weekStart0 + p * 7 * interval
             guard first <= lastDay else { return false }
@@ -282,9 +324,77 @@ struct RuleExpansion: Sendable {
         return true
     }
 
-    private func appendDays(of year: Int, _ month: Int, into out: inout [Int64]) {
-        let first = daysFromCivil(year: year, month: month, day: 1)
-        for day in first..<(first + Int64(daysInMonth(year: year, month: month))) where dayMatches(day) {
+    /// Appends the candidates of the days of `year` (of one `month` of it when given, else of the months
+    /// BYMONTH allows) that pass the day filters. The days tried are generated from the most selective part
+    /// (BYYEARDAY, BYMONTHDAY, BYWEEKNO, ordinal BYDAY) so that a year is not walked day by day; they are a
+    /// superset that ``dayMatches(_:)`` then filters.
+    private func appendDays(of year: Int, month: Int?, into out: inout [Int64]) {
+        let yearStart = daysFromCivil(year: year, month: 1, day: 1)
+        let yearLength = isLeapYear(year) ? 366 : 365
+        var ranges: [(first: Int64, length: Int)] = []
+        if let month {
+            ranges.append((daysFromCivil(year: year, month: month, day: 1), daysInMonth(year: year, month: month)))
+        } else if monthMask == 0 {
+            ranges.append((yearStart, yearLength))
+        } else {
+            for m in 1...12 where monthMask & (UInt16(1) << m) != 0 {
+                ranges.append((daysFromCivil(year: year, month: m, day: 1), daysInMonth(year: year, month: m)))
+            }
+        }
+        var days: [Int64] = []
+        if !yearDays.isEmpty {
+            for n in yearDays {
+                let d = n > 0 ? n : yearLength + n + 1
+                if d >= 1 && d <= yearLength { days.append(yearStart + Int64(d - 1)) }
+            }
+        } else if monthDayPositive != 0 || monthDayNegative != 0 {
+            for range in ranges {
+                for n in 1...31 where n <= range.length {
+                    if monthDayPositive & (UInt32(1) << n) != 0 { days.append(range.first + Int64(n - 1)) }
+                    if monthDayNegative & (UInt32(1) << n) != 0 { days.append(range.first + Int64(range.length - n)) }
+                }
+            }
+        } else if !weekNumbers.isEmpty {
+            let yearEnd = yearStart + Int64(yearLength)
+            for weekYear in (year - 1)...(year + 1) {
+                let first = week1Start(weekYear)
+                let weeks = Int((week1Start(weekYear + 1) - first) / 7)
+                for n in weekNumbers {
+                    let w = n > 0 ? n : weeks + n + 1
+                    guard w >= 1 && w <= weeks else { continue }
+                    let monday = first + Int64(w - 1) * 7
+                    for day in monday..<(monday + 7) where day >= yearStart && day < yearEnd { days.append(day) }
+                }
+            }
+        } else if !nthWeekdays.isEmpty && weekdayMask == 0 {
+            let nthRanges = nthInYear ? [(first: yearStart, length: yearLength)] : ranges
+            for range in nthRanges {
+                let last = range.first + Int64(range.length - 1)
+                for nth in nthWeekdays {
+                    let day: Int64
+                    if nth.ordinal > 0 {
+                        let ahead = (nth.weekday - isoWeekday(daysSinceEpoch: range.first) + 7) % 7
+                        day = range.first + Int64(ahead + (nth.ordinal - 1) * 7)
+                    } else {
+                        let back = (isoWeekday(daysSinceEpoch: last) - nth.weekday + 7) % 7
+                        day = last - Int64(back + (-nth.ordinal - 1) * 7)
+                    }
+                    if day >= range.first && day <= last { days.append(day) }
+                }
+            }
+        } else {
+            for range in ranges {
+                for day in range.first..<(range.first + Int64(range.length)) where dayMatches(day) {
+                    for t in timesOfDay { out.append(day * 86_400 + t) }
+                }
+            }
+            return
+        }
+        days.sort()
+        var previous: Int64?
+        for day in days where day != previous {
+            previous = day
+            guard dayMatches(day) else { continue }
             for t in timesOfDay { out.append(day * 86_400 + t) }
         }
     }
@@ -385,6 +495,7 @@ struct RuleExpansion: Sendable {
         var buffer: [Int64] = []
         _ = candidates(period: 0, into: &buffer)
         var total = Int64(buffer.lazy.filter { $0 >= start }.count)
+        if laterPeriodsEmpty { return total }
         var p: Int64 = 1
         if let cycle {
             let whole = (period - 1) / cycle.periods

@@ -91,7 +91,7 @@ struct RuleSeries: Sendable {
                 if wall < s.minimumWall { continue }
                 return (wall, index)
             }
-            if s.wallDone { return nil }
+            if s.wallDone || (s.period >= 1 && expansion.laterPeriodsEmpty) { return nil }
             s.period = try expansion.skipEmpty(from: s.period, budget: &budget)
             if let limit = expansion.emptyRunLimit, s.period - s.lastNonEmptyPeriod > limit {
                 s.wallDone = true
