@@ -21,11 +21,14 @@ func gcd(_ a: Int64, _ b: Int64) -> Int64 {
 ///
 /// One step is roughly one candidate period or one day examined (a few hundred nanoseconds at most).
 struct Budget {
-    /// Steps allowed for one `first`/`next` call: tens of milliseconds in the worst case, far more than any
-    /// rule that fires at least once per the 400-year Gregorian cycle needs after the period jump.
-    static let perCall = 1_000_000
+    /// Steps allowed for one `first`/`next` call: tens of milliseconds at worst in release builds, and far
+    /// more than a rule that fires needs once its never-firing cases have been proven at construction
+    /// (February 29 on a Monday, searched day by day, takes about a thousand).
+    static let perCall = 250_000
     /// Steps allowed for measuring the spacing over the first 1000 occurrences.
-    static let perSpacing = 4_000_000
+    static let perSpacing = 1_000_000
+    /// Steps allowed, once per rule, for proving that it never fires again.
+    static let perProof = 1_000_000
 
     var remaining: Int
 
@@ -43,3 +46,11 @@ struct Budget {
 /// Wall-clock seconds of 9999-12-31T23:59:59, the last second Chime schedules.
 let lastWallSecond: Int64 = 253_402_300_799
 let lastDay: Int64 = 2_932_896  // 9999-12-31
+
+/// The lowest set bit of `mask` at or above `from`, if any.
+@inline(__always)
+func nextSetBit(_ mask: UInt64, from: Int) -> Int? {
+    guard from < 64 else { return nil }
+    let rest = mask & (~UInt64(0) << UInt64(from))
+    return rest == 0 ? nil : rest.trailingZeroBitCount
+}

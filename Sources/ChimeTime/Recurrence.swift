@@ -124,6 +124,12 @@ public struct Recurrence: Sendable {
         return try first(atOrAfter: instant.milliseconds, budget: &budget)
     }
 
+    /// ``first(atOrAfter:)`` with a given budget of steps, for tests of the limit.
+    func first(atOrAfter instant: Instant, budgetSteps: Int) throws(RecurrenceError) -> Occurrence? {
+        var budget = Budget(budgetSteps)
+        return try first(atOrAfter: instant.milliseconds, budget: &budget)
+    }
+
     /// The occurrence after `occurrence`, which this recurrence returned; nil when there is none.
     /// - Throws: ``RecurrenceError/Code/searchLimit`` when the bounded search gave up.
     public func next(after occurrence: Occurrence) throws(RecurrenceError) -> Occurrence? {

@@ -149,6 +149,56 @@ struct RuleExpansion: Sendable {
         laterPeriodsEmpty = provesLaterPeriodsEmpty()
     }
 
+    /// Whether some allowed time of day τ (passing BYHOUR/BYMINUTE/BYSECOND) can start a sub-daily period:
+    /// a period starts at `D × 86400 + τ` on day `D` when that is `base` modulo the period length, which has
+    /// a solution `D` exactly when `gcd(86400, step)` divides `base - τ`. When the rule's only day filter is
+    /// the weekday, the solutions `D` (an arithmetic progression) must also reach an allowed weekday.
+    private func subDailyTimesCanAlign() -> Bool {
+        guard hourMask != 0 || minuteMask != 0 || secondMask != 0 else { return true }
+        let unit: Int64 = frequency == .hourly ? 3600 : (frequency == .minutely ? 60 : 1)
+        let g = gcd(86_400, step)
+        let modulus = step / g
+        let checkWeekday = weekdayMask != 0 && !hasCalendarFilter
+        var tau: Int64 = 0
+        while tau < 86_400 {
+            let second = Int(tau)
+            let (h, m, s) = (second / 3600, second / 60 % 60, second % 60)
+            if (hourMask == 0 || hourMask & (UInt32(1) << h) != 0)
+                && (minuteMask == 0 || minuteMask & (UInt64(1) << m) != 0)
+                && (secondMask == 0 || secondMask & (UInt64(1) << s) != 0) && floorMod(base - tau, g) == 0
+            {
+                guard checkWeekday else { return true }
+                // D ≡ D0 (mod modulus): try seven consecutive solutions, which cover every reachable weekday.
+                let d0 = solveDay(tau: tau, g: g, modulus: modulus)
+                for j in Int64(0)..<7 {
+                    let (weekday, overflow) = d0.addingReportingOverflow(j.multipliedReportingOverflow(by: modulus).partialValue)
+                    if !overflow && weekdayMask & (UInt8(1) << isoWeekday(daysSinceEpoch: weekday)) != 0 { return true }
+                }
+            }
+            tau += unit
+        }
+        return false
+    }
+
+    /// A day `D` with `D × 86400 + tau ≡ base (mod step)`, given that `g = gcd(86400, step)` divides
+    /// `base - tau`; `modulus` is `step / g`.
+    private func solveDay(tau: Int64, g: Int64, modulus: Int64) -> Int64 {
+        guard modulus > 1 else { return 0 }
+        let a = floorMod(86_400 / g, modulus)
+        let b = floorMod((base - tau) / g, modulus)
+        // a is invertible modulo `modulus`; extended Euclid, then a full-width product to avoid overflow.
+        var (r0, r1) = (a, modulus)
+        var (s0, s1): (Int64, Int64) = (1, 0)
+        while r1 != 0 {
+            let q = r0 / r1
+            (r0, r1) = (r1, r0 - q * r1)
+            (s0, s1) = (s1, s0 - q * s1)
+        }
+        let inverse = floorMod(s0, modulus)
+        let product = inverse.multipliedFullWidth(by: b)
+        return modulus.dividingFullWidth(product).remainder
+    }
+
     /// Whether no period after the first can have a candidate. Cheap for a rule that fires: it stops at
     /// the first non-empty period. A rule that never fires is walked once, through one calendar cycle.
     private func provesLaterPeriodsEmpty() -> Bool {
@@ -158,8 +208,9 @@ struct RuleExpansion: Sendable {
                 return true
             }
         }
+        if frequency < .daily && !subDailyTimesCanAlign() { return true }
         if let cycle { return cycle.candidates == 0 }
-        var budget = Budget(Budget.perCall)
+        var budget = Budget(Budget.perProof)
         guard let limit = emptyRunLimit else {
             // Sub-daily with calendar filters: empty when no day of a 400-year cycle passes them.
             var day = startDay
@@ -332,14 +383,8 @@ struct RuleExpansion: Sendable {
         let yearStart = daysFromCivil(year: year, month: 1, day: 1)
         let yearLength = isLeapYear(year) ? 366 : 365
         var ranges: [(first: Int64, length: Int)] = []
-        if let month {
-            ranges.append((daysFromCivil(year: year, month: month, day: 1), daysInMonth(year: year, month: month)))
-        } else if monthMask == 0 {
-            ranges.append((yearStart, yearLength))
-        } else {
-            for m in 1...12 where monthMask & (UInt16(1) << m) != 0 {
-                ranges.append((daysFromCivil(year: year, month: m, day: 1), daysInMonth(year: year, month: m)))
-            }
+        for m in 1...12 where month.map({ $0 == m }) ?? (monthMask == 0 || monthMask & (UInt16(1) << m) != 0) {
+            ranges.append((daysFromCivil(year: year, month: m, day: 1), daysInMonth(year: year, month: m)))
         }
         var days: [Int64] = []
         if !yearDays.isEmpty {
@@ -464,25 +509,36 @@ struct RuleExpansion: Sendable {
     }
 
     /// The first wall second at or after `t` (on `day`) whose hour, minute and second pass the limits,
-    /// or the start of the next day when none is left on this one.
+    /// or the start of the next day when none is left on this one. Bit scans, not a walk over seconds.
     private func nextAllowedTime(from t: Int64, day: Int64) -> Int64 {
         let dayStart = day * 86_400
-        var second = Int(t - dayStart)
-        while second < 86_400 {
-            let h = second / 3600
-            let m = second / 60 % 60
-            let s = second % 60
-            if hourMask != 0 && hourMask & (UInt32(1) << h) == 0 {
-                second = (h + 1) * 3600
-            } else if minuteMask != 0 && minuteMask & (UInt64(1) << m) == 0 {
-                second = h * 3600 + (m + 1) * 60
-            } else if secondMask != 0 && secondMask & (UInt64(1) << s) == 0 {
-                second += 1
-            } else {
-                return dayStart + Int64(second)
+        let nextDay = dayStart + 86_400
+        let second = Int(t - dayStart)
+        var (h, m, s) = (second / 3600, second / 60 % 60, second % 60)
+        while true {
+            if hourMask != 0 {
+                guard let allowed = nextSetBit(UInt64(hourMask), from: h) else { return nextDay }
+                if allowed != h { (h, m, s) = (allowed, 0, 0) }
             }
+            if minuteMask != 0 {
+                guard let allowed = nextSetBit(minuteMask, from: m) else {
+                    (h, m, s) = (h + 1, 0, 0)
+                    if h == 24 { return nextDay }
+                    continue
+                }
+                if allowed != m { (m, s) = (allowed, 0) }
+            }
+            if secondMask != 0 {
+                guard let allowed = nextSetBit(secondMask, from: s) else {
+                    (m, s) = (m + 1, 0)
+                    if m == 60 { (h, m) = (h + 1, 0) }
+                    if h == 24 { return nextDay }
+                    continue
+                }
+                s = allowed
+            }
+            return dayStart + Int64(h * 3600 + m * 60 + s)
         }
-        return dayStart + 86_400
     }
 
     // MARK: Counting

@@ -92,7 +92,7 @@ struct RuleSeries: Sendable {
                 return (wall, index)
             }
             if s.wallDone || (s.period >= 1 && expansion.laterPeriodsEmpty) { return nil }
-            s.period = try expansion.skipEmpty(from: s.period, budget: &budget)
+            if !expansion.laterPeriodsEmpty { s.period = try expansion.skipEmpty(from: s.period, budget: &budget) }
             if let limit = expansion.emptyRunLimit, s.period - s.lastNonEmptyPeriod > limit {
                 s.wallDone = true
                 return nil
