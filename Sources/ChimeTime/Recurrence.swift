@@ -105,7 +105,9 @@ public struct Recurrence: Sendable {
             let untilSeconds = rule.until.map { $0.resolved(in: zone).seconds }
             series = .rule(
                 RuleSeries(
-                    expansion: RuleExpansion(rule: rule, start: local), zone: zone, count: rule.count.map(Int64.init),
+                    expansion: RuleExpansion(rule: rule, start: local),
+                    zone: zone,
+                    count: rule.count.map(Int64.init),
                     until: untilSeconds
                 )
             )

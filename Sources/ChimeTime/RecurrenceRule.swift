@@ -211,14 +211,23 @@ private struct RawParts {
         }
         let hasOtherBy =
             !(bySecond.isEmpty && byMinute.isEmpty && byHour.isEmpty && byDay.isEmpty && byMonthDay.isEmpty
-                && byYearDay.isEmpty && byWeekNo.isEmpty && byMonth.isEmpty)
+            && byYearDay.isEmpty && byWeekNo.isEmpty && byMonth.isEmpty)
         if !bySetPos.isEmpty && !hasOtherBy { throw .rule("BYSETPOS: needs another BYxxx part to select from") }
         func canonical(_ values: [Int]) -> [Int] { Array(Set(values)).sorted() }
         var rule = RecurrenceRule(
-            frequency: frequency, interval: interval, count: count, until: until,
-            bySecond: canonical(bySecond), byMinute: canonical(byMinute), byHour: canonical(byHour),
-            byDay: Array(Set(byDay)).sorted(), byMonthDay: canonical(byMonthDay), byYearDay: canonical(byYearDay),
-            byWeekNo: canonical(byWeekNo), byMonth: canonical(byMonth), bySetPos: canonical(bySetPos),
+            frequency: frequency,
+            interval: interval,
+            count: count,
+            until: until,
+            bySecond: canonical(bySecond),
+            byMinute: canonical(byMinute),
+            byHour: canonical(byHour),
+            byDay: Array(Set(byDay)).sorted(),
+            byMonthDay: canonical(byMonthDay),
+            byYearDay: canonical(byYearDay),
+            byWeekNo: canonical(byWeekNo),
+            byMonth: canonical(byMonth),
+            bySetPos: canonical(bySetPos),
             weekStart: weekStart
         )
         // A plain weekday already selects every day its ordinals would, so the ordinals add nothing.
@@ -231,9 +240,20 @@ private struct RawParts {
 extension RecurrenceRule {
     /// Memberwise, for the parser; callers build rules from text.
     fileprivate init(
-        frequency: Frequency, interval: Int, count: Int?, until: Until?, bySecond: [Int], byMinute: [Int],
-        byHour: [Int], byDay: [WeekdayNum], byMonthDay: [Int], byYearDay: [Int], byWeekNo: [Int], byMonth: [Int],
-        bySetPos: [Int], weekStart: Int
+        frequency: Frequency,
+        interval: Int,
+        count: Int?,
+        until: Until?,
+        bySecond: [Int],
+        byMinute: [Int],
+        byHour: [Int],
+        byDay: [WeekdayNum],
+        byMonthDay: [Int],
+        byYearDay: [Int],
+        byWeekNo: [Int],
+        byMonth: [Int],
+        bySetPos: [Int],
+        weekStart: Int
     ) {
         self.frequency = frequency
         self.interval = interval
@@ -280,7 +300,9 @@ private func integers(
 private func weekdayList(_ text: String) throws(RecurrenceError) -> [RecurrenceRule.WeekdayNum] {
     var out: [RecurrenceRule.WeekdayNum] = []
     for item in text.split(separator: ",", omittingEmptySubsequences: false) {
-        guard item.count >= 2 else { throw .rule("BYDAY: \(item.isEmpty ? "empty list item" : String(item)) is not a weekday") }
+        guard item.count >= 2 else {
+            throw .rule("BYDAY: \(item.isEmpty ? "empty list item" : String(item)) is not a weekday")
+        }
         let dayText = item.suffix(2).uppercased()
         guard let day = weekdayNames.firstIndex(of: dayText) else {
             throw .rule("BYDAY: \(item) does not end in a weekday (MO, TU, WE, TH, FR, SA, SU)")
@@ -289,7 +311,9 @@ private func weekdayList(_ text: String) throws(RecurrenceError) -> [RecurrenceR
         let prefix = item.dropLast(2)
         if !prefix.isEmpty {
             guard let n = parseSignedInteger(prefix) else { throw .rule("BYDAY: \(item) has a malformed ordinal") }
-            guard (-53...53).contains(n), n != 0 else { throw .rule("BYDAY: \(item) ordinal is out of range -53...53 without 0") }
+            guard (-53...53).contains(n), n != 0 else {
+                throw .rule("BYDAY: \(item) ordinal is out of range -53...53 without 0")
+            }
             ordinal = n
         }
         out.append(RecurrenceRule.WeekdayNum(ordinal: ordinal, weekday: day + 1))

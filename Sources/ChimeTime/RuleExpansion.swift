@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The wall-clock side of an RRULE: which civil date-times it selects, period by period, from DTSTART.
 ///
 /// Times are "wall seconds": a civil date-time read as if it were UTC (``LocalDateTime/secondsSinceEpoch``),
@@ -62,6 +64,8 @@ struct RuleExpansion: Sendable {
     /// meet its periods, like `FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30`). Searches then stop after period 0
     /// instead of walking to year 9999 on every call.
     private(set) var laterPeriodsEmpty = false
+    /// YEARLY and MONTHLY: candidate counts per calendar shape of a period, filled as periods are counted.
+    let shapeCounts: ShapeCountCache?
 
     init(rule: RecurrenceRule, start local: LocalDateTime) {
         frequency = rule.frequency
@@ -77,7 +81,8 @@ struct RuleExpansion: Sendable {
         var byMonth = rule.byMonth
         var byMonthDay = rule.byMonthDay
         var plainDays = rule.byDay.filter { $0.ordinal == 0 }.map(\.weekday)
-        let noDayParts = rule.byDay.isEmpty && rule.byMonthDay.isEmpty && rule.byYearDay.isEmpty && rule.byWeekNo.isEmpty
+        let noDayParts =
+            rule.byDay.isEmpty && rule.byMonthDay.isEmpty && rule.byYearDay.isEmpty && rule.byWeekNo.isEmpty
         if noDayParts {
             switch rule.frequency {
             case .yearly:
@@ -144,6 +149,7 @@ struct RuleExpansion: Sendable {
         case .daily: emptyRunLimit = 146_097 / gcd(interval, 146_097) + 1
         default: emptyRunLimit = nil
         }
+        shapeCounts = f == .yearly ? ShapeCountCache(shapes: 56) : (f == .monthly ? ShapeCountCache(shapes: 168) : nil)
         cycle = nil
         cycle = periodicCycle()
         laterPeriodsEmpty = provesLaterPeriodsEmpty()
@@ -171,7 +177,9 @@ struct RuleExpansion: Sendable {
                 // D ≡ D0 (mod modulus): try seven consecutive solutions, which cover every reachable weekday.
                 let d0 = solveDay(tau: tau, g: g, modulus: modulus)
                 for j in Int64(0)..<7 {
-                    let (weekday, overflow) = d0.addingReportingOverflow(j.multipliedReportingOverflow(by: modulus).partialValue)
+                    let (weekday, overflow) = d0.addingReportingOverflow(
+                        j.multipliedReportingOverflow(by: modulus).partialValue
+                    )
                     if !overflow && weekdayMask & (UInt8(1) << isoWeekday(daysSinceEpoch: weekday)) != 0 { return true }
                 }
             }
@@ -552,6 +560,7 @@ struct RuleExpansion: Sendable {
         _ = candidates(period: 0, into: &buffer)
         var total = Int64(buffer.lazy.filter { $0 >= start }.count)
         if laterPeriodsEmpty { return total }
+        if let shapeCounts { return try total + countByShape(from: 1, to: period, cache: shapeCounts, budget: &budget) }
         var p: Int64 = 1
         if let cycle {
             let whole = (period - 1) / cycle.periods
@@ -568,6 +577,52 @@ struct RuleExpansion: Sendable {
             p += 1
         }
         return total
+    }
+
+    /// The calendar shape of a YEARLY or MONTHLY period, which decides its candidates up to a shift of days:
+    /// for a year, the weekday of January 1 and whether it and its neighbours are leap years (BYWEEKNO's
+    /// first and last weeks depend on the neighbours); for a month, the month, the leap year and the weekday
+    /// of the 1st. Nil past year 9999.
+    private func shape(ofPeriod p: Int64) -> Int? {
+        if frequency == .yearly {
+            let year = startYear + p * interval
+            guard year <= 9999 else { return nil }
+            let y = Int(year)
+            let weekday = isoWeekday(daysSinceEpoch: daysFromCivil(year: y, month: 1, day: 1)) - 1
+            let leaps = (isLeapYear(y - 1) ? 4 : 0) + (isLeapYear(y) ? 2 : 0) + (isLeapYear(y + 1) ? 1 : 0)
+            return leaps * 7 + weekday
+        }
+        let index = startMonthIndex + p * interval
+        guard index / 12 <= 9999 else { return nil }
+        let (y, m) = (Int(index / 12), Int(index % 12) + 1)
+        let weekday = isoWeekday(daysSinceEpoch: daysFromCivil(year: y, month: m, day: 1)) - 1
+        return ((m - 1) * 2 + (isLeapYear(y) ? 1 : 0)) * 7 + weekday
+    }
+
+    /// The candidates in periods `from..<to` of a YEARLY or MONTHLY rule, expanding each calendar shape once
+    /// (at most 56 or 168 of them, ever, per rule) and looking the others up.
+    private func countByShape(
+        from: Int64,
+        to: Int64,
+        cache: ShapeCountCache,
+        budget: inout Budget
+    ) throws(RecurrenceError) -> Int64 {
+        try budget.spend(Int((to - from) / 64) + 1)
+        return cache.counts.withLock { counts in
+            var total: Int64 = 0
+            var buffer: [Int64] = []
+            var p = from
+            while p < to, let shape = shape(ofPeriod: p) {
+                if counts[shape] < 0 {
+                    buffer.removeAll(keepingCapacity: true)
+                    _ = candidates(period: p, into: &buffer)
+                    counts[shape] = Int32(buffer.count)
+                }
+                total += Int64(counts[shape])
+                p += 1
+            }
+            return total
+        }
     }
 
     /// The cycle of the per-period candidate count, when it is short: a weekly rule without BYMONTH has the
@@ -597,5 +652,16 @@ struct RuleExpansion: Sendable {
             total += Int64(buffer.count)
         }
         return (periods, total)
+    }
+}
+
+/// Candidate counts of YEARLY or MONTHLY periods by calendar shape (see `RuleExpansion.shape(ofPeriod:)`),
+/// -1 until computed. Shared by the copies of a recurrence and filled lazily, so only the first count over
+/// many years pays for expansions; the counts depend on the rule alone, so sharing them is safe.
+final class ShapeCountCache: Sendable {
+    let counts: Mutex<[Int32]>
+
+    init(shapes: Int) {
+        counts = Mutex([Int32](repeating: -1, count: shapes))
     }
 }

@@ -69,14 +69,20 @@ struct RuleSeries: Sendable {
     func stream(fromWall wall: Int64, anchor: Item) -> Stream {
         guard wall > expansion.start else { return streamFromStart() }
         return Stream(
-            period: expansion.period(containing: wall), firstIndex: 0, minimumWall: wall, indexOffset: nil,
+            period: expansion.period(containing: wall),
+            firstIndex: 0,
+            minimumWall: wall,
+            indexOffset: nil,
             anchor: anchor
         )
     }
 
     /// The next candidate in wall-clock order, or nil at the end (COUNT, year 9999, or a rule whose
     /// calendar cycle has no more candidates).
-    private func nextWall(_ s: inout Stream, budget: inout Budget) throws(RecurrenceError) -> (wall: Int64, index: Int64)? {
+    private func nextWall(
+        _ s: inout Stream,
+        budget: inout Budget
+    ) throws(RecurrenceError) -> (wall: Int64, index: Int64)? {
         while true {
             if s.position < s.buffer.count {
                 let wall = s.buffer[s.position]

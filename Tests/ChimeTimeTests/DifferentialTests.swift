@@ -45,7 +45,9 @@ import Testing
                 for (n, e) in v.expect.enumerated() {
                     let want = Occurrence(index: Int(e[0]), instant: Instant(seconds: e[1]))
                     guard got == want else {
-                        failures.append("\(label): occurrence \(n): got \(Self.describe(got)), want \(Self.describe(want))")
+                        failures.append(
+                            "\(label): occurrence \(n): got \(Self.describe(got)), want \(Self.describe(want))"
+                        )
                         break
                     }
                     checked += 1
@@ -68,7 +70,10 @@ import Testing
                 failures.append("\(label): threw \(error)")
             }
         }
-        #expect(failures.count == 0, Comment(rawValue: "\(failures.count) failures:\n" + failures.prefix(25).joined(separator: "\n")))
+        #expect(
+            failures.count == 0,
+            Comment(rawValue: "\(failures.count) failures:\n" + failures.prefix(25).joined(separator: "\n"))
+        )
         #expect(checked > 10_000)
     }
 
@@ -109,6 +114,9 @@ import Testing
         }
         #expect(names >= 590)
         #expect(points > 100_000)
-        #expect(failures.count == 0, Comment(rawValue: "\(failures.count) failures:\n" + failures.prefix(25).joined(separator: "\n")))
+        #expect(
+            failures.count == 0,
+            Comment(rawValue: "\(failures.count) failures:\n" + failures.prefix(25).joined(separator: "\n"))
+        )
     }
 }

@@ -41,7 +41,10 @@ import Testing
         Case(rule: "FREQ=HOURLY;INTERVAL=48;BYHOUR=5", start: "2026-01-01T04:00:00", outcome: .never),
         Case(rule: "FREQ=MINUTELY;INTERVAL=120;BYMINUTE=1", start: "2026-01-01T04:00:00", outcome: .never),
         Case(rule: "FREQ=HOURLY;INTERVAL=168;BYDAY=TU", start: "2026-01-05T04:00:00", outcome: .never),
-        Case(rule: "FREQ=SECONDLY;INTERVAL=86401;BYSECOND=7;BYMONTH=2;BYMONTHDAY=29", outcome: .fires("2480-02-29T07:20:07Z")),
+        Case(
+            rule: "FREQ=SECONDLY;INTERVAL=86401;BYSECOND=7;BYMONTH=2;BYMONTHDAY=29",
+            outcome: .fires("2480-02-29T07:20:07Z")
+        ),
         // COUNT used up, UNTIL before the start.
         Case(rule: "FREQ=DAILY;COUNT=3", start: "2000-01-01T10:00:00", from: "2026-01-01T00:00:00Z", outcome: .never),
         Case(rule: "FREQ=DAILY;UNTIL=20000101T000000Z", outcome: .never),
@@ -106,7 +109,9 @@ import Testing
 
     @Test func searchLimitIsAnErrorWithAMessage() throws {
         let recurrence = try Recurrence(
-            start: wall("2026-01-01T09:15:30"), zone: .utc, pattern: rule("FREQ=DAILY;BYMONTH=2;BYMONTHDAY=29;BYDAY=MO")
+            start: wall("2026-01-01T09:15:30"),
+            zone: .utc,
+            pattern: rule("FREQ=DAILY;BYMONTH=2;BYMONTHDAY=29;BYDAY=MO")
         )
         let from = at("2026-01-01T00:00:00Z")
         do {

@@ -560,6 +560,15 @@ import Testing
         let d = Array(text.utf8).map { Int($0) - 48 }
         guard d.count == 15 else { return nil }
         func n(_ i: Int, _ l: Int) -> Int { d[i..<(i + l)].reduce(0) { $0 * 10 + $1 } }
-        return .local(LocalDateTime(year: n(0, 4), month: n(4, 2), day: n(6, 2), hour: n(9, 2), minute: n(11, 2), second: n(13, 2)))
+        return .local(
+            LocalDateTime(
+                year: n(0, 4),
+                month: n(4, 2),
+                day: n(6, 2),
+                hour: n(9, 2),
+                minute: n(11, 2),
+                second: n(13, 2)
+            )
+        )
     }
 }

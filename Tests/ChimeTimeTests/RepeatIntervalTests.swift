@@ -16,78 +16,109 @@ import Testing
 
     static let cases: [Case] = [
         Case(
-            unit: .year, start: "2024-02-29T08:00",
+            unit: .year,
+            start: "2024-02-29T08:00",
             expected: [
                 "#1 2024-02-29T08:00:00Z", "#2 2025-02-28T08:00:00Z", "#3 2026-02-28T08:00:00Z",
                 "#4 2027-02-28T08:00:00Z", "#5 2028-02-29T08:00:00Z",
             ]
         ),
         Case(
-            unit: .quarter, start: "2025-11-30T12:00",
-            expected: ["#1 2025-11-30T12:00:00Z", "#2 2026-02-28T12:00:00Z", "#3 2026-05-30T12:00:00Z", "#4 2026-08-30T12:00:00Z"]
+            unit: .quarter,
+            start: "2025-11-30T12:00",
+            expected: [
+                "#1 2025-11-30T12:00:00Z", "#2 2026-02-28T12:00:00Z", "#3 2026-05-30T12:00:00Z",
+                "#4 2026-08-30T12:00:00Z",
+            ]
         ),
         Case(
-            unit: .month, start: "2025-01-31T09:30",
+            unit: .month,
+            start: "2025-01-31T09:30",
             expected: [
                 "#1 2025-01-31T09:30:00Z", "#2 2025-02-28T09:30:00Z", "#3 2025-03-31T09:30:00Z",
                 "#4 2025-04-30T09:30:00Z", "#5 2025-05-31T09:30:00Z",
             ]
         ),
         Case(
-            unit: .month, start: "2024-01-31T09:30",
+            unit: .month,
+            start: "2024-01-31T09:30",
             expected: ["#1 2024-01-31T09:30:00Z", "#2 2024-02-29T09:30:00Z", "#3 2024-03-31T09:30:00Z"]
         ),
         Case(
-            unit: .weekOfYear, start: "2026-12-28T07:00",
+            unit: .weekOfYear,
+            start: "2026-12-28T07:00",
             expected: ["#1 2026-12-28T07:00:00Z", "#2 2027-01-04T07:00:00Z", "#3 2027-01-11T07:00:00Z"]
         ),
         Case(
-            unit: .day, start: "2026-02-27T23:59:59",
+            unit: .day,
+            start: "2026-02-27T23:59:59",
             expected: ["#1 2026-02-27T23:59:59Z", "#2 2026-02-28T23:59:59Z", "#3 2026-03-01T23:59:59Z"]
         ),
         Case(
-            unit: .weekday, start: "2026-12-04T18:00",  // a Friday: Apple's weekday means every day
+            unit: .weekday,
+            start: "2026-12-04T18:00",  // a Friday: Apple's weekday means every day
             expected: ["#1 2026-12-04T18:00:00Z", "#2 2026-12-05T18:00:00Z", "#3 2026-12-06T18:00:00Z"]
         ),
         Case(
-            unit: .hour, start: "2026-12-31T22:30",
+            unit: .hour,
+            start: "2026-12-31T22:30",
             expected: ["#1 2026-12-31T22:30:00Z", "#2 2026-12-31T23:30:00Z", "#3 2027-01-01T00:30:00Z"]
         ),
         Case(
-            unit: .minute, start: "2026-06-01T10:59",
+            unit: .minute,
+            start: "2026-06-01T10:59",
             expected: ["#1 2026-06-01T10:59:00Z", "#2 2026-06-01T11:00:00Z", "#3 2026-06-01T11:01:00Z"]
         ),
         Case(
-            unit: .second, start: "2026-06-01T10:59:59",
+            unit: .second,
+            start: "2026-06-01T10:59:59",
             expected: ["#1 2026-06-01T10:59:59Z", "#2 2026-06-01T11:00:00Z", "#3 2026-06-01T11:00:01Z"]
         ),
         Case(
-            unit: .day, start: "2026-06-01T08:00", count: 3,
+            unit: .day,
+            start: "2026-06-01T08:00",
+            count: 3,
             expected: ["#1 2026-06-01T08:00:00Z", "#2 2026-06-02T08:00:00Z", "#3 2026-06-03T08:00:00Z"]
         ),
         Case(
-            unit: .day, start: "2026-06-01T08:00", until: "2026-06-03T08:00",
+            unit: .day,
+            start: "2026-06-01T08:00",
+            until: "2026-06-03T08:00",
             expected: ["#1 2026-06-01T08:00:00Z", "#2 2026-06-02T08:00:00Z", "#3 2026-06-03T08:00:00Z"]
         ),
         Case(
-            unit: .day, start: "2026-06-01T08:00", until: "2026-06-03T07:59:59Z",
+            unit: .day,
+            start: "2026-06-01T08:00",
+            until: "2026-06-03T07:59:59Z",
             expected: ["#1 2026-06-01T08:00:00Z", "#2 2026-06-02T08:00:00Z"]
         ),
         // Exdates are skipped but keep their number and their place in the count.
         Case(
-            unit: .day, start: "2026-06-01T08:00", count: 4, exdates: ["2026-06-02T08:00", "2026-06-04T08:00:00Z"],
+            unit: .day,
+            start: "2026-06-01T08:00",
+            count: 4,
+            exdates: ["2026-06-02T08:00", "2026-06-04T08:00:00Z"],
             expected: ["#1 2026-06-01T08:00:00Z", "#3 2026-06-03T08:00:00Z"]
         ),
         Case(
-            unit: .month, start: "2026-01-31T09:00", zone: "Europe/Paris", count: 4,
-            expected: ["#1 2026-01-31T08:00:00Z", "#2 2026-02-28T08:00:00Z", "#3 2026-03-31T07:00:00Z", "#4 2026-04-30T07:00:00Z"]
+            unit: .month,
+            start: "2026-01-31T09:00",
+            zone: "Europe/Paris",
+            count: 4,
+            expected: [
+                "#1 2026-01-31T08:00:00Z", "#2 2026-02-28T08:00:00Z", "#3 2026-03-31T07:00:00Z",
+                "#4 2026-04-30T07:00:00Z",
+            ]
         ),
     ]
 
     @Test(arguments: cases)
     func table(_ c: Case) throws {
         let recurrence = try Recurrence(
-            start: wall(c.start), zone: zone(c.zone), pattern: .interval(c.unit), count: c.count,
+            start: wall(c.start),
+            zone: zone(c.zone),
+            pattern: .interval(c.unit),
+            count: c.count,
             until: c.until.map { try #require(DateTimeValue(iso8601: $0)) },
             exdates: c.exdates.map { try #require(DateTimeValue(iso8601: $0)) }
         )
@@ -126,7 +157,8 @@ import Testing
     @Test func smallestSpacing() throws {
         let utc = Zone.utc
         func spacing(_ pattern: Recurrence.Pattern, count: Int? = nil, zone: Zone = utc) throws -> Int64? {
-            try Recurrence(start: wall("2026-01-31T10:00"), zone: zone, pattern: pattern, count: count).smallestSpacing()
+            try Recurrence(start: wall("2026-01-31T10:00"), zone: zone, pattern: pattern, count: count)
+                .smallestSpacing()
         }
         #expect(try spacing(.once) == nil)
         #expect(try spacing(.interval(.second)) == 1)
