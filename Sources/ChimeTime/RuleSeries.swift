@@ -33,7 +33,9 @@ struct RuleSeries: Sendable {
         var minimumWall: Int64
         var lastNonEmptyPeriod: Int64
         var wallDone = false
+        /// Candidates waiting to be put in time order: `pending[pendingStart...]`, ascending by instant.
         var pending: [Item] = []
+        var pendingStart = 0
         /// The latest instant of a candidate that the zone did not move: nothing later comes before it.
         var frontier = Int64.min
         /// Added to ``nextIndex`` numbering to get absolute indexes; nil while looking for the anchor.
@@ -119,14 +121,22 @@ struct RuleSeries: Sendable {
     /// stream's anchor has not been met. Nil at the end of the series.
     func next(_ s: inout Stream, budget: inout Budget) throws(RecurrenceError) -> Item? {
         while true {
-            if let first = s.pending.first, first.instant <= s.frontier || s.wallDone {
-                s.pending.removeFirst()
-                if let until, first.instant > until {
-                    s.pending.removeAll()
-                    s.wallDone = true
-                    return nil
+            if s.pendingStart < s.pending.count {
+                let first = s.pending[s.pendingStart]
+                if first.instant <= s.frontier || s.wallDone {
+                    s.pendingStart += 1
+                    if s.pendingStart == s.pending.count {
+                        s.pending.removeAll(keepingCapacity: true)
+                        s.pendingStart = 0
+                    }
+                    if let until, first.instant > until {
+                        s.pending.removeAll()
+                        s.pendingStart = 0
+                        s.wallDone = true
+                        return nil
+                    }
+                    return first
                 }
-                return first
             }
             if s.wallDone { return nil }
             guard let (wall, index) = try nextWall(&s, budget: &budget) else {
@@ -138,7 +148,7 @@ struct RuleSeries: Sendable {
             if s.indexOffset == nil, let anchor = s.anchor, anchor.instant == instant {
                 s.indexOffset = anchor.index - index
             }
-            var low = 0
+            var low = s.pendingStart
             var high = s.pending.count
             while low < high {
                 let mid = (low + high) >> 1

@@ -54,8 +54,12 @@ public struct Zone: Hashable, Sendable, CustomStringConvertible {
 
     /// The instant (seconds) of wall-clock `wall` seconds.
     func instantSeconds(forWall wall: Int64) -> Int64 {
-        if let seconds = table.instant(forWall: wall) { return seconds }
-        // Outside the table: offsets a day either side of the wall time bracket any single transition near it.
+        table.instant(forWall: wall) ?? instantSecondsByBracketing(forWall: wall)
+    }
+
+    /// The gap and overlap rule from the offsets a day either side of the wall time, which bracket any single
+    /// transition near it: the answer outside the table's years (and the method before the table existed).
+    func instantSecondsByBracketing(forWall wall: Int64) -> Int64 {
         let before = offset(atSeconds: wall - 86_400)
         let after = offset(atSeconds: wall + 86_400)
         let early = wall - before

@@ -231,6 +231,19 @@ import Testing
         }
     }
 
+    @Test func secondlyThroughAGap() throws {
+        // 02:00:00...02:59:59 become 03:00:00...03:59:59 EDT; the real 03:xx:xx candidates repeat them.
+        let ny = zone("America/New_York")
+        let recurrence = try Recurrence(start: wall("2026-03-08T01:59:58"), zone: ny, pattern: rule("FREQ=SECONDLY"))
+        let third = try #require(try recurrence.first(atOrAfter: at("2026-03-08T07:00:00Z")))
+        #expect(third.index == 3)
+        #expect(try recurrence.first(atOrAfter: at("2026-03-08T07:30:00Z"))?.index == 1803)
+        let last = Occurrence(index: 3602, instant: at("2026-03-08T07:59:59Z"))
+        #expect(try recurrence.first(atOrAfter: last.instant) == last)
+        #expect(try recurrence.next(after: last) == Occurrence(index: 7203, instant: at("2026-03-08T08:00:00Z")))
+        #expect(try recurrence.smallestSpacing() == 1)
+    }
+
     @Test func firstAtOrAfterInsideAnOverlap() throws {
         // 01:30 happens twice on 2026-11-01 in New York; a daily 01:30 fires at the first one only.
         let ny = zone("America/New_York")

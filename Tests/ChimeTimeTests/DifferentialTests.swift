@@ -1,6 +1,7 @@
-import ChimeTime
 import Foundation
 import Testing
+
+@testable import ChimeTime
 
 /// Vectors from `Fixtures/generate_vectors.py` (python-dateutil and zoneinfo); see the script for how the
 /// expected values were computed.
@@ -80,6 +81,7 @@ import Testing
     @Test func zoneInstantsAgreeWithZoneinfo() throws {
         let file = try loadFixture("zone_vectors", as: ZoneFile.self)
         var failures: [String] = []
+        var bracketingMisses: [String] = []
         var names = 0
         var points = 0
         for entry in file.zones {
@@ -102,7 +104,13 @@ import Testing
                     for (bit, wall) in [low - 1, low, (low + high) / 2, high - 1, high].enumerated() {
                         let used = mask & (1 << bit) != 0 ? after : before
                         let got = zone.instant(for: LocalDateTime(secondsSinceEpoch: wall))
+                        let bracketed = zone.instantSecondsByBracketing(forWall: wall)
                         points += 1
+                        if bracketed != wall - used {
+                            bracketingMisses.append(
+                                "\(name) \(LocalDateTime(secondsSinceEpoch: wall)): \(bracketed - (wall - used))"
+                            )
+                        }
                         if got != Instant(seconds: wall - used) {
                             failures.append(
                                 "\(name): \(LocalDateTime(secondsSinceEpoch: wall)) got \(got), want \(Instant(seconds: wall - used))"
@@ -112,6 +120,8 @@ import Testing
                 }
             }
         }
+        // The +/-1 day bracketing used outside the table's years must agree too.
+        #expect(bracketingMisses.count == 0, Comment(rawValue: bracketingMisses.prefix(25).joined(separator: "\n")))
         #expect(names >= 590)
         #expect(points > 100_000)
         #expect(
