@@ -18,12 +18,18 @@ struct IntervalSeries: Sendable {
     let startLocal: LocalDateTime
     let subsecond: Int64
 
-    init(unit: RepeatUnit, zone: Zone, start: Instant) {
+    /// A wall-clock start keeps its own time of day even when it falls in a gap (02:30 on a spring-forward
+    /// night fires at 03:30 that night and at 02:30 on the others); an instant is read in the zone.
+    init(unit: RepeatUnit, zone: Zone, start: DateTimeValue) {
         self.unit = unit
         self.zone = zone
-        startMilliseconds = start.milliseconds
-        startLocal = zone.localDateTime(at: start)
-        subsecond = start.milliseconds - start.seconds * 1000
+        let instant = start.resolved(in: zone)
+        startMilliseconds = instant.milliseconds
+        switch start {
+        case .local(let local): startLocal = local
+        case .instant(let instant): startLocal = zone.localDateTime(at: instant)
+        }
+        subsecond = instant.milliseconds - instant.seconds * 1000
     }
 
     private var months: Int64? {

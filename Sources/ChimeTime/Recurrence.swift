@@ -84,7 +84,7 @@ public struct Recurrence: Sendable {
             untilMilliseconds = nil
         case .interval(let unit):
             if let count, count < 1 { throw RecurrenceError(.invalidCombination, "count: must be at least 1") }
-            series = .interval(IntervalSeries(unit: unit, zone: zone, start: startInstant))
+            series = .interval(IntervalSeries(unit: unit, zone: zone, start: start))
             self.count = count.map(Int64.init)
             untilMilliseconds = until?.resolved(in: zone).milliseconds
         case .rule(let rule):

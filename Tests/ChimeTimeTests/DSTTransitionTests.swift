@@ -118,6 +118,13 @@ import Testing
             pattern: "hour",
             expected: ["#1 2026-11-01T04:30:00Z", "#2 2026-11-01T05:30:00Z", "#3 2026-11-01T06:30:00Z"]
         ),
+        // A wall-clock start inside the gap fires moved forward, and keeps its wall-clock time after.
+        Case(
+            zone: "America/New_York",
+            start: "2026-03-08T02:30",
+            pattern: "day",
+            expected: ["#1 2026-03-08T07:30:00Z", "#2 2026-03-09T06:30:00Z", "#3 2026-03-10T06:30:00Z"]
+        ),
         // A start inside the gap is itself moved forward.
         Case(
             zone: "Europe/Paris",
