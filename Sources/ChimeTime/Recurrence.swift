@@ -148,7 +148,8 @@ public struct Recurrence: Sendable {
             return try intervalOccurrence(s, from: k, after: target, budget: &budget)
         case .rule(let s):
             let ms = occurrence.instant.milliseconds
-            guard floorMod(ms, 1000) == 0, occurrence.index >= 1 else {
+            // An index this large was not produced by this recurrence; counting from DTSTART avoids overflow.
+            guard floorMod(ms, 1000) == 0, occurrence.index >= 1, occurrence.index < Int(Int32.max) * 1024 else {
                 return try first(atOrAfter: target, budget: &budget)
             }
             let seconds = ms / 1000

@@ -56,21 +56,22 @@ public struct RecurrenceRule: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var frequency: Frequency
-    public var interval: Int
-    public var count: Int?
-    public var until: Until?
-    public var bySecond: [Int]
-    public var byMinute: [Int]
-    public var byHour: [Int]
-    public var byDay: [WeekdayNum]
-    public var byMonthDay: [Int]
-    public var byYearDay: [Int]
-    public var byWeekNo: [Int]
-    public var byMonth: [Int]
-    public var bySetPos: [Int]
+    // Read-only: a rule is built by parsing, which guarantees the ranges expansion relies on.
+    public fileprivate(set) var frequency: Frequency
+    public fileprivate(set) var interval: Int
+    public fileprivate(set) var count: Int?
+    public fileprivate(set) var until: Until?
+    public fileprivate(set) var bySecond: [Int]
+    public fileprivate(set) var byMinute: [Int]
+    public fileprivate(set) var byHour: [Int]
+    public fileprivate(set) var byDay: [WeekdayNum]
+    public fileprivate(set) var byMonthDay: [Int]
+    public fileprivate(set) var byYearDay: [Int]
+    public fileprivate(set) var byWeekNo: [Int]
+    public fileprivate(set) var byMonth: [Int]
+    public fileprivate(set) var bySetPos: [Int]
     /// `WKST` as an ISO weekday (1 Monday, the default).
-    public var weekStart: Int
+    public fileprivate(set) var weekStart: Int
 
     /// The largest `INTERVAL` and `COUNT` accepted; larger values are rejected rather than risk overflow.
     public static let maximumInterval = 1_000_000_000
