@@ -6,17 +6,21 @@ import Foundation
 /// - a wall-clock time in a spring-forward gap is moved forward by the length of the gap
 ///   (02:30 on a night that jumps from 02:00 to 03:00 becomes 03:30);
 /// - a wall-clock time that exists twice (fall back) means the first of the two instants.
+///
+/// Offsets come from Foundation's zone data (ICU), cached per zone in a ``ZoneTable`` for 1800-2199.
 public struct Zone: Hashable, Sendable, CustomStringConvertible {
     public let identifier: String
     @usableFromInline let timeZone: TimeZone
+    let table: ZoneTable
 
-    /// A zone from its IANA identifier (`Europe/Paris`, `UTC`), or nil when there is no such zone.
+    /// A zone from its IANA identifier (`Europe/Paris`, `UTC`, `Etc/GMT+5`, `EST5EDT`, `US/Eastern`), or nil
+    /// when there is no such zone. Only names from the IANA database are accepted: Foundation also parses
+    /// `GMT+5`, `UTC+3`, Java's `IST` or `SystemV/AST4`, which are not zones a client can rely on elsewhere.
     public init?(identifier: String) {
-        guard !identifier.isEmpty, identifier.count <= 64,
-            let tz = TimeZone(identifier: identifier)
-        else { return nil }
+        guard Zone.isIANAName(identifier), let tz = TimeZone(identifier: identifier) else { return nil }
         self.identifier = identifier
         self.timeZone = tz
+        self.table = ZoneTable.table(for: identifier, timeZone: tz)
     }
 
     public static let utc = Zone(identifier: "UTC")!
@@ -27,31 +31,76 @@ public struct Zone: Hashable, Sendable, CustomStringConvertible {
 
     /// Seconds east of UTC in effect at `instant`.
     public func offset(at instant: Instant) -> Int {
-        timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: TimeInterval(instant.seconds)))
+        Int(offset(atSeconds: instant.seconds))
     }
 
     /// The wall-clock time at `instant` in this zone (milliseconds dropped).
     public func localDateTime(at instant: Instant) -> LocalDateTime {
-        LocalDateTime(secondsSinceEpoch: instant.seconds + Int64(offset(at: instant)))
+        LocalDateTime(secondsSinceEpoch: wallSeconds(atSeconds: instant.seconds))
     }
 
     /// The instant a wall-clock time means in this zone, by the gap and overlap rule above.
     public func instant(for local: LocalDateTime) -> Instant {
-        let wall = local.secondsSinceEpoch
-        // Offsets a day either side of the wall time bracket any single transition near it.
-        let before = Int64(offset(at: Instant(seconds: wall - 86_400)))
-        let after = Int64(offset(at: Instant(seconds: wall + 86_400)))
+        Instant(seconds: instantSeconds(forWall: local.secondsSinceEpoch))
+    }
+
+    func offset(atSeconds seconds: Int64) -> Int64 {
+        if seconds >= table.lower && seconds < table.upper { return table.offset(atSeconds: seconds) }
+        return Int64(timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: TimeInterval(seconds))))
+    }
+
+    /// Wall-clock seconds (civil time read as UTC) at instant `seconds`.
+    func wallSeconds(atSeconds seconds: Int64) -> Int64 { seconds + offset(atSeconds: seconds) }
+
+    /// The instant (seconds) of wall-clock `wall` seconds.
+    func instantSeconds(forWall wall: Int64) -> Int64 {
+        table.instant(forWall: wall) ?? instantSecondsByBracketing(forWall: wall)
+    }
+
+    /// The gap and overlap rule from the offsets a day either side of the wall time, which bracket any single
+    /// transition near it: the answer outside the table's years (and the method before the table existed).
+    func instantSecondsByBracketing(forWall wall: Int64) -> Int64 {
+        let before = offset(atSeconds: wall - 86_400)
+        let after = offset(atSeconds: wall + 86_400)
         let early = wall - before
         let late = wall - after
-        let earlyValid = Int64(offset(at: Instant(seconds: early))) == before
-        let lateValid = Int64(offset(at: Instant(seconds: late))) == after
+        let earlyValid = offset(atSeconds: early) == before
+        let lateValid = offset(atSeconds: late) == after
         switch (earlyValid, lateValid) {
-        case (true, true): return Instant(seconds: min(early, late))
-        case (true, false): return Instant(seconds: early)
-        case (false, true): return Instant(seconds: late)
+        case (true, true): return min(early, late)
+        case (true, false): return early
+        case (false, true): return late
         // In a gap: read with the offset from before the transition, which lands after it,
         // as far past the transition as the wall time was past the start of the gap.
-        case (false, false): return Instant(seconds: early)
+        case (false, false): return early
         }
+    }
+
+    /// The longest spring-forward gap (seconds) of a transition at an instant in `from...to`, 0 when none.
+    func largestGap(from: Int64, to: Int64) -> Int64 {
+        if from >= table.lower && to < table.upper { return table.largestGap(from: from, to: to) }
+        // Outside the table no zone has a rule with a gap longer than a day; assume the worst.
+        return 86_400
+    }
+
+    /// The IANA areas and the top-level names of the IANA database (including its `backward` links),
+    /// without `Factory` and `localtime`, which are not zones.
+    private static let areas: Set<Substring> = [
+        "Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian",
+        "Pacific", "Etc", "Brazil", "Canada", "Chile", "Mexico", "US",
+    ]
+    private static let topLevel: Set<String> = [
+        "CET", "CST6CDT", "Cuba", "EET", "EST", "EST5EDT", "Egypt", "Eire", "GB", "GB-Eire", "GMT", "GMT+0",
+        "GMT-0", "GMT0", "Greenwich", "HST", "Hongkong", "Iceland", "Iran", "Israel", "Jamaica", "Japan",
+        "Kwajalein", "Libya", "MET", "MST", "MST7MDT", "NZ", "NZ-CHAT", "Navajo", "PRC", "PST8PDT", "Poland",
+        "Portugal", "ROC", "ROK", "Singapore", "Turkey", "UCT", "UTC", "Universal", "W-SU", "WET", "Zulu",
+    ]
+
+    static func isIANAName(_ name: String) -> Bool {
+        guard !name.isEmpty, name.utf8.count <= 64 else { return false }
+        if topLevel.contains(name) { return true }
+        guard let slash = name.firstIndex(of: "/") else { return false }
+        guard areas.contains(name[..<slash]), name != "Etc/Unknown" else { return false }
+        return name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/_-+".contains($0)) }
     }
 }

@@ -18,16 +18,24 @@ import Testing
     }
 
     @Test func iso8601Forms() {
-        #expect(DateTimeValue(iso8601: "2026-12-01T18:00") == .local(LocalDateTime(year: 2026, month: 12, day: 1, hour: 18)))
         #expect(
-            DateTimeValue(iso8601: "2026-12-01T18:00:05") == .local(
-                LocalDateTime(year: 2026, month: 12, day: 1, hour: 18, second: 5)
-            )
+            DateTimeValue(iso8601: "2026-12-01T18:00") == .local(LocalDateTime(year: 2026, month: 12, day: 1, hour: 18))
+        )
+        #expect(
+            DateTimeValue(iso8601: "2026-12-01T18:00:05")
+                == .local(
+                    LocalDateTime(year: 2026, month: 12, day: 1, hour: 18, second: 5)
+                )
         )
         #expect(DateTimeValue(iso8601: "2026-12-01T10:00:00Z") == .instant(Instant(seconds: 1_796_119_200)))
         #expect(DateTimeValue(iso8601: "2026-12-01T18:00:00+08:00") == .instant(Instant(seconds: 1_796_119_200)))
-        #expect(DateTimeValue(iso8601: "2026-12-01T09:45:00.004Z") == .instant(Instant(milliseconds: 1_796_118_300_004)))
-        for bad in ["tomorrow", "2026-02-30T10:00", "2026-12-01", "2026-12-01T24:00", "2026-12-01T10:00:00.5", "2026-12-01T10:00Zx"] {
+        #expect(
+            DateTimeValue(iso8601: "2026-12-01T09:45:00.004Z") == .instant(Instant(milliseconds: 1_796_118_300_004))
+        )
+        for bad in [
+            "tomorrow", "2026-02-30T10:00", "2026-12-01", "2026-12-01T24:00", "2026-12-01T10:00:00.5",
+            "2026-12-01T10:00Zx",
+        ] {
             #expect(DateTimeValue(iso8601: bad) == nil, "\(bad)")
         }
     }
