@@ -17,10 +17,16 @@ release: bootstrap
 run: release
 	@scripts/run-local
 
-## Installs what is missing, builds everything and runs every test (unit and integration).
+## Installs what is missing, builds everything and runs every test: the unit tests, then the
+## integration tests (real mosquitto, real chimed) in a process of their own, so that the CPU-bound
+## unit tests cannot starve their timeouts.
+UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests
+INTEGRATION_TESTS = ChimeMQTTTests|ChimeWorkerTests
+
 test: bootstrap
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build --filter '$(UNIT_TESTS)'
+	$(SWIFT) test --skip-build --filter '$(INTEGRATION_TESTS)'
 
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)

@@ -54,9 +54,12 @@ public struct WorkerConfiguration: Sendable {
         dataDirectory = flags["data-dir"] ?? "./data"
         guard !dataDirectory.isEmpty else { throw UsageError("--data-dir must not be empty") }
         let prefix = flags["topic-prefix"] ?? "chime"
-        guard !prefix.isEmpty, !prefix.contains("+"), !prefix.contains("#"), !prefix.hasSuffix("/"), !prefix.hasPrefix("$")
+        guard !prefix.isEmpty, !prefix.contains("+"), !prefix.contains("#"), !prefix.hasSuffix("/"),
+            !prefix.hasPrefix("$")
         else {
-            throw UsageError("--topic-prefix must be a topic without wildcards, a trailing / or a leading $, got \"\(prefix)\"")
+            throw UsageError(
+                "--topic-prefix must be a topic without wildcards, a trailing / or a leading $, got \"\(prefix)\""
+            )
         }
         topics = Topics(prefix: prefix)
         workerId = flags["worker-id"] ?? ProcessInfo.processInfo.hostName

@@ -20,7 +20,13 @@ public struct Flags: Sendable {
         /// Read from `CHIME_*` too (the worker's settings and the CLI's connection settings).
         public var fromEnvironment: Bool
 
-        public init(_ name: String, value: Bool = true, default defaultValue: String? = nil, env: Bool = true, _ help: String) {
+        public init(
+            _ name: String,
+            value: Bool = true,
+            default defaultValue: String? = nil,
+            env: Bool = true,
+            _ help: String
+        ) {
             self.name = name
             self.takesValue = value
             self.help = help
@@ -39,7 +45,11 @@ public struct Flags: Sendable {
 
     /// Parses `arguments` (without the program name) against `specs`.
     /// - Throws: ``UsageError`` for an unknown flag or a missing value.
-    public init(_ arguments: [String], specs: [Spec], environment: [String: String] = ProcessInfo.processInfo.environment)
+    public init(
+        _ arguments: [String],
+        specs: [Spec],
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    )
         throws(UsageError)
     {
         var table: [String: Spec] = [:]
@@ -54,7 +64,8 @@ public struct Flags: Sendable {
             let arg = arguments[i]
             i += 1
             if onlyPositional || !arg.hasPrefix("--") || arg == "-" {
-                if !onlyPositional && arg.hasPrefix("-") && arg != "-" && arg.count > 1 && !arg.dropFirst().allSatisfy(\.isNumber)
+                if !onlyPositional && arg.hasPrefix("-") && arg != "-" && arg.count > 1
+                    && !arg.dropFirst().allSatisfy(\.isNumber)
                 {
                     throw UsageError("unknown option \(arg) (options are spelled --name)")
                 }
@@ -97,7 +108,9 @@ public struct Flags: Sendable {
     public func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
         guard let text = self[name] else { throw UsageError("--\(name) is required") }
         guard let value = Int(text), range.contains(value) else {
-            throw UsageError("--\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), got \"\(text)\"")
+            throw UsageError(
+                "--\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), got \"\(text)\""
+            )
         }
         return value
     }

@@ -44,7 +44,11 @@ public struct Logger: Sendable {
         self.sink = Sink(write)
     }
 
-    public func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: KeyValuePairs<String, String> = [:]) {
+    public func log(
+        _ level: LogLevel,
+        _ message: @autoclosure () -> String,
+        _ metadata: KeyValuePairs<String, String> = [:]
+    ) {
         guard level >= self.level else { return }
         let now = Instant(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded()))
         var bytes: [UInt8]
@@ -67,10 +71,20 @@ public struct Logger: Sendable {
         sink.lock.withLock { _ in sink.write(bytes) }
     }
 
-    public func trace(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) { log(.trace, m(), md) }
-    public func debug(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) { log(.debug, m(), md) }
+    public func trace(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) {
+        log(.trace, m(), md)
+    }
+    public func debug(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) {
+        log(.debug, m(), md)
+    }
     public func info(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) { log(.info, m(), md) }
-    public func notice(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) { log(.notice, m(), md) }
-    public func warning(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) { log(.warning, m(), md) }
-    public func error(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) { log(.error, m(), md) }
+    public func notice(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) {
+        log(.notice, m(), md)
+    }
+    public func warning(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) {
+        log(.warning, m(), md)
+    }
+    public func error(_ m: @autoclosure () -> String, _ md: KeyValuePairs<String, String> = [:]) {
+        log(.error, m(), md)
+    }
 }

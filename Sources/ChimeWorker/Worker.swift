@@ -39,9 +39,14 @@ public final class Worker: Sendable {
         let journal: Journal
         let recovery: Recovery
         do {
-            try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: configuration.dataDirectory,
+                withIntermediateDirectories: true
+            )
         } catch {
-            throw WorkerError("cannot create data directory \(configuration.dataDirectory): \(error.localizedDescription)")
+            throw WorkerError(
+                "cannot create data directory \(configuration.dataDirectory): \(error.localizedDescription)"
+            )
         }
         do {
             (journal, recovery) = try Journal.open(
@@ -82,7 +87,8 @@ public final class Worker: Sendable {
             [
                 "notifications": "\(engine.pendingCount)",
                 "devices": "\(engine.deviceCount)",
-                "recoveryMs": "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
+                "recoveryMs":
+                    "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
                 "worker": configuration.workerId,
                 "partition": "\(configuration.partition)",
                 "dataDir": configuration.dataDirectory,
@@ -102,7 +108,10 @@ public final class Worker: Sendable {
                 retain: true
             )
             client = try MQTTClient(options: options) { event in inbox.push(.mqtt(event)) }
-            logger.info("connecting", ["broker": redacted(configuration.brokerURL), "clientId": options.clientId ?? ""])
+            logger.info(
+                "connecting",
+                ["broker": redacted(configuration.brokerURL), "clientId": options.clientId ?? ""]
+            )
             try client.start()
         } catch {
             try? journal.close()
@@ -308,9 +317,15 @@ final class WorkerLoop {
         switch decoder.decode(deviceId: address.deviceId, op: op, payload: message.payload) {
         case .failure(let failure):
             stats.errors += 1
-            logger.debug("rejected", ["device": address.deviceId, "op": op.rawValue, "code": failure.error.code.wireName])
+            logger.debug(
+                "rejected",
+                ["device": address.deviceId, "op": op.rawValue, "code": failure.error.code.wireName]
+            )
             if let replyTo {
-                queueReply(Reply(op: op.rawValue, requestId: failure.requestId, outcome: .failure(failure.error)), to: replyTo)
+                queueReply(
+                    Reply(op: op.rawValue, requestId: failure.requestId, outcome: .failure(failure.error)),
+                    to: replyTo
+                )
             }
             return
         case .success(let r):
@@ -338,7 +353,10 @@ final class WorkerLoop {
                 stats.errors += 1
                 logger.error("journal write failed; command refused", ["error": "\(error)"])
                 queueReply(
-                    Reply(request: request, error: ChimeError(.unavailable, "the journal cannot take writes: \(error.message)")),
+                    Reply(
+                        request: request,
+                        error: ChimeError(.unavailable, "the journal cannot take writes: \(error.message)")
+                    ),
                     to: replyTo
                 )
                 return
@@ -393,7 +411,10 @@ final class WorkerLoop {
             )
             tokensByMessageId[mid] = delivery.token
         } catch {
-            logger.warning("cannot publish a delivery; it will be retried", ["fireId": delivery.fireId, "error": "\(error)"])
+            logger.warning(
+                "cannot publish a delivery; it will be retried",
+                ["fireId": delivery.fireId, "error": "\(error)"]
+            )
             engine.publishFailed(delivery.token)
         }
     }

@@ -10,7 +10,13 @@ let configuration: WorkerConfiguration
 do throws(UsageError) {
     flags = try Flags(Array(CommandLine.arguments.dropFirst()), specs: WorkerConfiguration.flagSpecs)
     if flags.isSet("help") {
-        print(Flags.help(usage: usage, specs: WorkerConfiguration.flagSpecs, footer: "Protocol: PROTOCOL.md. Docs: README.md."))
+        print(
+            Flags.help(
+                usage: usage,
+                specs: WorkerConfiguration.flagSpecs,
+                footer: "Protocol: PROTOCOL.md. Docs: README.md."
+            )
+        )
         exit(0)
     }
     if flags.isSet("version") {

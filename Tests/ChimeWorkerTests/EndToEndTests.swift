@@ -95,7 +95,10 @@ import Testing
         // And the command-line clients people use by hand.
         let rr = try ChildProcess(
             "mosquitto_rr",
-            arguments: ["-h", "127.0.0.1", "-p", "\(f.broker.port)", "-t", "chime/d3/cmd/list", "-e", "rr/reply", "-m", "{}", "-W", "10"]
+            arguments: [
+                "-h", "127.0.0.1", "-p", "\(f.broker.port)", "-t", "chime/d3/cmd/list", "-e", "rr/reply", "-m", "{}",
+                "-W", "10",
+            ]
         )
         try rr.start()
         #expect(await rr.waitForExit(timeout: .seconds(15)) == .exited(0))
@@ -115,10 +118,14 @@ import Testing
             ("chime/d1/cmd/schedule", #"{"after":-5}"#, "invalid_argument", "after"),
             ("chime/d1/cmd/schedule", #"{"fireDate":"tomorrow"}"#, "invalid_argument", "fireDate"),
             ("chime/d1/cmd/schedule", #"{"fireDate":"2026-02-30T10:00:00Z"}"#, "invalid_argument", "fireDate"),
-            ("chime/d1/cmd/schedule", #"{"after":10,"userInfo":{"k":"\#(String(repeating: "x", count: 100))"}}"#,
-                "payload_too_large", "userInfo"),
-            ("chime/d1/cmd/schedule", #"{"after":10,"alertBody":"\#(String(repeating: "x", count: 3000))"}"#,
-                "payload_too_large", nil),
+            (
+                "chime/d1/cmd/schedule", #"{"after":10,"userInfo":{"k":"\#(String(repeating: "x", count: 100))"}}"#,
+                "payload_too_large", "userInfo"
+            ),
+            (
+                "chime/d1/cmd/schedule", #"{"after":10,"alertBody":"\#(String(repeating: "x", count: 3000))"}"#,
+                "payload_too_large", nil
+            ),
             ("chime/d1/cmd/cancel", #"{"ids":["a"],"all":true}"#, "invalid_argument", "ids"),
             ("chime/bad device/cmd/schedule", #"{"after":10}"#, "invalid_argument", "deviceId"),
             ("chime/d1/cmd/explode", #"{}"#, "invalid_argument", "op"),

@@ -2,6 +2,7 @@ import ChimeCore
 import ChimeMQTT
 import ChimeTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// A built executable of this package, beside the test bundle (`swift build --build-tests`,
@@ -24,10 +25,11 @@ final class Chimed: Sendable {
     let arguments: [String]
 
     init(broker: TestBroker, dataDirectory: String, workerId: String, extra: [String] = []) throws {
-        arguments = [
-            "--broker", broker.url, "--data-dir", dataDirectory, "--worker-id", workerId, "--log-level", "debug",
-            "--min-repeat-seconds", "1", "--stats-interval", "1",
-        ] + extra
+        arguments =
+            [
+                "--broker", broker.url, "--data-dir", dataDirectory, "--worker-id", workerId, "--log-level", "debug",
+                "--min-repeat-seconds", "1", "--stats-interval", "1",
+            ] + extra
         process = try ChildProcess(try builtProduct("chimed"), arguments: arguments, environment: [:])
     }
 
@@ -57,7 +59,10 @@ final class WorkerFixture: Sendable {
     /// Every message on the client's subscriptions that was not a reply, in arrival order.
     let received = Mutex<[MQTTMessage]>([])
 
-    static func start(extra: [String] = [], brokerConfiguration: TestBroker.Configuration = .init()) async throws
+    static func start(
+        extra: [String] = [],
+        brokerConfiguration: TestBroker.Configuration = .init()
+    ) async throws
         -> WorkerFixture
     {
         let broker = try await TestBroker.start(brokerConfiguration)
@@ -77,7 +82,9 @@ final class WorkerFixture: Sendable {
         self.workerId = "test-\(UInt32.random(in: 0...UInt32.max))"
         self.extraArguments = extra
         self.current = Mutex(nil)
-        self.client = try MQTTRequester(options: broker.clientOptions(clientId: "tester-\(UInt32.random(in: 0...UInt32.max))"))
+        self.client = try MQTTRequester(
+            options: broker.clientOptions(clientId: "tester-\(UInt32.random(in: 0...UInt32.max))")
+        )
     }
 
     var worker: Chimed? { current.withLock { $0 } }
@@ -110,7 +117,12 @@ final class WorkerFixture: Sendable {
     }
 
     /// Sends a command with an MQTT 5 Response Topic and returns the reply as JSON.
-    func send(_ device: String, _ op: ChimeCore.Operation, _ payload: String, timeout: Duration = .seconds(10)) async throws
+    func send(
+        _ device: String,
+        _ op: ChimeCore.Operation,
+        _ payload: String,
+        timeout: Duration = .seconds(10)
+    ) async throws
         -> JSONObject
     {
         try await send(topic: topics.command(device, op), payload)
@@ -123,7 +135,9 @@ final class WorkerFixture: Sendable {
             responseTopic: "test/replies/\(workerId)",
             timeout: timeout
         )
-        guard case .object(let o) = try JSON(parsing: reply.payload) else { throw TestSupportError("reply is not an object") }
+        guard case .object(let o) = try JSON(parsing: reply.payload) else {
+            throw TestSupportError("reply is not an object")
+        }
         return o
     }
 
@@ -167,5 +181,3 @@ final class WorkerFixture: Sendable {
         return deliveries(device)
     }
 }
-
-import Synchronization
