@@ -21,7 +21,7 @@ run: release
 ## integration tests (real mosquitto, real chimed) in a process of their own, so that the CPU-bound
 ## unit tests cannot starve their timeouts.
 UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests
-INTEGRATION_TESTS = ChimeMQTTTests|ChimeWorkerTests
+INTEGRATION_TESTS = ChimeMQTTTests|ChimeWorkerTests|ChimeCLITests|ChimeDeployTests
 
 test: bootstrap
 	$(SWIFT) build --build-tests

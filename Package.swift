@@ -35,8 +35,14 @@ let package = Package(
             dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT"],
             swiftSettings: swiftSettings
         ),
+        // The `chime` command-line tool's commands, as a library the thin executable runs.
+        .target(
+            name: "ChimeCLI",
+            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeWorker"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(name: "chimed", dependencies: ["ChimeWorker"], swiftSettings: swiftSettings),
-        .executableTarget(name: "chime", dependencies: ["ChimeWorker"], swiftSettings: swiftSettings),
+        .executableTarget(name: "chime", dependencies: ["ChimeCLI"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "ChimeBench",
             dependencies: ["ChimeTime", "ChimeCore", "ChimeWorker"],
@@ -70,7 +76,19 @@ let package = Package(
         ),
         .testTarget(
             name: "ChimeWorkerTests",
-            dependencies: ["ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeTestSupport"],
+            dependencies: ["ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The built `chime` binary run as a person would, against a real broker and chimed.
+        .testTarget(
+            name: "ChimeCLITests",
+            dependencies: ["ChimeCLI", "ChimeCore", "ChimeMQTT", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // deploy/ as shipped: broker configs and ACLs, partitioned workers.
+        .testTarget(
+            name: "ChimeDeployTests",
+            dependencies: ["ChimeCore", "ChimeMQTT", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

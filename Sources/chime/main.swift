@@ -1,1 +1,4 @@
-print("chime")
+import ChimeCLI
+import Foundation
+
+exit(chimeMain(Array(CommandLine.arguments.dropFirst())))
