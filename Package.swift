@@ -77,6 +77,7 @@ let package = Package(
         .testTarget(
             name: "ChimeWorkerTests",
             dependencies: ["ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimeTestSupport"],
+            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         // The built `chime` binary run as a person would, against a real broker and chimed.

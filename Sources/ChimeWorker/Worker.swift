@@ -19,11 +19,14 @@ public struct WorkerError: Error, Hashable, Sendable, CustomStringConvertible {
 public final class Worker: Sendable {
     public let configuration: WorkerConfiguration
     let logger: Logger
+    let fileSystem: any FileSystem
     let inbox = Inbox()
 
-    public init(configuration: WorkerConfiguration, logger: Logger) {
+    /// - Parameter fileSystem: the journal's file operations; tests inject faults through it.
+    public init(configuration: WorkerConfiguration, logger: Logger, fileSystem: any FileSystem = SystemFileSystem()) {
         self.configuration = configuration
         self.logger = logger
+        self.fileSystem = fileSystem
     }
 
     /// Asks the loop to shut down gracefully. Safe from any thread, more than once.
@@ -51,7 +54,8 @@ public final class Worker: Sendable {
         do {
             (journal, recovery) = try Journal.open(
                 directory: configuration.dataDirectory,
-                options: JournalOptions(fsync: configuration.fsync)
+                options: JournalOptions(fsync: configuration.fsync),
+                fileSystem: fileSystem
             )
         } catch {
             throw WorkerError(error.message)

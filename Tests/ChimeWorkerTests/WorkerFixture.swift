@@ -5,48 +5,6 @@ import Foundation
 import Synchronization
 import Testing
 
-/// A built executable of this package, beside the test bundle (`swift build --build-tests`,
-/// which `make test` runs, builds them all).
-func builtProduct(_ name: String) throws -> String {
-    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
-    // On Linux the tests run from `.build/<triple>/<config>/ChimePackageTests.xctest`.
-    if dir.lastPathComponent.hasSuffix(".xctest") { dir = dir.deletingLastPathComponent() }
-    let path = dir.appendingPathComponent(name).path
-    guard FileManager.default.isExecutableFile(atPath: path) else {
-        throw TestSupportError("\(path) is missing: build with `swift build --build-tests` (make test does)")
-    }
-    return path
-}
-
-/// A running `chimed` process on a test broker, with its own data directory.
-final class Chimed: Sendable {
-    let process: ChildProcess
-    let arguments: [String]
-
-    init(broker: TestBroker, dataDirectory: String, workerId: String, extra: [String] = []) throws {
-        arguments =
-            [
-                "--broker", broker.url, "--data-dir", dataDirectory, "--worker-id", workerId, "--log-level", "debug",
-                "--min-repeat-seconds", "1", "--stats-interval", "1",
-            ] + extra
-        process = try ChildProcess(try builtProduct("chimed"), arguments: arguments, environment: [:])
-    }
-
-    /// Starts it and waits until it serves: connected and subscribed.
-    func start() async throws {
-        try process.start()
-        guard
-            await process.waitForLine(onStandardError: true, timeout: .seconds(20), where: { $0.contains(" serving ") })
-                != nil
-        else {
-            throw TestSupportError("chimed did not connect:\n\(process.standardErrorLines.joined(separator: "\n"))")
-        }
-    }
-
-    var log: String { process.standardErrorLines.joined(separator: "\n") }
-}
-
 /// A broker, a data directory, a `chimed` and an MQTT 5 client: one test's world.
 final class WorkerFixture: Sendable {
     let broker: TestBroker

@@ -1,0 +1,43 @@
+import Foundation
+
+/// A built executable of this package, beside the test bundle (`swift build --build-tests`,
+/// which `make test` runs, builds them all).
+public func builtProduct(_ name: String) throws -> String {
+    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+    // On Linux the tests run from `.build/<triple>/<config>/ChimePackageTests.xctest`.
+    if dir.lastPathComponent.hasSuffix(".xctest") { dir = dir.deletingLastPathComponent() }
+    let path = dir.appendingPathComponent(name).path
+    guard FileManager.default.isExecutableFile(atPath: path) else {
+        throw TestSupportError("\(path) is missing: build with `swift build --build-tests` (make test does)")
+    }
+    return path
+}
+
+/// A running `chimed` process on a test broker, with its own data directory.
+public final class Chimed: Sendable {
+    public let process: ChildProcess
+    public let arguments: [String]
+
+    public init(broker: TestBroker, dataDirectory: String, workerId: String, extra: [String] = []) throws {
+        arguments =
+            [
+                "--broker", broker.url, "--data-dir", dataDirectory, "--worker-id", workerId, "--log-level", "debug",
+                "--min-repeat-seconds", "1", "--stats-interval", "1",
+            ] + extra
+        process = try ChildProcess(try builtProduct("chimed"), arguments: arguments, environment: [:])
+    }
+
+    /// Starts it and waits until it serves: connected and subscribed.
+    public func start() async throws {
+        try process.start()
+        guard
+            await process.waitForLine(onStandardError: true, timeout: .seconds(20), where: { $0.contains(" serving ") })
+                != nil
+        else {
+            throw TestSupportError("chimed did not connect:\n\(process.standardErrorLines.joined(separator: "\n"))")
+        }
+    }
+
+    public var log: String { process.standardErrorLines.joined(separator: "\n") }
+}
