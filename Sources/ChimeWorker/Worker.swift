@@ -64,17 +64,31 @@ public final class Worker: Sendable {
 
         var engine = Engine(configuration: configuration.engine)
         engine.beginRecovery()
+        // Large data directories take a while: say how far recovery has got every few seconds.
+        var lastProgress = ContinuousClock.now
+        func progress(_ phase: String, _ done: Int, _ total: Int) {
+            guard ContinuousClock.now - lastProgress >= .seconds(2) else { return }
+            lastProgress = .now
+            logger.info("recovering", ["phase": phase, "done": "\(done)", "total": "\(total)"])
+        }
         if let snapshot = recovery.snapshot {
-            logger.info("recovering", ["snapshot": "\(snapshot.sequence)", "records": "\(recovery.records.count)"])
-            for entry in snapshot.entries {
+            logger.info(
+                "recovering",
+                [
+                    "snapshotSequence": "\(snapshot.sequence)", "snapshotEntries": "\(snapshot.entries.count)",
+                    "records": "\(recovery.records.count)",
+                ]
+            )
+            for (i, entry) in snapshot.entries.enumerated() {
                 do {
                     try engine.restore(snapshotEntry: entry)
                 } catch {
                     throw WorkerError("snapshot \(snapshot.sequence) in \(configuration.dataDirectory): \(error)")
                 }
+                if i & 0xFFF == 0 { progress("snapshot", i, snapshot.entries.count) }
             }
         }
-        for record in recovery.records {
+        for (i, record) in recovery.records.enumerated() {
             do {
                 engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
             } catch {
@@ -83,6 +97,7 @@ public final class Worker: Sendable {
                         + "run `chime journal verify \(configuration.dataDirectory)`"
                 )
             }
+            if i & 0xFFF == 0 { progress("journal", i, recovery.records.count) }
         }
         engine.finishRecovery()
         let elapsed = ContinuousClock.now - started
@@ -91,8 +106,7 @@ public final class Worker: Sendable {
             [
                 "notifications": "\(engine.pendingCount)",
                 "devices": "\(engine.deviceCount)",
-                "recoveryMs":
-                    "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
+                "recoveryMs": "\(milliseconds(elapsed))",
                 "worker": configuration.workerId,
                 "partition": "\(configuration.partition)",
                 "dataDir": configuration.dataDirectory,
@@ -225,7 +239,12 @@ final class WorkerLoop {
                 }
             }
             do {
+                let syncing = journal.hasUnsyncedData
+                let before = ContinuousClock.now
                 try journal.commit()
+                if syncing && !journal.hasUnsyncedData {
+                    stats.fsync.record(milliseconds(ContinuousClock.now - before))
+                }
             } catch {
                 throw WorkerError("journal sync failed, exiting so that recovery reads what is on disk: \(error)")
             }
@@ -414,6 +433,9 @@ final class WorkerLoop {
                 properties: properties
             )
             tokensByMessageId[mid] = delivery.token
+            let lateness = wallClock().milliseconds - delivery.due.milliseconds
+            stats.lateness.record(lateness)
+            if lateness >= configuration.engine.lateThreshold { stats.lateDeliveries += 1 }
         } catch {
             logger.warning(
                 "cannot publish a delivery; it will be retried",
@@ -500,6 +522,8 @@ final class WorkerLoop {
         o["pending"] = .int(Int64(engine.pendingCount))
         o["devices"] = .int(Int64(engine.deviceCount))
         o["inflight"] = .int(Int64(engine.inflightCount))
+        o["journalBytesSinceSnapshot"] = .int(Int64(journal.bytesSinceSnapshot))
+        o["journalSequence"] = .int(Int64(journal.lastSequence))
         o["at"] = .string(wallClock().rfc3339())
         _ = try? client.publish(
             topic: configuration.topics.workerStats(configuration.workerId),
@@ -532,6 +556,10 @@ final class WorkerLoop {
         }
         logger.notice("stopped", ["inflightLeft": "\(engine.inflightCount)"])
     }
+}
+
+func milliseconds(_ d: Duration) -> Int64 {
+    d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
 }
 
 /// The wall clock, in milliseconds.
