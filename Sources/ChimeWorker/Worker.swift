@@ -34,6 +34,12 @@ public final class Worker: Sendable {
         inbox.push(.stop)
     }
 
+    /// Asks for a snapshot now (SIGUSR1), whatever the journal's size: before a backup, or to
+    /// make the next start quick. Safe from any thread.
+    public func requestSnapshot() {
+        inbox.push(.snapshotRequested)
+    }
+
     /// Runs until ``stop()``; returns after a clean shutdown.
     /// - Throws: ``WorkerError`` when the data directory cannot be used, the journal is
     ///   corrupt, or a sync failed.
@@ -54,7 +60,7 @@ public final class Worker: Sendable {
         do {
             (journal, recovery) = try Journal.open(
                 directory: configuration.dataDirectory,
-                options: JournalOptions(fsync: configuration.fsync),
+                options: JournalOptions(fsync: configuration.fsync, snapshotAfterBytes: configuration.snapshotBytes),
                 fileSystem: fileSystem
             )
         } catch {
@@ -180,6 +186,8 @@ final class WorkerLoop {
     /// snapshot catches up, and commands are refused meanwhile.
     var diverged = false
     var snapshotRunning = false
+    /// A snapshot was asked for (SIGUSR1) and has not started yet.
+    var snapshotWanted = false
     var lastSnapshotAttempt = ContinuousClock.now - .seconds(3600)
     let stats = WorkerStats()
     var lastStats = ContinuousClock.now
@@ -221,6 +229,7 @@ final class WorkerLoop {
                 switch event {
                 case .mqtt(let e): handle(e, startedAt: startedAt)
                 case .snapshotFinished(let writer, let error): snapshotFinished(writer, error)
+                case .snapshotRequested: snapshotWanted = true
                 case .stop:
                     if !stopping {
                         logger.notice("stopping: finishing deliveries in flight")
@@ -463,7 +472,7 @@ final class WorkerLoop {
     // MARK: Snapshots
 
     func maybeSnapshot() {
-        guard !snapshotRunning, journal.snapshotDue || diverged else { return }
+        guard !snapshotRunning, journal.snapshotDue || diverged || snapshotWanted else { return }
         if diverged && ContinuousClock.now - lastSnapshotAttempt < .seconds(5) { return }
         lastSnapshotAttempt = .now
         let writer: SnapshotWriter
@@ -474,6 +483,7 @@ final class WorkerLoop {
             return
         }
         snapshotRunning = true
+        snapshotWanted = false
         let frozen = engine.snapshot
         let inbox = self.inbox
         let started = ContinuousClock.now
