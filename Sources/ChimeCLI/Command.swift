@@ -123,7 +123,7 @@ enum ExitStatus {
     static let unreachable: Int32 = 3
 
     static let summary =
-        "0 ok, 1 error reply or failed check, 2 usage mistake, 3 broker unreachable or no reply within --timeout"
+        "0 ok, 1 error reply or failed check, 2 usage mistake,\n             3 broker unreachable or no reply within --timeout"
 }
 
 /// Why a command failed; its ``Kind`` decides the exit status.

@@ -12,7 +12,7 @@ struct TimeDisplay: Sendable {
 
     init(zone: Zone?) {
         self.zone = zone == .utc ? nil : zone
-        self.names = self.zone.map(ZoneAbbreviations.init)
+        self.names = self.zone.map { ZoneAbbreviations($0) }
     }
 
     /// `2026-12-01 18:00 CST (10:00Z)`, the UTC date added when it differs; UTC alone without a zone.
@@ -108,12 +108,13 @@ struct ZoneAbbreviations: Sendable {
     /// From the footer's POSIX TZ string: the names in force after the last transition.
     private var footer: [LocalType] = []
 
-    init(_ zone: Zone) {
+    /// - Parameter directory: the tz database; nil: `$TZDIR`, else `/usr/share/zoneinfo`.
+    init(_ zone: Zone, directory: String? = nil) {
         if zone == .utc {
             footer = [LocalType(offset: 0, name: "UTC")]
             return
         }
-        let directory = ProcessInfo.processInfo.environment["TZDIR"] ?? "/usr/share/zoneinfo"
+        let directory = directory ?? ProcessInfo.processInfo.environment["TZDIR"] ?? "/usr/share/zoneinfo"
         guard let data = FileManager.default.contents(atPath: directory + "/" + zone.identifier) else { return }
         parse(Array(data))
     }

@@ -73,7 +73,7 @@ struct JournalCommand: Command {
     func dump(_ console: Console) throws(CLIFailure) {
         do {
             try JournalTools.dump(directory: directory) { record in
-                console.out(JSON.object(Self.line(record)).text)
+                console.out(JSON.object(Self.line(sequence: record.sequence, type: record.type, record.payload)).text)
             }
         } catch {
             throw CLIFailure(.failed, "journal dump: \(error.message)")
@@ -81,17 +81,17 @@ struct JournalCommand: Command {
     }
 
     /// `{"seq":N,"type":"schedule","entry":{...}}`, or the payload in base64 with an error.
-    static func line(_ record: JournalRecord) -> JSONObject {
-        var o: JSONObject = ["seq": .int(Int64(bitPattern: record.sequence))]
-        if let kind = JournalEntry.Kind(rawValue: record.type) {
+    static func line(sequence: UInt64, type: UInt8, _ payload: [UInt8]) -> JSONObject {
+        var o: JSONObject = ["seq": .int(Int64(bitPattern: sequence))]
+        if let kind = JournalEntry.Kind(rawValue: type) {
             o["type"] = .string(kind.name)
         } else {
-            o["type"] = .int(Int64(record.type))
+            o["type"] = .int(Int64(type))
         }
         do {
-            o["entry"] = .object(try JournalEntry.decode(kind: record.type, payload: record.payload).json)
+            o["entry"] = .object(try JournalEntry.decode(kind: type, payload: payload).json)
         } catch {
-            o["payload"] = .string(Data(record.payload).base64EncodedString())
+            o["payload"] = .string(Data(payload).base64EncodedString())
             o["error"] = .string(error.description)
         }
         return o

@@ -6,8 +6,7 @@ import Glibc
 struct NextCommand: Command {
     static let name = "next"
     static let summary = "when would this fire? (offline: no broker, same engine as chimed)"
-    static let synopsis =
-        "chime next (--at TIME | --in DURATION) [--tz ZONE] [schedule flags] [--count N] [--from TIME]"
+    static let synopsis = "chime next (--at TIME | --in DURATION) [schedule flags] [--count N] [--from TIME]"
     static let discussion = """
         Builds the notification from the same flags as `schedule`, decodes it as chimed would and
         expands it with chimed's engine, locally: no broker, no chimed. Each delivery time is printed in
@@ -77,7 +76,7 @@ struct NextCommand: Command {
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
-        let result = try fireDates(now: Clock.now())
+        let result = try fireDates(now: WallClock.now())
         if raw {
             console.out(JSON.object(result).text)
             return
@@ -88,7 +87,7 @@ struct NextCommand: Command {
 }
 
 /// The wall clock, in milliseconds.
-enum Clock {
+enum WallClock {
     static func now() -> Instant {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)

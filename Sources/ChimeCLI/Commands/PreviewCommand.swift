@@ -54,8 +54,7 @@ enum ExpansionFlags {
 struct PreviewCommand: Command {
     static let name = "preview"
     static let summary = "ask chimed when a notification (stored, or described by flags) would fire"
-    static let synopsis =
-        "chime preview --device ID (--id ID | --at TIME ... | --in DURATION ...) [--count N] [--from TIME]"
+    static let synopsis = "chime preview --device ID (--id ID | schedule flags) [--count N] [--from TIME]"
     static let discussion = """
         Asks chimed for the next delivery times of the stored notification --id, or of the notification
         the schedule flags describe (nothing is stored). Times are shown in --tz, else in the device's

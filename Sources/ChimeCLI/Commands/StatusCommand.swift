@@ -225,7 +225,7 @@ struct StatusCommand: Command {
         if heard.isOnline, let started = status["startedAt"]?.stringValue,
             case .instant(let since)? = DateTimeValue(iso8601: started)
         {
-            head.append("up \(TimeDisplay.elapsed(milliseconds: Clock.now().milliseconds - since.milliseconds))")
+            head.append("up \(TimeDisplay.elapsed(milliseconds: WallClock.now().milliseconds - since.milliseconds))")
         }
         var lines = [head.joined(separator: "  ")]
         guard let latest = heard.latest else {

@@ -10,10 +10,10 @@ struct WatchCommand: Command {
     static let synopsis = "chime watch (--device ID | --all) [--json] [--tz ZONE] [options]"
     static let discussion = """
         Subscribes to P/{device}/notifications (P/+/notifications with --all) and prints one line per
-        delivery: when it was sent (in --tz, default the local zone), the device, the id, the occurrence
-        number, the markers late, missed N, deferred and last (of a repeating one), the badge and the body. --json prints each delivery
-        as published. Runs until Ctrl-C or SIGTERM, then exits 0. A line on standard error says when the
-        subscription is in place.
+        delivery: when it was sent (in --tz, default the local zone), the device, the id, the
+        occurrence number, the markers late, missed N, deferred and last (of a repeating one), the
+        badge and the body. --json prints each delivery as published. Runs until Ctrl-C or SIGTERM,
+        then exits 0. A line on standard error says when the subscription is in place.
         """
     static let specs: [Flags.Spec] =
         [
