@@ -66,7 +66,7 @@ struct ConnectionOptions: Sendable {
     }
 
     /// `--device`, required.
-    static func device(_ flags: Flags, command: String) throws(UsageError) -> String {
+    static func device(_ flags: Flags) throws(UsageError) -> String {
         guard let device = flags["device"] else {
             throw UsageError("--device is required (or set CHIME_DEVICE)")
         }

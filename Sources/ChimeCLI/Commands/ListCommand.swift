@@ -23,23 +23,21 @@ struct ListCommand: Command {
         ("those tagged team=core, as JSON lines", "chime list --device phone-1 --tag team=core --json"),
     ]
 
-    let connection: ConnectionOptions
-    let device: String
+    let request: DeviceRequest
     let match: JSONObject?
     let limit: Int?
     let json: Bool
 
     init(_ flags: Flags) throws(UsageError) {
-        if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
-        connection = try ConnectionOptions(flags)
-        device = try ConnectionOptions.device(flags, command: Self.name)
+        request = try DeviceRequest(flags)
         match = try Parse.keyValues(flags.all("tag"), flag: "tag")
         limit = try Parse.integer(flags, "limit", in: 1...100_000_000)
         json = flags.isSet("json")
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
-        let broker = try await Connection.open(connection)
+        let device = request.device
+        let broker = try await Connection.open(request.connection)
         defer { broker.close() }
         let zone = json ? nil : try await broker.deviceZone(device)
         let wanted = limit ?? Int.max

@@ -36,7 +36,7 @@ struct NextCommand: Command {
     let raw: Bool
 
     init(_ flags: Flags) throws(UsageError) {
-        if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
+        try flags.expectNoPositional()
         var payload = try ExpansionFlags.parameters(flags)
         let (notification, namedZone) = try ExpansionFlags.notification(flags)
         payload["notification"] = .object(notification)

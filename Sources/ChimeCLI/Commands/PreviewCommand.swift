@@ -71,16 +71,12 @@ struct PreviewCommand: Command {
         ),
     ]
 
-    let connection: ConnectionOptions
-    let device: String
+    let request: DeviceRequest
     let payload: JSONObject
     let namedZone: Zone?
-    let raw: Bool
 
     init(_ flags: Flags) throws(UsageError) {
-        if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
-        connection = try ConnectionOptions(flags)
-        device = try ConnectionOptions.device(flags, command: Self.name)
+        request = try DeviceRequest(flags)
         var payload = try ExpansionFlags.parameters(flags)
         if let id = flags["id"], flags["json"] == nil, !NotificationFlags.anyGiven(flags, except: ["id", "count"]) {
             payload["id"] = .string(id)
@@ -91,20 +87,14 @@ struct PreviewCommand: Command {
             namedZone = zone
         }
         self.payload = payload
-        raw = flags.isSet("raw")
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
-        let broker = try await Connection.open(connection)
-        defer { broker.close() }
-        let result = try await broker.send(.preview, device: device, payload)
-        if raw {
-            console.out(JSON.object(result).text)
-            return
+        try await request.send(.preview, payload, console) { (broker, result) throws(CLIFailure) in
+            var zone = namedZone
+            if zone == nil { zone = try await broker.deviceZone(request.device) }
+            let dates = (result["fireDates"]?.arrayValue ?? []).compactMap(\.stringValue)
+            console.out(lines: ExpansionFlags.lines(dates, zone: zone))
         }
-        var zone = namedZone
-        if zone == nil { zone = try await broker.deviceZone(device) }
-        let dates = (result["fireDates"]?.arrayValue ?? []).compactMap(\.stringValue)
-        console.out(lines: ExpansionFlags.lines(dates, zone: zone))
     }
 }

@@ -16,7 +16,7 @@ struct ScheduleCommand: Command {
         [ConnectionOptions.deviceSpec] + NotificationFlags.specs
         + [
             .init("json", env: false, "send this file's JSON object (- for standard input) instead of the flags"),
-            .init("raw", value: false, env: false, "print the reply's result as JSON"),
+            DeviceRequest.rawSpec,
         ] + ConnectionOptions.specs
     static let examples: [(comment: String, command: String)] = [
         (
@@ -38,17 +38,12 @@ struct ScheduleCommand: Command {
         ("a raw batch payload", "chime schedule --device phone-1 --json batch.json"),
     ]
 
-    let connection: ConnectionOptions
-    let device: String
+    let request: DeviceRequest
     let payload: JSONObject
     let namedZone: Zone?
-    let raw: Bool
 
     init(_ flags: Flags) throws(UsageError) {
-        if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
-        connection = try ConnectionOptions(flags)
-        device = try ConnectionOptions.device(flags, command: Self.name)
-        raw = flags.isSet("raw")
+        request = try DeviceRequest(flags)
         if let file = flags["json"] {
             guard !NotificationFlags.anyGiven(flags) else {
                 throw UsageError("--json sends the file as it is: give no notification flags with it")
@@ -63,16 +58,16 @@ struct ScheduleCommand: Command {
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
-        let broker = try await Connection.open(connection)
-        defer { broker.close() }
-        let result = try await broker.send(.schedule, device: device, payload)
-        if raw {
-            console.out(JSON.object(result).text)
-            return
+        try await request.send(.schedule, payload, console) { (broker, result) throws(CLIFailure) in
+            // Times in the zone the notification names, else in the device's (when it has one).
+            var zone = namedZone
+            if zone == nil { zone = try await broker.deviceZone(request.device) }
+            console.out(lines: Self.lines(result, zone: zone))
         }
-        // Times in the zone the notification names, else in the device's (when it has one).
-        var zone = namedZone
-        if zone == nil { zone = try await broker.deviceZone(device) }
+    }
+
+    /// One line per notification scheduled, then how many `replace` removed.
+    static func lines(_ result: JSONObject, zone: Zone?) -> [String] {
         let display = TimeDisplay(zone: zone)
         var table = Table([])
         for case .object(let row) in result["scheduled"]?.arrayValue ?? [] {
@@ -81,6 +76,6 @@ struct ScheduleCommand: Command {
         }
         var lines = table.lines
         if case .int(let replaced)? = result["replaced"], replaced > 0 { lines.append("replaced \(replaced)") }
-        console.out(lines: lines)
+        return lines
     }
 }

@@ -40,46 +40,33 @@ protocol SelectorCommand: Command {
     static var operation: ChimeCore.Operation { get }
     /// The result's key and the verb printed (`cancelled`).
     static var resultKey: String { get }
-    var connection: ConnectionOptions { get }
-    var device: String { get }
+    var request: DeviceRequest { get }
     var selector: SelectorFlags { get }
-    var raw: Bool { get }
+    /// The memberwise initializer every conforming struct has.
+    init(request: DeviceRequest, selector: SelectorFlags)
 }
 
 extension SelectorCommand {
     static var synopsis: String { "chime \(name) --device ID (--id ID... | --tag KEY=VALUE... | --all) [options]" }
     static var specs: [Flags.Spec] {
         [ConnectionOptions.deviceSpec] + SelectorFlags.specs
-            + [.init("raw", value: false, env: false, "print the reply's result as JSON")] + ConnectionOptions.specs
+            + [DeviceRequest.rawSpec] + ConnectionOptions.specs
+    }
+
+    init(_ flags: Flags) throws(UsageError) {
+        self.init(request: try DeviceRequest(flags), selector: try SelectorFlags(flags))
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
-        let broker = try await Connection.open(connection)
-        defer { broker.close() }
-        let result = try await broker.send(Self.operation, device: device, selector.selector)
-        if raw {
-            console.out(JSON.object(result).text)
-            return
-        }
-        let ids = (result[Self.resultKey]?.arrayValue ?? []).compactMap(\.stringValue)
-        if ids.isEmpty {
-            console.out("\(Self.resultKey) nothing: no notification matched")
-        } else {
-            console.out("\(Self.resultKey) \(ids.count): \(ids.joined(separator: ", "))")
+        try await request.send(Self.operation, selector.selector, console) { (_, result) throws(CLIFailure) in
+            let ids = (result[Self.resultKey]?.arrayValue ?? []).compactMap(\.stringValue)
+            if ids.isEmpty {
+                console.out("\(Self.resultKey) nothing: no notification matched")
+            } else {
+                console.out("\(Self.resultKey) \(ids.count): \(ids.joined(separator: ", "))")
+            }
         }
     }
-}
-
-/// Reads the common flags of a selector command.
-private func selectorParts(
-    _ flags: Flags,
-    _ name: String
-) throws(UsageError) -> (ConnectionOptions, String, SelectorFlags, Bool) {
-    if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
-    return (
-        try ConnectionOptions(flags), try ConnectionOptions.device(flags, command: name), try SelectorFlags(flags),
-        flags.isSet("raw")
-    )
 }
 
 /// `chime cancel`.
@@ -98,14 +85,8 @@ struct CancelCommand: SelectorCommand {
         ("everything", "chime cancel --device phone-1 --all"),
     ]
 
-    let connection: ConnectionOptions
-    let device: String
+    let request: DeviceRequest
     let selector: SelectorFlags
-    let raw: Bool
-
-    init(_ flags: Flags) throws(UsageError) {
-        (connection, device, selector, raw) = try selectorParts(flags, Self.name)
-    }
 }
 
 /// `chime pause`.
@@ -120,14 +101,8 @@ struct PauseCommand: SelectorCommand {
         ("pause every notification tagged kind=marketing", "chime pause --device phone-1 --tag kind=marketing"),
     ]
 
-    let connection: ConnectionOptions
-    let device: String
+    let request: DeviceRequest
     let selector: SelectorFlags
-    let raw: Bool
-
-    init(_ flags: Flags) throws(UsageError) {
-        (connection, device, selector, raw) = try selectorParts(flags, Self.name)
-    }
 }
 
 /// `chime resume`.
@@ -145,12 +120,6 @@ struct ResumeCommand: SelectorCommand {
         ("resume everything", "chime resume --device phone-1 --all"),
     ]
 
-    let connection: ConnectionOptions
-    let device: String
+    let request: DeviceRequest
     let selector: SelectorFlags
-    let raw: Bool
-
-    init(_ flags: Flags) throws(UsageError) {
-        (connection, device, selector, raw) = try selectorParts(flags, Self.name)
-    }
 }

@@ -15,38 +15,28 @@ struct SnoozeCommand: Command {
             ConnectionOptions.deviceSpec,
             .init("id", env: false, "the notification to snooze"),
             .init("in", env: false, "how long from now (10m)"),
-            .init("raw", value: false, env: false, "print the reply's result as JSON"),
+            DeviceRequest.rawSpec,
         ] + ConnectionOptions.specs
     static let examples: [(comment: String, command: String)] = [
         ("remind me again in 10 minutes", "chime snooze --device phone-1 --id med --in 10m")
     ]
 
-    let connection: ConnectionOptions
-    let device: String
+    let request: DeviceRequest
     let payload: JSONObject
-    let raw: Bool
 
     init(_ flags: Flags) throws(UsageError) {
-        if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
-        connection = try ConnectionOptions(flags)
-        device = try ConnectionOptions.device(flags, command: Self.name)
+        request = try DeviceRequest(flags)
         guard let id = flags["id"], !id.isEmpty else { throw UsageError("--id is required") }
         guard let after = flags["in"] else { throw UsageError("--in is required (such as 10m)") }
         payload = ["id": .string(id), "after": Parse.secondsJSON(try Parse.duration(after, flag: "in"))]
-        raw = flags.isSet("raw")
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
-        let broker = try await Connection.open(connection)
-        defer { broker.close() }
-        let result = try await broker.send(.snooze, device: device, payload)
-        if raw {
-            console.out(JSON.object(result).text)
-            return
+        try await request.send(.snooze, payload, console) { (broker, result) throws(CLIFailure) in
+            let zone = try await broker.deviceZone(request.device)
+            let next = result["nextFireDate"]?.stringValue.map(TimeDisplay(zone: zone).both) ?? "?"
+            console.out("snoozed \(result["id"]?.stringValue ?? "?") until \(next)")
         }
-        let zone = try await broker.deviceZone(device)
-        let next = result["nextFireDate"]?.stringValue.map(TimeDisplay(zone: zone).both) ?? "?"
-        console.out("snoozed \(result["id"]?.stringValue ?? "?") until \(next)")
     }
 }
 
@@ -68,7 +58,7 @@ struct DeviceCommand: Command {
             .init("badge", env: false, "set the badge counter to N"),
             .init("quiet", env: false, "set quiet hours START-END in the device's zone (22:00-07:00)"),
             .init("no-quiet", value: false, env: false, "remove the quiet hours"),
-            .init("raw", value: false, env: false, "print the reply's result as JSON"),
+            DeviceRequest.rawSpec,
         ] + ConnectionOptions.specs
     static let examples: [(comment: String, command: String)] = [
         ("show it", "chime device --device phone-1"),
@@ -79,15 +69,11 @@ struct DeviceCommand: Command {
         ("no more quiet hours", "chime device --device phone-1 --no-quiet"),
     ]
 
-    let connection: ConnectionOptions
-    let device: String
+    let request: DeviceRequest
     let payload: JSONObject
-    let raw: Bool
 
     init(_ flags: Flags) throws(UsageError) {
-        if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
-        connection = try ConnectionOptions(flags)
-        device = try ConnectionOptions.device(flags, command: Self.name)
+        request = try DeviceRequest(flags)
         var o = JSONObject()
         if let tz = flags["tz"] { o["timeZone"] = .string(try Parse.zone(tz, flag: "tz").identifier) }
         if let badge = try Parse.integer(flags, "badge", in: 0...1_000_000) { o["badge"] = .int(Int64(badge)) }
@@ -98,17 +84,16 @@ struct DeviceCommand: Command {
         case (nil, false): break
         }
         payload = o
-        raw = flags.isSet("raw")
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
-        let broker = try await Connection.open(connection)
-        defer { broker.close() }
-        let result = try await broker.send(.device, device: device, payload)
-        if raw {
-            console.out(JSON.object(result).text)
-            return
+        try await request.send(.device, payload, console) { (_, result) throws(CLIFailure) in
+            console.out(lines: Self.lines(result, device: request.device))
         }
+    }
+
+    /// The device as a two-column table.
+    static func lines(_ result: JSONObject, device: String) -> [String] {
         var quiet = "none"
         if case .object(let q)? = result["quietHours"] {
             quiet = "\(q["start"]?.stringValue ?? "?")-\(q["end"]?.stringValue ?? "?")"
@@ -118,6 +103,6 @@ struct DeviceCommand: Command {
         table.append(["badge", result["badge"]?.plainText ?? "?"])
         table.append(["quiet hours", quiet])
         table.append(["pending", result["pending"]?.plainText ?? "?"])
-        console.out(lines: table.lines)
+        return table.lines
     }
 }

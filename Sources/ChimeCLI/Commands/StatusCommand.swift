@@ -46,7 +46,7 @@ struct StatusCommand: Command {
     let json: Bool
 
     init(_ flags: Flags) throws(UsageError) {
-        if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
+        try flags.expectNoPositional()
         connection = try ConnectionOptions(flags)
         worker = flags["worker"]
         if let worker, worker.isEmpty || worker.contains("/") || worker.contains("+") || worker.contains("#") {

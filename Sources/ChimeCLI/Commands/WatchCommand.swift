@@ -33,12 +33,12 @@ struct WatchCommand: Command {
     let display: TimeDisplay
 
     init(_ flags: Flags) throws(UsageError) {
-        if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
+        try flags.expectNoPositional()
         connection = try ConnectionOptions(flags)
         if flags.isSet("all") {
             filter = connection.topics.notifications("+")
         } else {
-            filter = connection.topics.notifications(try ConnectionOptions.device(flags, command: Self.name))
+            filter = connection.topics.notifications(try ConnectionOptions.device(flags))
         }
         json = flags.isSet("json")
         if let tz = flags["tz"] {
