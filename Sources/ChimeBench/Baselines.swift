@@ -67,11 +67,14 @@ enum Baselines {
             let payload = Array(
                 (#"{"deviceId":"\#(device)","id":"\#(id)","fireId":"\#(id)@\#(now)","occurrenceDate":"\#(now)","fireDate":"\#(now)","#
                     + #""firedAt":"\#(now)","occurrence":1,"last":true,"late":false,"missed":0,"deferred":false,"#
-                    + #""alertBody":"\#(String(repeating: "x", count: 100))","userInfo":{"a":1,"b":"two","c":true}}"#).utf8
+                    + #""alertBody":"\#(String(repeating: "x", count: 100))","userInfo":{"a":1,"b":"two","c":true}}"#)
+                    .utf8
             )
             properties.userProperties = [MQTTUserProperty("fire-id", "\(id)@\(now)")]
             window.wait()
-            while (try? client.publish(topic: topics[i % devices], payload: payload, qos: 1, properties: properties)) == nil {
+            while (try? client.publish(topic: topics[i % devices], payload: payload, qos: 1, properties: properties))
+                == nil
+            {
                 usleep(10_000)
             }
         }

@@ -117,7 +117,9 @@ final class LoadClient: Sendable {
 
     func start() throws {
         try client.start()
-        guard waitUntil(timeout: 30, { shared.value.withLock { $0.connected } }) else { throw BenchError("load client: no connection") }
+        guard waitUntil(timeout: 30, { shared.value.withLock { $0.connected } }) else {
+            throw BenchError("load client: no connection")
+        }
         let id = try client.subscribe(replyTopic, qos: 1)
         guard waitUntil(timeout: 30, { shared.value.withLock { $0.subscribed.contains(id) } }) else {
             throw BenchError("load client: no SUBACK")
@@ -165,7 +167,9 @@ final class LoadClient: Sendable {
         }
         let expected = before + commands.count
         guard waitUntil(timeout: timeout, { shared.value.withLock { $0.replies >= expected } }) else {
-            throw BenchError("only \(shared.value.withLock { $0.replies } - before) of \(commands.count) replies arrived")
+            throw BenchError(
+                "only \(shared.value.withLock { $0.replies } - before) of \(commands.count) replies arrived"
+            )
         }
         return shared.value.withLock { s in
             Result(
@@ -242,7 +246,9 @@ final class DeliveryCollector: Sendable {
 
     func start(filter: String) throws {
         try client.start()
-        guard waitUntil(timeout: 30, { shared.value.withLock { $0.connected } }) else { throw BenchError("collector: no connection") }
+        guard waitUntil(timeout: 30, { shared.value.withLock { $0.connected } }) else {
+            throw BenchError("collector: no connection")
+        }
         let id = try client.subscribe(filter, qos: 1)
         guard waitUntil(timeout: 30, { shared.value.withLock { $0.subscribed.contains(id) } }) else {
             throw BenchError("collector: no SUBACK")
@@ -268,7 +274,9 @@ final class DeliveryCollector: Sendable {
     }
 
     var snapshot: Snapshot {
-        shared.value.withLock { Snapshot(count: $0.count, first: $0.first, last: $0.last, arrival: $0.arrival, worker: $0.worker) }
+        shared.value.withLock {
+            Snapshot(count: $0.count, first: $0.first, last: $0.last, arrival: $0.arrival, worker: $0.worker)
+        }
     }
 
     func stop() { client.stop() }
@@ -310,4 +318,9 @@ final class Locked<T: Sendable>: Sendable {
 struct BenchError: Error, CustomStringConvertible {
     var description: String
     init(_ d: String) { description = d }
+}
+
+/// Prints a line at once, even when standard output is a file.
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

@@ -58,10 +58,12 @@ struct SystemBenchmark {
             throw BenchError("\(chimed) is missing: build with `swift build -c release` (make bench does)")
         }
         if !bin.path.contains("release") {
-            print("warning: \(bin.path) is not a release build; figures will be low")
+            say("warning: \(bin.path) is not a release build; figures will be low")
         }
-        print("chime-bench system\(quick ? " --quick" : ""): \(ProcessInfo.processInfo.activeProcessorCount) cores, "
-              + "\(ProcessInfo.processInfo.physicalMemory >> 30) GiB")
+        say(
+            "chime-bench system\(quick ? " --quick" : ""): \(ProcessInfo.processInfo.activeProcessorCount) cores, "
+                + "\(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
+        )
         let broker = try runSync {
             try await TestBroker.start(
                 .init(extraLines: ["max_inflight_messages 1000", "max_queued_messages 0", "max_queued_bytes 0"])
@@ -81,15 +83,15 @@ struct SystemBenchmark {
         try burst(url: url, chimed: chimed, me: me)
         try steady(url: url, chimed: chimed)
 
-        print("")
-        print(table())
+        say("")
+        say(table())
         let data = try JSONSerialization.data(withJSONObject: results, options: [.prettyPrinted, .sortedKeys])
         try FileManager.default.createDirectory(
             atPath: (jsonPath as NSString).deletingLastPathComponent,
             withIntermediateDirectories: true
         )
         try data.write(to: URL(fileURLWithPath: jsonPath))
-        print("\nfigures written to \(jsonPath)")
+        say("\nfigures written to \(jsonPath)")
     }
 
     // MARK: Workloads
@@ -102,11 +104,12 @@ struct SystemBenchmark {
             (
                 "\(Self.prefix)/d\(i % 2000)/cmd/schedule",
                 Array(
-                    #"{"id":"i\#(i)","fireDate":"\#(far)","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#.utf8
+                    #"{"id":"i\#(i)","fireDate":"\#(far)","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
+                        .utf8
                 )
             )
         }
-        print("ingest: \(n) schedule commands, window 1000, --fsync always")
+        say("ingest: \(n) schedule commands, window 1000, --fsync always")
 
         let relay = try ChildProcess(me, arguments: ["relay", url, Self.prefix])
         try relay.start()
@@ -123,7 +126,7 @@ struct SystemBenchmark {
         relay.terminate()
         try runSync { await relay.waitForExit(timeout: .seconds(10)) }
         let relayRate = Double(r.replies) / r.seconds
-        print(String(format: "  relay:  %8.0f replies/s, %.1f µs CPU per command", relayRate, relayCPU / Double(n) * 1e6))
+        say(String(format: "  relay:  %8.0f replies/s, %.1f µs CPU per command", relayRate, relayCPU / Double(n) * 1e6))
 
         let data = try TemporaryDirectory(prefix: "chime-bench")
         let worker = try startChimed(chimed, url: url, data: data.path)
@@ -140,7 +143,14 @@ struct SystemBenchmark {
         load.stop()
         stop(worker)
         let rate = Double(c.replies) / c.seconds
-        print(String(format: "  chimed: %8.0f replies/s, %.1f µs CPU per command, %d ok", rate, cpu / Double(n) * 1e6, c.ok))
+        say(
+            String(
+                format: "  chimed: %8.0f replies/s, %.1f µs CPU per command, %d ok",
+                rate,
+                cpu / Double(n) * 1e6,
+                c.ok
+            )
+        )
         guard c.ok == n + 2000 else { throw BenchError("ingest: \(c.ok) ok replies, expected \(n + 2000)") }
         let rateRatio = rate / relayRate
         let cpuRatio = (cpu / Double(n)) / (relayCPU / Double(n))
@@ -149,18 +159,26 @@ struct SystemBenchmark {
             "relayCPUMicrosPerCommand": relayCPU / Double(n) * 1e6, "chimedCPUMicrosPerCommand": cpu / Double(n) * 1e6,
             "rateRatio": rateRatio, "cpuRatio": cpuRatio,
         ]
-        rows.append(("ingest: ok replies/s ÷ relay's", String(format: "%.0f ÷ %.0f", rate, relayRate), ratio(rateRatio), "≥ 0.8"))
-        rows.append((
-            "ingest: CPU per command ÷ relay's", String(format: "%.1f µs ÷ %.1f µs", cpu / Double(n) * 1e6, relayCPU / Double(n) * 1e6),
-            ratio(cpuRatio), "≤ 2"
-        ))
+        rows.append(
+            (
+                "ingest: ok replies/s ÷ relay's", String(format: "%.0f ÷ %.0f", rate, relayRate), ratio(rateRatio),
+                "≥ 0.8"
+            )
+        )
+        rows.append(
+            (
+                "ingest: CPU per command ÷ relay's",
+                String(format: "%.1f µs ÷ %.1f µs", cpu / Double(n) * 1e6, relayCPU / Double(n) * 1e6),
+                ratio(cpuRatio), "≤ 2"
+            )
+        )
     }
 
     /// A million notifications due at the same instant: the pump, then chimed.
     mutating func burst(url: String, chimed: String, me: String) throws {
         let n = sizes.burst
         let devices = 1000
-        print("burst: \(n) notifications due at one instant over \(devices) devices")
+        say("burst: \(n) notifications due at one instant over \(devices) devices")
         let collector = try DeliveryCollector(url: url, measure: false)
         try collector.start(filter: "\(Self.prefix)/+/notifications")
 
@@ -172,7 +190,7 @@ struct SystemBenchmark {
         try runSync { await pump.waitForExit(timeout: .seconds(30)) }
         let p = collector.snapshot
         let pumpRate = Double(p.count) / (p.last - p.first)
-        print(String(format: "  pump:   %8.0f deliveries/s", pumpRate))
+        say(String(format: "  pump:   %8.0f deliveries/s", pumpRate))
         collector.stop()
 
         let data = try TemporaryDirectory(prefix: "chime-bench")
@@ -192,9 +210,10 @@ struct SystemBenchmark {
         load.stop()
         stop(worker)
         let lateness = b.worker
-        print(
+        say(
             String(
-                format: "  chimed: %8.0f deliveries/s from the due instant to the last arrival; lateness p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+                format:
+                    "  chimed: %8.0f deliveries/s from the due instant to the last arrival; lateness p50 %.0f ms, p99 %.0f ms, max %.0f ms",
                 rate,
                 lateness.quantile(0.5),
                 lateness.quantile(0.99),
@@ -206,11 +225,19 @@ struct SystemBenchmark {
             "ratio": rate / pumpRate,
             "latenessMs": quantiles(lateness), "arrivalLatenessMs": quantiles(b.arrival),
         ]
-        rows.append(("burst: deliveries/s ÷ pump's", String(format: "%.0f ÷ %.0f", rate, pumpRate), ratio(rate / pumpRate), "≥ 0.8"))
-        rows.append((
-            "burst: lateness p50 / p99 / max",
-            String(format: "%.0f / %.0f / %.0f ms", lateness.quantile(0.5), lateness.quantile(0.99), lateness.max), "", ""
-        ))
+        rows.append(
+            (
+                "burst: deliveries/s ÷ pump's", String(format: "%.0f ÷ %.0f", rate, pumpRate), ratio(rate / pumpRate),
+                "≥ 0.8"
+            )
+        )
+        rows.append(
+            (
+                "burst: lateness p50 / p99 / max",
+                String(format: "%.0f / %.0f / %.0f ms", lateness.quantile(0.5), lateness.quantile(0.99), lateness.max),
+                "", ""
+            )
+        )
     }
 
     /// Schedules `count` one-shots due at one instant, far enough ahead for the loading to finish
@@ -221,10 +248,13 @@ struct SystemBenchmark {
         let sample = try load.run(batches(prefix: "cal", count: 20 * batch, devices: 20, due: far, batch: batch))
         let perSecond = Double(20 * batch) / sample.seconds
         let due = Instant(milliseconds: wallMilliseconds() + Int64(Double(count) / perSecond * 1500) + 5000)
-        print(String(format: "  loading at about %.0f notifications/s; due at %@", perSecond, due.rfc3339()))
-        _ = try load.run(batches(prefix: "burst", count: count, devices: devices, due: due, batch: batch), timeout: 3600)
+        say(String(format: "  loading at about %.0f notifications/s; due at %@", perSecond, due.rfc3339()))
+        _ = try load.run(
+            batches(prefix: "burst", count: count, devices: devices, due: due, batch: batch),
+            timeout: 3600
+        )
         let left = Double(due.milliseconds - wallMilliseconds()) / 1000
-        if left < 1 { print(String(format: "  warning: loading ended %.1f s after the due instant", -left)) }
+        if left < 1 { say(String(format: "  warning: loading ended %.1f s after the due instant", -left)) }
         return due
     }
 
@@ -239,7 +269,12 @@ struct SystemBenchmark {
                     #"{"id":"\#(prefix)\#(j)","fireDate":"\#(due.rfc3339())","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
                 )
             }
-            out.append(("\(Self.prefix)/\(device)/cmd/schedule", Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)))
+            out.append(
+                (
+                    "\(Self.prefix)/\(device)/cmd/schedule",
+                    Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)
+                )
+            )
             i += batch
         }
         return out
@@ -256,7 +291,7 @@ struct SystemBenchmark {
         try load.start()
         let steadyCount = s.steadyRate * s.steadySeconds
         let total = s.pendingBig + steadyCount
-        print("steady: \(total) pending, \(s.steadyRate)/s falling due for \(s.steadySeconds) s")
+        say("steady: \(total) pending, \(s.steadyRate)/s falling due for \(s.steadySeconds) s")
 
         // The big device: tags with ten notifications each, for cancel by tag.
         let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000).rfc3339()
@@ -270,7 +305,12 @@ struct SystemBenchmark {
                     #"{"id":"g\#(j)","fireDate":"\#(far)","alertBody":"\#(Self.body)","userInfo":{"tag":"t\#(j / 10)","b":"two","c":true}}"#
                 )
             }
-            big.append(("\(Self.prefix)/big/cmd/schedule", Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)))
+            big.append(
+                (
+                    "\(Self.prefix)/big/cmd/schedule",
+                    Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)
+                )
+            )
             i += batch
         }
         let loadStart = monotonicSeconds()
@@ -285,25 +325,44 @@ struct SystemBenchmark {
             var items: [String] = []
             for j in i..<min(steadyCount, i + batch) {
                 let due = Instant(milliseconds: start + Int64(j) * 1000 / Int64(s.steadyRate)).rfc3339()
-                items.append(#"{"id":"s\#(j)","fireDate":"\#(due)","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#)
+                items.append(
+                    #"{"id":"s\#(j)","fireDate":"\#(due)","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
+                )
             }
-            steadyCommands.append(("\(Self.prefix)/\(device)/cmd/schedule", Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)))
+            steadyCommands.append(
+                (
+                    "\(Self.prefix)/\(device)/cmd/schedule",
+                    Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)
+                )
+            )
             i += batch
         }
         _ = try load.run(steadyCommands, timeout: 3600)
-        print(String(format: "  loaded in %.0f s", monotonicSeconds() - loadStart))
+        say(String(format: "  loaded in %.0f s", monotonicSeconds() - loadStart))
 
         // Memory, with everything pending.
         let rss1 = residentBytes(pid: worker.process.pid) ?? 0
         let content = Self.body.utf8.count + #"{"tag":"t12345","b":"two","c":true}"#.utf8.count + "g123456".utf8.count
         let perPending = Double(rss1 - rss0) / Double(total) - Double(content)
-        print(String(format: "  memory: %.0f B RSS per pending notification beyond its %d B of content", perPending, content))
-        results["memory"] = ["pending": total, "rssBefore": rss0, "rssAfter": rss1, "contentBytes": content, "bytesPerPendingBeyondContent": perPending]
+        say(
+            String(
+                format: "  memory: %.0f B RSS per pending notification beyond its %d B of content",
+                perPending,
+                content
+            )
+        )
+        results["memory"] = [
+            "pending": total, "rssBefore": rss0, "rssAfter": rss1, "contentBytes": content,
+            "bytesPerPendingBeyondContent": perPending,
+        ]
         rows.append(("memory: RSS per pending beyond content", String(format: "%.0f B", perPending), "", "≤ 400 B"))
 
         // Cancel by tag: ten matches among everything pending.
         let cancels = (0..<s.cancelSamples).map { k in
-            ("\(Self.prefix)/big/cmd/cancel", Array(#"{"match":{"userInfo":{"tag":"t\#(k * 997 % (s.pendingBig / 10))"}}}"#.utf8))
+            (
+                "\(Self.prefix)/big/cmd/cancel",
+                Array(#"{"match":{"userInfo":{"tag":"t\#(k * 997 % (s.pendingBig / 10))"}}}"#.utf8)
+            )
         }
         let reads = (0..<s.cancelSamples).map { _ in ("\(Self.prefix)/big/cmd/device", Array("{}".utf8)) }
         let serial = try LoadClient(url: url, clientId: "bench-serial", window: 1)
@@ -312,12 +371,20 @@ struct SystemBenchmark {
         let read = try serial.run(reads, measureLatency: true)
         serial.stop()
         let cancelMs = cancelled.latencies.quantile(0.5) * 1000
-        print(String(format: "  cancel by tag: median %.2f ms round trip (a device read: %.2f ms)", cancelMs, read.latencies.quantile(0.5) * 1000))
+        say(
+            String(
+                format: "  cancel by tag: median %.2f ms round trip (a device read: %.2f ms)",
+                cancelMs,
+                read.latencies.quantile(0.5) * 1000
+            )
+        )
         results["cancelByTag"] = [
             "pending": total, "medianMs": cancelMs, "p99Ms": cancelled.latencies.quantile(0.99) * 1000,
             "deviceReadMedianMs": read.latencies.quantile(0.5) * 1000,
         ]
-        rows.append(("cancel by tag among \(total): reply latency (median)", String(format: "%.2f ms", cancelMs), "", "≤ 1 ms"))
+        rows.append(
+            ("cancel by tag among \(total): reply latency (median)", String(format: "%.2f ms", cancelMs), "", "≤ 1 ms")
+        )
 
         // The steady window.
         let measured = try DeliveryCollector(url: url, measure: true)
@@ -328,18 +395,44 @@ struct SystemBenchmark {
         let d = measured.snapshot
         measured.stop()
         let l = d.worker
-        print(String(format: "  lateness p50 %.0f ms, p99 %.0f ms, p99.9 %.0f ms (arrival p99 %.0f ms)", l.quantile(0.5), l.quantile(0.99), l.quantile(0.999), d.arrival.quantile(0.99)))
-        results["steady"] = ["pending": total, "perSecond": s.steadyRate, "seconds": s.steadySeconds, "latenessMs": quantiles(l), "arrivalLatenessMs": quantiles(d.arrival)]
-        rows.append(("steady: lateness p50 / p99 / p99.9", String(format: "%.0f / %.0f / %.0f ms", l.quantile(0.5), l.quantile(0.99), l.quantile(0.999)), "", "p99 ≤ 5 ms"))
+        say(
+            String(
+                format: "  lateness p50 %.0f ms, p99 %.0f ms, p99.9 %.0f ms (arrival p99 %.0f ms)",
+                l.quantile(0.5),
+                l.quantile(0.99),
+                l.quantile(0.999),
+                d.arrival.quantile(0.99)
+            )
+        )
+        results["steady"] = [
+            "pending": total, "perSecond": s.steadyRate, "seconds": s.steadySeconds, "latenessMs": quantiles(l),
+            "arrivalLatenessMs": quantiles(d.arrival),
+        ]
+        rows.append(
+            (
+                "steady: lateness p50 / p99 / p99.9",
+                String(format: "%.0f / %.0f / %.0f ms", l.quantile(0.5), l.quantile(0.99), l.quantile(0.999)), "",
+                "p99 ≤ 5 ms"
+            )
+        )
 
         // Recovery: a snapshot of everything, then journal records after it, then kill -9.
         worker.process.signal(SIGUSR1)
         let snapshotting = worker
-        guard try runSync({ await snapshotting.process.waitForLine(onStandardError: true, timeout: .seconds(600)) { $0.contains("snapshot written") } }) != nil else {
+        guard
+            try runSync({
+                await snapshotting.process.waitForLine(onStandardError: true, timeout: .seconds(600)) {
+                    $0.contains("snapshot written")
+                }
+            }) != nil
+        else {
             throw BenchError("no snapshot:\n\(worker.log)")
         }
         let extra = (0..<s.extraRecords).map { k in
-            ("\(Self.prefix)/x\(k % 1000)/cmd/schedule", Array(#"{"id":"x\#(k)","fireDate":"\#(far)","alertBody":"\#(Self.body)"}"#.utf8))
+            (
+                "\(Self.prefix)/x\(k % 1000)/cmd/schedule",
+                Array(#"{"id":"x\#(k)","fireDate":"\#(far)","alertBody":"\#(Self.body)"}"#.utf8)
+            )
         }
         let window = try LoadClient(url: url, clientId: "bench-load-extra", window: 1000)
         try window.start()
@@ -365,8 +458,8 @@ struct SystemBenchmark {
         let readyLine = worker.process.standardErrorLines.first { $0.contains(" ready ") } ?? ""
         stop(worker)
         guard let served else { throw BenchError("recovery: no reply within 300 s") }
-        print(String(format: "  recovery: first command served %.2f s after start", served))
-        print("    \(recoveryLine)\n    \(readyLine)")
+        say(String(format: "  recovery: first command served %.2f s after start", served))
+        say("    \(recoveryLine)\n    \(readyLine)")
         results["recovery"] = ["secondsToFirstCommand": served, "log": [recoveryLine, readyLine]]
         rows.append(("recovery: start to first command served", String(format: "%.2f s", served), "", "≤ 3 s"))
     }
@@ -376,7 +469,13 @@ struct SystemBenchmark {
     func startChimed(_ path: String, url: String, data: String) throws -> Chimed {
         let worker = try Chimed(dataDirectory: data, url: url, path: path)
         try worker.process.start()
-        guard try runSync({ [worker] in await worker.process.waitForLine(onStandardError: true, timeout: .seconds(60)) { $0.contains(" serving ") } }) != nil else {
+        guard
+            try runSync({ [worker] in
+                await worker.process.waitForLine(onStandardError: true, timeout: .seconds(60)) {
+                    $0.contains(" serving ")
+                }
+            }) != nil
+        else {
             throw BenchError("chimed did not start:\n\(worker.log)")
         }
         return worker
@@ -388,7 +487,10 @@ struct SystemBenchmark {
     }
 
     func quantiles(_ s: Samples) -> [String: Double] {
-        ["p50": s.quantile(0.5), "p90": s.quantile(0.9), "p99": s.quantile(0.99), "p999": s.quantile(0.999), "max": s.max, "count": Double(s.count)]
+        [
+            "p50": s.quantile(0.5), "p90": s.quantile(0.9), "p99": s.quantile(0.99), "p999": s.quantile(0.999),
+            "max": s.max, "count": Double(s.count),
+        ]
     }
 
     func ratio(_ r: Double) -> String { String(format: "%.2f", r) }

@@ -68,7 +68,7 @@ public final class Worker: Sendable {
         }
         for warning in recovery.warnings { logger.warning(warning) }
 
-        var engine = Engine(configuration: configuration.engine)
+        let engine = Engine(configuration: configuration.engine)
         engine.beginRecovery()
         // Large data directories take a while: say how far recovery has got every few seconds.
         var lastProgress = ContinuousClock.now
@@ -167,7 +167,7 @@ final class WorkerLoop {
     let configuration: WorkerConfiguration
     let logger: Logger
     let inbox: Inbox
-    var engine: Engine
+    let engine: Engine
     let journal: Journal
     let client: MQTTClient
     let decoder: CommandDecoder
@@ -240,7 +240,8 @@ final class WorkerLoop {
             }
             if !stopping {
                 let now = wallClock()
-                for output in engine.tick(now: now) {
+                let room = Self.maxDeliveriesInFlight - engine.inflightCount
+                for output in engine.tick(now: now, limit: room) {
                     switch output {
                     case .publish(let delivery): publish(delivery)
                     case .write(let entry): record(entry)
@@ -267,11 +268,16 @@ final class WorkerLoop {
         try shutdown()
     }
 
+    /// Deliveries published and not yet acknowledged, at most. More would only queue up inside
+    /// the MQTT client (whose queue is slow to walk when long) while the broker's window is full.
+    static let maxDeliveriesInFlight = 1000
+
     /// Seconds until the engine's next wake-up, the fsync interval, or stats are due.
     func waitTime() -> Double {
         if !pendingReplies.isEmpty { return 0 }
         var wait = 1.0
-        if let next = engine.nextWake {
+        // With the window full, only an acknowledgement (an event) makes room.
+        if let next = engine.nextWake, engine.inflightCount < Self.maxDeliveriesInFlight {
             wait = min(wait, max(0, Double(next.milliseconds - wallClock().milliseconds) / 1000))
         }
         if let deadline = journal.syncDeadline {

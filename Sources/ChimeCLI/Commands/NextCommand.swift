@@ -58,7 +58,7 @@ struct NextCommand: Command {
         case .success(let decoded): request = decoded
         case .failure(let failure): throw CLIFailure(chimeError: failure.error)
         }
-        var engine = Engine(configuration: EngineConfiguration(minRepeatSeconds: Int64(minRepeatSeconds)))
+        let engine = Engine(configuration: EngineConfiguration(minRepeatSeconds: Int64(minRepeatSeconds)))
         if let deviceZone {
             engine.apply(.device(deviceId: deviceId, at: now, update: DeviceUpdate(timeZone: deviceZone)))
         }
