@@ -113,7 +113,7 @@ public func repartition(
     for path in inputs {
         let (journal, recovery): (Journal, Recovery)
         do {
-            (journal, recovery) = try Journal.open(directory: path, fileSystem: fileSystem)
+            (journal, recovery) = try openJournal(path, fileSystem: fileSystem)
         } catch {
             throw RepartitionError("cannot open \(path): \(error.message)")
         }
@@ -161,6 +161,24 @@ public func repartition(
     }
     journals.removeAll()
     return report
+}
+
+/// `Journal.open`, trying again for a moment while the directory is locked.
+///
+/// A lock that this process has just released can still be held for an instant: a process that
+/// another thread is spawning holds copies of our descriptors, the lock's included, until its
+/// `exec` closes them (they are close-on-exec). A worker running on the directory holds it for
+/// good, and is reported after a second.
+private func openJournal(_ path: String, fileSystem: any FileSystem) throws(JournalError) -> (Journal, Recovery) {
+    var attempt = 0
+    while true {
+        do {
+            return try Journal.open(directory: path, fileSystem: fileSystem)
+        } catch  where error.code == .locked && attempt < 20 {
+            attempt += 1
+            usleep(50_000)
+        }
+    }
 }
 
 /// The path made absolute and resolved through symbolic links, to spot one directory given twice.
@@ -239,7 +257,7 @@ private func write(_ state: EngineSnapshot, to path: String, fileSystem: any Fil
         throw RepartitionError("cannot create output \(path): \(error.localizedDescription)")
     }
     do throws(JournalError) {
-        let (journal, recovery) = try Journal.open(directory: path, fileSystem: fileSystem)
+        let (journal, recovery) = try openJournal(path, fileSystem: fileSystem)
         defer { try? journal.close() }
         guard recovery.snapshot == nil, recovery.records.isEmpty else {
             throw JournalError(.invalidState, "output \(path) already holds a journal")
@@ -267,7 +285,7 @@ private func verifyOutput(
 ) throws(RepartitionError) -> Engine {
     let (journal, recovery): (Journal, Recovery)
     do {
-        (journal, recovery) = try Journal.open(directory: path, fileSystem: fileSystem)
+        (journal, recovery) = try openJournal(path, fileSystem: fileSystem)
     } catch {
         throw RepartitionError("output \(path) does not open after writing: \(error.message)")
     }

@@ -220,12 +220,22 @@ private func state(of devices: [String], via client: RecordingClient) async thro
 
 /// The snapshot entries of a data directory written by repartition (no records after it yet).
 private func snapshotEntries(_ directory: String) throws -> [[UInt8]] {
-    let (journal, recovery) = try Journal.open(directory: directory)
-    defer { try? journal.close() }
-    guard let snapshot = recovery.snapshot, recovery.records.isEmpty else {
-        throw TestSupportError("\(directory) holds no snapshot alone")
+    // repartition has just closed it: a process another test is spawning may hold the lock for an
+    // instant (see openJournal in Repartition.swift).
+    var attempt = 0
+    while true {
+        do {
+            let (journal, recovery) = try Journal.open(directory: directory)
+            defer { try? journal.close() }
+            guard let snapshot = recovery.snapshot, recovery.records.isEmpty else {
+                throw TestSupportError("\(directory) holds no snapshot alone")
+            }
+            return snapshot.entries
+        } catch let error as JournalError where error.code == .locked && attempt < 20 {
+            attempt += 1
+            usleep(50_000)
+        }
     }
-    return snapshot.entries
 }
 
 /// The devices a repartitioned directory's snapshot names, read from the raw entries.
