@@ -149,6 +149,38 @@ import Testing
         await broker.stop()
     }
 
+    @Test func chimedTrustsAPrivateBrokerCAThroughSSLCertFile() async throws {
+        // What chimed.env and the Kubernetes Secret say: mqtts:// checks the broker against the
+        // system's CAs, and SSL_CERT_FILE names a private CA instead.
+        let directory = try TemporaryDirectory(prefix: "chime-tls")
+        let certificates = try await TestCertificates.make(in: directory)
+        let broker = try await TestBroker.start(.init(tls: certificates))
+        func start(_ environment: [String: String]) throws -> ChildProcess {
+            let chimed = try ChildProcess(
+                try builtProduct("chimed"),
+                arguments: ["--broker", broker.url, "--worker-id", "tls", "--data-dir", directory.appending("data")],
+                environment: environment
+            )
+            try chimed.start()
+            return chimed
+        }
+        let untrusting = try start([:])
+        let refused = await untrusting.waitForLine(onStandardError: true, timeout: .seconds(3)) {
+            $0.contains(" serving ")
+        }
+        #expect(refused == nil, "connected without trusting the CA")
+        untrusting.terminate()
+        await untrusting.waitForExit(timeout: .seconds(20))
+        let trusting = try start(["SSL_CERT_FILE": certificates.caFile])
+        let serving = await trusting.waitForLine(onStandardError: true, timeout: .seconds(20)) {
+            $0.contains(" serving ")
+        }
+        #expect(serving != nil, "\(trusting.standardErrorLines)")
+        trusting.terminate()
+        #expect(await trusting.waitForExit(timeout: .seconds(20)) == .exited(0))
+        await broker.stop()
+    }
+
     @Test func theComposeBrokerKeepsTheProductionSettings() async throws {
         let pathKeys: Set<String> = ["password_file", "acl_file", "persistence_location", "include_dir"]
         func settings(_ file: String) throws -> [String] {
