@@ -45,7 +45,7 @@ let package = Package(
         .executableTarget(name: "chime", dependencies: ["ChimeCLI"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "ChimeBench",
-            dependencies: ["ChimeTime", "ChimeCore", "ChimeWorker"],
+            dependencies: ["ChimeTime", "ChimeCore", "ChimeMQTT", "ChimeWorker", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
 

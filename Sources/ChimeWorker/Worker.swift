@@ -34,6 +34,12 @@ public final class Worker: Sendable {
         inbox.push(.stop)
     }
 
+    /// Asks for a snapshot now (SIGUSR1), whatever the journal's size: before a backup, or to
+    /// make the next start quick. Safe from any thread.
+    public func requestSnapshot() {
+        inbox.push(.snapshotRequested)
+    }
+
     /// Runs until ``stop()``; returns after a clean shutdown.
     /// - Throws: ``WorkerError`` when the data directory cannot be used, the journal is
     ///   corrupt, or a sync failed.
@@ -54,7 +60,7 @@ public final class Worker: Sendable {
         do {
             (journal, recovery) = try Journal.open(
                 directory: configuration.dataDirectory,
-                options: JournalOptions(fsync: configuration.fsync),
+                options: JournalOptions(fsync: configuration.fsync, snapshotAfterBytes: configuration.snapshotBytes),
                 fileSystem: fileSystem
             )
         } catch {
@@ -64,17 +70,31 @@ public final class Worker: Sendable {
 
         var engine = Engine(configuration: configuration.engine)
         engine.beginRecovery()
+        // Large data directories take a while: say how far recovery has got every few seconds.
+        var lastProgress = ContinuousClock.now
+        func progress(_ phase: String, _ done: Int, _ total: Int) {
+            guard ContinuousClock.now - lastProgress >= .seconds(2) else { return }
+            lastProgress = .now
+            logger.info("recovering", ["phase": phase, "done": "\(done)", "total": "\(total)"])
+        }
         if let snapshot = recovery.snapshot {
-            logger.info("recovering", ["snapshot": "\(snapshot.sequence)", "records": "\(recovery.records.count)"])
-            for entry in snapshot.entries {
+            logger.info(
+                "recovering",
+                [
+                    "snapshotSequence": "\(snapshot.sequence)", "snapshotEntries": "\(snapshot.entries.count)",
+                    "records": "\(recovery.records.count)",
+                ]
+            )
+            for (i, entry) in snapshot.entries.enumerated() {
                 do {
                     try engine.restore(snapshotEntry: entry)
                 } catch {
                     throw WorkerError("snapshot \(snapshot.sequence) in \(configuration.dataDirectory): \(error)")
                 }
+                if i & 0xFFF == 0 { progress("snapshot", i, snapshot.entries.count) }
             }
         }
-        for record in recovery.records {
+        for (i, record) in recovery.records.enumerated() {
             do {
                 engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
             } catch {
@@ -83,6 +103,7 @@ public final class Worker: Sendable {
                         + "run `chime journal verify \(configuration.dataDirectory)`"
                 )
             }
+            if i & 0xFFF == 0 { progress("journal", i, recovery.records.count) }
         }
         engine.finishRecovery()
         let elapsed = ContinuousClock.now - started
@@ -91,8 +112,7 @@ public final class Worker: Sendable {
             [
                 "notifications": "\(engine.pendingCount)",
                 "devices": "\(engine.deviceCount)",
-                "recoveryMs":
-                    "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
+                "recoveryMs": "\(milliseconds(elapsed))",
                 "worker": configuration.workerId,
                 "partition": "\(configuration.partition)",
                 "dataDir": configuration.dataDirectory,
@@ -166,6 +186,8 @@ final class WorkerLoop {
     /// snapshot catches up, and commands are refused meanwhile.
     var diverged = false
     var snapshotRunning = false
+    /// A snapshot was asked for (SIGUSR1) and has not started yet.
+    var snapshotWanted = false
     var lastSnapshotAttempt = ContinuousClock.now - .seconds(3600)
     let stats = WorkerStats()
     var lastStats = ContinuousClock.now
@@ -207,6 +229,7 @@ final class WorkerLoop {
                 switch event {
                 case .mqtt(let e): handle(e, startedAt: startedAt)
                 case .snapshotFinished(let writer, let error): snapshotFinished(writer, error)
+                case .snapshotRequested: snapshotWanted = true
                 case .stop:
                     if !stopping {
                         logger.notice("stopping: finishing deliveries in flight")
@@ -225,7 +248,12 @@ final class WorkerLoop {
                 }
             }
             do {
+                let syncing = journal.hasUnsyncedData
+                let before = ContinuousClock.now
                 try journal.commit()
+                if syncing && !journal.hasUnsyncedData {
+                    stats.fsync.record(milliseconds(ContinuousClock.now - before))
+                }
             } catch {
                 throw WorkerError("journal sync failed, exiting so that recovery reads what is on disk: \(error)")
             }
@@ -416,6 +444,9 @@ final class WorkerLoop {
                 properties: properties
             )
             tokensByMessageId[mid] = delivery.token
+            let lateness = wallClock().milliseconds - delivery.due.milliseconds
+            stats.lateness.record(lateness)
+            if lateness >= configuration.engine.lateThreshold { stats.lateDeliveries += 1 }
         } catch {
             logger.warning(
                 "cannot publish a delivery; it will be retried",
@@ -443,7 +474,7 @@ final class WorkerLoop {
     // MARK: Snapshots
 
     func maybeSnapshot() {
-        guard !snapshotRunning, journal.snapshotDue || diverged else { return }
+        guard !snapshotRunning, journal.snapshotDue || diverged || snapshotWanted else { return }
         if diverged && ContinuousClock.now - lastSnapshotAttempt < .seconds(5) { return }
         lastSnapshotAttempt = .now
         let writer: SnapshotWriter
@@ -454,6 +485,7 @@ final class WorkerLoop {
             return
         }
         snapshotRunning = true
+        snapshotWanted = false
         let frozen = engine.snapshot
         let inbox = self.inbox
         let started = ContinuousClock.now
@@ -502,6 +534,8 @@ final class WorkerLoop {
         o["pending"] = .int(Int64(engine.pendingCount))
         o["devices"] = .int(Int64(engine.deviceCount))
         o["inflight"] = .int(Int64(engine.inflightCount))
+        o["journalBytesSinceSnapshot"] = .int(Int64(journal.bytesSinceSnapshot))
+        o["journalSequence"] = .int(Int64(journal.lastSequence))
         o["at"] = .string(wallClock().rfc3339())
         _ = try? client.publish(
             topic: configuration.topics.workerStats(configuration.workerId),
@@ -534,6 +568,10 @@ final class WorkerLoop {
         }
         logger.notice("stopped", ["inflightLeft": "\(engine.inflightCount)"])
     }
+}
+
+func milliseconds(_ d: Duration) -> Int64 {
+    d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
 }
 
 /// The wall clock, in milliseconds.

@@ -168,7 +168,8 @@ extension Engine {
                         deviceId: deviceId,
                         fireId: fireId(n.id, o),
                         payload: payload,
-                        messageExpiry: expiry
+                        messageExpiry: expiry,
+                        due: n.fireTime(o)
                     )
                 )
             )

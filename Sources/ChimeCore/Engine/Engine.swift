@@ -27,6 +27,8 @@ public struct Delivery: Hashable, Sendable {
     public var payload: [UInt8]
     /// The MQTT 5 message expiry: seconds left before `expiresAfter` runs out.
     public var messageExpiry: UInt32?
+    /// When it was due (its `fireDate`), to measure lateness.
+    public var due: Instant
 }
 
 /// What the engine asks its owner to do after a tick.
