@@ -219,6 +219,45 @@ import Testing
         #expect(d.chimed.process.isRunning)
     }
 
+    @Test func theImageHealthCheckPassesUnderChimedsAccountAndTheBackendCanProbe() async throws {
+        let d = try await SecuredDeployment.start(devices: ["phone-a"])
+        defer { Task { await d.stop() } }
+        let bin = URL(fileURLWithPath: try builtProduct("chime")).deletingLastPathComponent().path
+        func run(_ executable: String, _ arguments: [String], user: String) async throws -> ChildProcess.Termination? {
+            let process = try ChildProcess(
+                executable,
+                arguments: arguments,
+                environment: [
+                    "PATH": "\(bin):/usr/bin:/bin",
+                    "CHIME_BROKER": "mqtt://\(user):\(d.passwords[user] ?? "")@\(d.broker.host):\(d.broker.port)",
+                    "CHIME_WORKER_ID": d.workerId,
+                ]
+            )
+            try process.start()
+            let status = await process.waitForExit(timeout: .seconds(30))
+            if status != .exited(0) {
+                print(
+                    "\(arguments): \((process.standardOutputLines + process.standardErrorLines).joined(separator: "\n"))"
+                )
+            }
+            return status
+        }
+        let entryPoint = Repository.path("deploy/container/chime-env")
+        // The container's HEALTHCHECK and Kubernetes probes, with chimed's own account.
+        #expect(try await run(entryPoint, ["health"], user: "chimed") == .exited(0))
+        // Monitoring from the backend account, in its reply space.
+        let probe = [
+            "status", "--worker", d.workerId, "--reply-topic", "chime/$reply/backend/probe", "--timeout", "5s",
+        ]
+        #expect(try await run("\(bin)/chime", probe, user: "backend") == .exited(0))
+        // A device account cannot send the probe's command: not ready.
+        #expect(try await run(entryPoint, ["health", "--timeout", "2s"], user: "phone-a") == .exited(1))
+        // A stopped worker is not healthy.
+        d.chimed.process.terminate()
+        await d.chimed.process.waitForExit(timeout: .seconds(20))
+        #expect(try await run(entryPoint, ["health", "--timeout", "2s"], user: "chimed") == .exited(1))
+    }
+
     @Test func anonymousClientsAndWrongPasswordsAreRefused() async throws {
         let d = try await SecuredDeployment.start(devices: ["phone-a"])
         defer { Task { await d.stop() } }

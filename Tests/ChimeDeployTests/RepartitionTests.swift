@@ -78,6 +78,24 @@ import Testing
             try await Task.sleep(for: .milliseconds(50))
         }
         #expect(fired == firing)
+        // chimed's own snapshots (SIGUSR1), snoozes included, then records after them: the inputs
+        // hold both.
+        for worker in old.workers { worker.process.signal(SIGUSR1) }
+        for worker in old.workers {
+            let written = await worker.process.waitForLine(onStandardError: true, timeout: .seconds(20)) {
+                $0.contains("snapshot written")
+            }
+            #expect(written != nil, "no snapshot: \(worker.log)")
+        }
+        let later = devices.indices.filter { $0 % 6 == 0 }.map {
+            (
+                device: devices[$0], op: ChimeCore.Operation.schedule,
+                payload: #"{"id":"later","fireDate":"2032-02-29T12:00:00Z"}"#
+            )
+        }
+        let laterReplies = try await client.send(later)
+        #expect(laterReplies.allSatisfy { $0["ok"] == true }, "\(laterReplies.map { JSON.object($0).text })")
+        before = try await state(of: devices, via: client)
         await old.stop()
 
         // 2 -> 3.
