@@ -89,7 +89,7 @@ let package = Package(
         // deploy/ as shipped: broker configs and ACLs, partitioned workers.
         .testTarget(
             name: "ChimeDeployTests",
-            dependencies: ["ChimeCore", "ChimeMQTT", "ChimeTestSupport"],
+            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeWorker", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

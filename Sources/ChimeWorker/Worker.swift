@@ -404,10 +404,12 @@ final class WorkerLoop {
         }
     }
 
-    /// Where a reply goes: the MQTT 5 Response Topic, else `P/{deviceId}/replies` when the
-    /// device id is valid, else nowhere.
+    /// Where a reply goes: the MQTT 5 Response Topic (if `acceptsResponseTopic` allows it), else
+    /// `P/{deviceId}/replies` when the device id is valid, else nowhere.
     func replyDestination(_ message: MQTTMessage, _ address: Topics.CommandAddress) -> (String, [UInt8]?)? {
-        if let topic = message.responseTopic, !topic.isEmpty, !topic.contains("+"), !topic.contains("#") {
+        if let topic = message.responseTopic, !topic.isEmpty, !topic.contains("+"), !topic.contains("#"),
+            configuration.topics.acceptsResponseTopic(topic, forCommandOn: address.deviceId)
+        {
             return (topic, message.correlationData)
         }
         if address.problem?.field == "deviceId" { return nil }
