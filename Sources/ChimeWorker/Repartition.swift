@@ -221,32 +221,13 @@ private func checkOutput(_ path: String) throws(RepartitionError) {
     }
 }
 
-/// Rebuilds a directory's state as `Worker.run()` does: the snapshot's entries, then every record
-/// after it.
+/// Rebuilds a directory's state as `Worker.run()` does.
 private func replay(_ recovery: Recovery, in path: String) throws(RepartitionError) -> Engine {
-    var engine = Engine()
-    engine.beginRecovery()
-    if let snapshot = recovery.snapshot {
-        for entry in snapshot.entries {
-            do {
-                try engine.restore(snapshotEntry: entry)
-            } catch {
-                throw RepartitionError("snapshot \(snapshot.sequence) in \(path): \(error)")
-            }
-        }
+    do {
+        return try Engine.recovered(from: recovery, directory: path)
+    } catch {
+        throw RepartitionError(error.message)
     }
-    for record in recovery.records {
-        do {
-            engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
-        } catch {
-            throw RepartitionError(
-                "journal record \(record.sequence) in \(path) cannot be read: \(error); "
-                    + "run `chime journal verify \(path)`"
-            )
-        }
-    }
-    engine.finishRecovery()
-    return engine
 }
 
 /// Writes `state` as the first snapshot of a fresh journal in `path`.

@@ -68,15 +68,6 @@ public final class Worker: Sendable {
         }
         for warning in recovery.warnings { logger.warning(warning) }
 
-        let engine = Engine(configuration: configuration.engine)
-        engine.beginRecovery()
-        // Large data directories take a while: say how far recovery has got every few seconds.
-        var lastProgress = ContinuousClock.now
-        func progress(_ phase: String, _ done: Int, _ total: Int) {
-            guard ContinuousClock.now - lastProgress >= .seconds(2) else { return }
-            lastProgress = .now
-            logger.info("recovering", ["phase": phase, "done": "\(done)", "total": "\(total)"])
-        }
         if let snapshot = recovery.snapshot {
             logger.info(
                 "recovering",
@@ -85,27 +76,18 @@ public final class Worker: Sendable {
                     "records": "\(recovery.records.count)",
                 ]
             )
-            for (i, entry) in snapshot.entries.enumerated() {
-                do {
-                    try engine.restore(snapshotEntry: entry)
-                } catch {
-                    throw WorkerError("snapshot \(snapshot.sequence) in \(configuration.dataDirectory): \(error)")
-                }
-                if i & 0xFFF == 0 { progress("snapshot", i, snapshot.entries.count) }
-            }
         }
-        for (i, record) in recovery.records.enumerated() {
-            do {
-                engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
-            } catch {
-                throw WorkerError(
-                    "journal record \(record.sequence) in \(configuration.dataDirectory) cannot be read: \(error); "
-                        + "run `chime journal verify \(configuration.dataDirectory)`"
-                )
-            }
-            if i & 0xFFF == 0 { progress("journal", i, recovery.records.count) }
+        // Large data directories take a while: say how far recovery has got every few seconds.
+        var lastProgress = ContinuousClock.now
+        let engine = try Engine.recovered(
+            from: recovery,
+            configuration: configuration.engine,
+            directory: configuration.dataDirectory
+        ) { phase, done, total in
+            guard ContinuousClock.now - lastProgress >= .seconds(2) else { return }
+            lastProgress = .now
+            logger.info("recovering", ["phase": phase, "done": "\(done)", "total": "\(total)"])
         }
-        engine.finishRecovery()
         let elapsed = ContinuousClock.now - started
         logger.notice(
             "ready",

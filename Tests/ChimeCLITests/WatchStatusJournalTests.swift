@@ -156,4 +156,47 @@ import Testing
         #expect(repaired.out.last == "ok", "\(repaired)")
         try await w.ok("journal", "verify", copy.path)
     }
+
+    @Test func journalRepartitionSplitsADirectoryByTheNewPartitions() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        let devices = (0..<8).map { "dev\($0)" }
+        for device in devices { try await w.ok("schedule", "--device", device, "--id", "n", "--in", "1h") }
+        await w.stopWorker()
+
+        let usage = try await w.chime("journal", "repartition", "--partitions", "2", "--from", w.data.path, "--to", "x")
+        #expect(usage.status == 2, "\(usage)")
+        let outputs = try (0..<2).map { _ in try TemporaryDirectory(prefix: "chime-cli-part") }
+        let run = try await w.ok(
+            "journal",
+            "repartition",
+            "--partitions",
+            "2",
+            "--from",
+            w.data.path,
+            "--to",
+            outputs[0].path,
+            "--to",
+            outputs[1].path
+        )
+        #expect(run.out.contains { $0.hasPrefix("read  \(w.data.path): 8 devices, 8 notifications") }, "\(run)")
+        for k in 0..<2 {
+            let partition = Partition(index: UInt32(k), count: 2)
+            let verified = try await w.ok("journal", "verify", outputs[k].path)
+            #expect(verified.out.last == "ok", "\(verified)")
+            // The output is a snapshot: its devices are those of partition k, each once.
+            let text = try FileManager.default.contentsOfDirectory(atPath: outputs[k].path)
+                .filter { $0.hasPrefix("snapshot-") }
+                .map {
+                    String(
+                        decoding: try Data(contentsOf: URL(fileURLWithPath: outputs[k].appending($0))),
+                        as: UTF8.self
+                    )
+                }
+                .joined()
+            for device in devices {
+                #expect(text.contains(#""device":"\#(device)""#) == partition.owns(device), "\(device) in output \(k)")
+            }
+        }
+    }
 }

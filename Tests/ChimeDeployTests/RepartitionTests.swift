@@ -109,7 +109,9 @@ import Testing
             #expect(onDisk == Set(devices.filter { Partition(index: UInt32(k), count: 3).owns($0) }), "output \(k)")
         }
         // The snoozes moved too (they are not listed, so look on disk).
-        let snoozes = try (0..<3).map { try snapshotText(three[$0].path) }.joined().components(separatedBy: "snoozeOf")
+        let snoozes = try (0..<3).map { try snapshotText(three[$0].path) }.joined().components(
+            separatedBy: #"~snooze""#
+        )
         #expect(snoozes.count - 1 == firing)
 
         let new = try await WorkerCluster.start(broker: broker, count: 3, name: "new", dataDirectories: three)
