@@ -83,7 +83,7 @@ let package = Package(
         // The built `chime` binary run as a person would, against a real broker and chimed.
         .testTarget(
             name: "ChimeCLITests",
-            dependencies: ["ChimeCLI", "ChimeCore", "ChimeMQTT", "ChimeTestSupport"],
+            dependencies: ["ChimeCLI", "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         // deploy/ as shipped: broker configs and ACLs, partitioned workers.

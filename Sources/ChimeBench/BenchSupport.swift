@@ -90,8 +90,12 @@ final class LoadClient: Sendable {
         options.receiveMaximum = 65535
         options.maxInflight = 65535
         replyTopic = "bench/\(clientId)/reply"
-        let window = DispatchSemaphore(value: window)
-        self.window = window
+        // Created at 0 and raised: libdispatch traps when a semaphore is freed below its initial
+        // value, which happens when a request is given up on.
+        let semaphore = DispatchSemaphore(value: 0)
+        for _ in 0..<window { semaphore.signal() }
+        self.window = semaphore
+        let window = semaphore
         let shared = self.shared
         client = try MQTTClient(options: options) { event in
             switch event {

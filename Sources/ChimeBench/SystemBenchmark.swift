@@ -10,6 +10,8 @@ import Foundation
 struct SystemBenchmark {
     var quick: Bool
     var jsonPath: String
+    /// Run only these workloads (ingest, burst, steady); all when empty.
+    var only: Set<String> = []
 
     struct Sizes {
         var ingest: Int
@@ -66,7 +68,12 @@ struct SystemBenchmark {
         )
         let broker = try runSync {
             try await TestBroker.start(
-                .init(extraLines: ["max_inflight_messages 1000", "max_queued_messages 0", "max_queued_bytes 0"])
+                .init(
+                    extraLines: [
+                        "max_inflight_messages 1000", "max_queued_messages 0", "max_queued_bytes 0",
+                        "set_tcp_nodelay true",
+                    ]
+                )
             )
         }
         defer { _ = try? runSync { await broker.stop() } }
@@ -79,9 +86,9 @@ struct SystemBenchmark {
         ]
         results["quick"] = quick
 
-        try ingest(url: url, chimed: chimed, me: me)
-        try burst(url: url, chimed: chimed, me: me)
-        try steady(url: url, chimed: chimed)
+        if only.isEmpty || only.contains("ingest") { try ingest(url: url, chimed: chimed, me: me) }
+        if only.isEmpty || only.contains("burst") { try burst(url: url, chimed: chimed, me: me) }
+        if only.isEmpty || only.contains("steady") { try steady(url: url, chimed: chimed) }
 
         say("")
         say(table())
@@ -291,6 +298,9 @@ struct SystemBenchmark {
         try load.start()
         let steadyCount = s.steadyRate * s.steadySeconds
         let total = s.pendingBig + steadyCount
+        // Subscribed before anything falls due, so that no delivery is missed.
+        let measured = try DeliveryCollector(url: url, measure: true)
+        try measured.start(filter: "\(Self.prefix)/+/notifications")
         say("steady: \(total) pending, \(s.steadyRate)/s falling due for \(s.steadySeconds) s")
 
         // The big device: tags with ten notifications each, for cancel by tag.
@@ -387,8 +397,6 @@ struct SystemBenchmark {
         )
 
         // The steady window.
-        let measured = try DeliveryCollector(url: url, measure: true)
-        try measured.start(filter: "\(Self.prefix)/+/notifications")
         guard waitUntil(timeout: Double(s.steadySeconds) + 600, { measured.count >= steadyCount }) else {
             throw BenchError("steady: only \(measured.count) of \(steadyCount) delivered")
         }

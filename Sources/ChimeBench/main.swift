@@ -5,7 +5,7 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let quick = arguments.contains("--quick")
 let usage = """
     usage: chime-bench recurrence [--quick]
-           chime-bench system [--quick] [--json FILE]
+           chime-bench system [--quick] [--json FILE] [--only ingest,burst,steady]
            chime-bench relay URL PREFIX             (a baseline process the system benchmark starts)
            chime-bench pump URL PREFIX COUNT DEVICES (likewise)
 
@@ -18,6 +18,9 @@ do {
         var json = quick ? "bench-results/quick.json" : "bench-results/results.json"
         if let i = arguments.firstIndex(of: "--json"), i + 1 < arguments.count { json = arguments[i + 1] }
         var bench = SystemBenchmark(quick: quick, jsonPath: json)
+        if let i = arguments.firstIndex(of: "--only"), i + 1 < arguments.count {
+            bench.only = Set(arguments[i + 1].split(separator: ",").map(String.init))
+        }
         try bench.run()
     case "relay" where arguments.count == 3:
         try Baselines.relay(url: arguments[1], prefix: arguments[2])

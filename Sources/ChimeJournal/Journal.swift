@@ -356,7 +356,8 @@ public final class Journal {
                 return .failure(error)
             }
         }
-        let name = JournalFormat.segmentName(segmentFirst)
+        // Named only on failure: formatting it on every append showed in profiles.
+        var name: String { JournalFormat.segmentName(segmentFirst) }
         switch result {
         case .success(let written) where written == frameSize:
             segmentSize += frameSize

@@ -43,15 +43,46 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// RFC 3339 in UTC: `2026-12-01T10:00:00Z`, or with `.SSS` when `fractional` is true or the
     /// instant has a millisecond part.
     public func rfc3339(fractional: Bool = false) -> String {
-        let ms = Int(milliseconds - seconds * 1000)
-        let civil = LocalDateTime(secondsSinceEpoch: seconds)
-        var out = civil.description
-        if fractional || ms != 0 {
-            out.append(".")
-            out.append(pad(ms, 3))
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        writeRFC3339(into: &bytes, fractional: fractional)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends ``rfc3339(fractional:)``'s text as UTF-8, without building a `String`: deliveries
+    /// write four of these each.
+    public func writeRFC3339(into out: inout [UInt8], fractional: Bool = false) {
+        let secs = seconds
+        let ms = Int(milliseconds - secs * 1000)
+        let days = secs >= 0 ? secs / 86_400 : -((-secs + 86_399) / 86_400)
+        let rest = Int(secs - days * 86_400)
+        let (y, m, d) = civilFromDays(days)
+        func two(_ v: Int) {
+            out.append(UInt8(48 + v / 10))
+            out.append(UInt8(48 + v % 10))
         }
-        out.append("Z")
-        return out
+        if (0...9999).contains(y) {
+            two(y / 100)
+            two(y % 100)
+        } else {
+            out.append(contentsOf: String(y).utf8)
+        }
+        out.append(UInt8(ascii: "-"))
+        two(m)
+        out.append(UInt8(ascii: "-"))
+        two(d)
+        out.append(UInt8(ascii: "T"))
+        two(rest / 3600)
+        out.append(UInt8(ascii: ":"))
+        two(rest / 60 % 60)
+        out.append(UInt8(ascii: ":"))
+        two(rest % 60)
+        if fractional || ms != 0 {
+            out.append(UInt8(ascii: "."))
+            out.append(UInt8(48 + ms / 100))
+            two(ms % 100)
+        }
+        out.append(UInt8(ascii: "Z"))
     }
 
     public var description: String { rfc3339() }

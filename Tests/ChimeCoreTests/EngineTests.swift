@@ -36,6 +36,26 @@ import Testing
         #expect(h.engine.pendingCount == 0)
     }
 
+    @Test func deliveriesAreValidJSONWhateverTheContent() throws {
+        var h = Harness()
+        h.ok(
+            "d1",
+            .schedule,
+            #"{"id":"q\"uo\\te é","after":1,"alertTitle":"line\nbreak","alertBody":"tab\t😀","alertAction":"Open","hasAction":false,"soundName":"default","category":"c","badge":3,"userInfo":{"k":[1,{"n":null}],"s":"\u0001"}}"#
+        )
+        let d = try #require(h.advance(seconds: 1).first)
+        #expect(d["id"] == "q\"uo\\te é")
+        #expect(d["fireId"] == .string("q\"uo\\te é@\(d["occurrenceDate"]?.stringValue ?? "")"))
+        #expect(d["alertTitle"] == "line\nbreak")
+        #expect(d["alertBody"] == "tab\t😀")
+        #expect(d["alertAction"] == "Open")
+        #expect(d["hasAction"] == false)
+        #expect(d["category"] == "c")
+        #expect(d["badge"] == 3)
+        #expect(d["userInfo"] == ["k": [1, ["n": nil]], "s": "\u{01}"])
+        #expect(d["firedAt"] == "2026-12-01T10:00:01.000Z")
+    }
+
     @Test func absoluteFireDateAndPastOneShotFiresAtOnce() {
         var h = Harness()
         h.ok("d1", .schedule, #"{"id":"a","fireDate":"2026-12-01T12:00:00+02:00"}"#)  // 10:00Z: now

@@ -18,7 +18,7 @@ extension Engine {
                 let previous = device.notifications[id]
                 let n = StoredNotification(
                     spec: spec,
-                    deviceId: device.id,
+                    device: device,
                     zones: &zones,
                     version: nextVersion,
                     at: at,
@@ -89,7 +89,7 @@ extension Engine {
             spec.keepAfterFiring = nil
             let n = StoredNotification(
                 spec: spec,
-                deviceId: device.id,
+                device: device,
                 zones: &zones,
                 version: nextVersion,
                 at: at,
@@ -135,7 +135,11 @@ extension Engine {
             device.listedCount += 1
             pendingCount += 1
             device.sortedIds = nil
-            device.index?.insert(n)
+            if device.index != nil {
+                device.index!.insert(n)
+            } else if device.listedCount > UserInfoIndex.threshold {
+                device.index = UserInfoIndex(device.notifications.values)
+            }
         }
     }
 
@@ -182,6 +186,18 @@ extension Engine {
         n.next = nil
         n.armedDue = nil
         guard !replaying, n.enabled, !n.done, !n.removed else { return }
+        if !n.isRepeating && n.extras?.exdates == nil {
+            // A plain one-shot: its one occurrence, unless already sent in this run.
+            guard n.sentThrough == nil else { return }
+            if n.fireIsLocal {
+                guard let zone = n.effectiveZone(deviceZone: device.timeZone) else { return }
+                n.next = Occurrence(index: 1, instant: zone.instant(for: LocalDateTime(secondsSinceEpoch: n.fire)))
+            } else {
+                n.next = Occurrence(index: 1, instant: Instant(milliseconds: n.fire))
+            }
+            setTimer(n, n.fireTime(n.next!).milliseconds)
+            return
+        }
         do {
             guard let recurrence = try recurrence(n, device) else { return }
             // A one-shot fires even when its time has passed; a series resumes at pendingFrom,
@@ -201,6 +217,10 @@ extension Engine {
 
     func setTimer(_ n: StoredNotification, _ due: Int64) {
         n.armedDue = due
-        heap.push(due: due, n)
+        if arming {
+            heap.append(due: due, n)
+        } else {
+            heap.push(due: due, n)
+        }
     }
 }

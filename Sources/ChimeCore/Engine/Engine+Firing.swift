@@ -218,6 +218,8 @@ extension Engine {
 
     func fireId(_ id: String, _ o: Occurrence) -> String { "\(id)@\(o.instant.rfc3339())" }
 
+    /// The delivery's JSON (PROTOCOL.md section 5), written straight into bytes: this runs for
+    /// every delivery, so it builds no intermediate JSON values or strings.
     func deliveryPayload(
         _ n: StoredNotification,
         _ o: Occurrence,
@@ -228,38 +230,57 @@ extension Engine {
         badge: Int?
     ) -> [UInt8] {
         let fireDate = n.fireTime(o)
-        var d = JSONObject()
-        d.append("deviceId", .string(n.deviceId))
-        d.append("id", .string(n.id))
-        d.append("fireId", .string(fireId(n.id, o)))
-        d.append("occurrenceDate", .string(o.instant.rfc3339()))
-        d.append("fireDate", .string(fireDate.rfc3339()))
-        d.append("firedAt", .string(now.rfc3339(fractional: true)))
-        d.append("occurrence", .int(Int64(o.index)))
-        d.append("last", .bool(last))
-        d.append("late", .bool(now.milliseconds - fireDate.milliseconds >= configuration.lateThreshold))
-        d.append("missed", .int(Int64(missed)))
-        d.append("deferred", .bool(deferred))
-        let e = n.extras
-        if let v = n.alertTitle { d.append("alertTitle", .string(v)) }
-        if let v = n.alertBody {
-            d.append("alertBody", .string(v))
-        } else if let bodies = e?.alertBodies, !bodies.isEmpty {
-            d.append("alertBody", .string(bodies[Int(pick(seed: e?.seed ?? 0, index: o.index) % UInt64(bodies.count))]))
+        var out: [UInt8] = []
+        out.reserveCapacity(256 + n.content.count)
+        func key(_ k: StaticString) {
+            out.append(UInt8(ascii: ","))
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
+            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
         }
-        if let v = e?.alertAction { d.append("alertAction", .string(v)) }
-        if let v = e?.hasAction { d.append("hasAction", .bool(v)) }
-        if let v = e?.soundName { d.append("soundName", .string(v)) }
-        if let v = e?.category { d.append("category", .string(v)) }
-        if let badge { d.append("badge", .int(Int64(badge))) }
-        var out = JSON.object(d).bytes
-        if let userInfo = n.userInfo {
-            // Splice the stored userInfo in as it is, before the closing brace.
-            out.removeLast()
-            out.append(contentsOf: #","userInfo":"#.utf8)
-            out.append(contentsOf: userInfo)
-            out.append(UInt8(ascii: "}"))
+        func instant(_ i: Instant, fractional: Bool = false) {
+            out.append(UInt8(ascii: "\""))
+            i.writeRFC3339(into: &out, fractional: fractional)
+            out.append(UInt8(ascii: "\""))
         }
+        func flag(_ b: Bool) { out.append(contentsOf: (b ? "true" : "false").utf8) }
+        out.append(contentsOf: #"{"deviceId":"#.utf8)
+        JSON.writeString(n.deviceId, to: &out)
+        key("id")
+        JSON.writeString(n.id, to: &out)
+        key("fireId")
+        JSON.writeString(n.id, to: &out)
+        out.removeLast()  // reopen the string: fireId is "{id}@{occurrenceDate}"
+        out.append(UInt8(ascii: "@"))
+        o.instant.writeRFC3339(into: &out)
+        out.append(UInt8(ascii: "\""))
+        key("occurrenceDate")
+        instant(o.instant)
+        key("fireDate")
+        instant(fireDate)
+        key("firedAt")
+        instant(now, fractional: true)
+        key("occurrence")
+        out.append(contentsOf: String(o.index).utf8)
+        key("last")
+        flag(last)
+        key("late")
+        flag(now.milliseconds - fireDate.milliseconds >= configuration.lateThreshold)
+        key("missed")
+        out.append(contentsOf: String(missed).utf8)
+        key("deferred")
+        flag(deferred)
+        if let bodies = n.extras?.alertBodies, !bodies.isEmpty {
+            let picked = bodies[Int(pick(seed: n.extras?.seed ?? 0, index: o.index) % UInt64(bodies.count))]
+            key("alertBody")
+            JSON.writeString(picked, to: &out)
+        }
+        if let badge {
+            key("badge")
+            out.append(contentsOf: String(badge).utf8)
+        }
+        out.append(contentsOf: n.content)
+        out.append(UInt8(ascii: "}"))
         return out
     }
 

@@ -13,37 +13,23 @@ public struct EngineSnapshot: Sendable {
     let notifications: [(notification: StoredNotification, state: DurableState)]
     let nextVersion: UInt64
 
-    /// The current snapshot format. Readers accept this and every earlier one.
-    public static let format: Int64 = 1
+    /// The current snapshot format (2: binary entries, see ``SnapshotCoding``). Readers accept
+    /// this and every earlier one (1: JSON entries).
+    public static let format: Int64 = 2
 
     /// How many entries ``forEachEntry(_:)`` produces.
     public var entryCount: Int { 1 + devices.count + notifications.count }
 
     /// Calls `body` with each snapshot entry: a header, then each device, then each
-    /// notification. Entries are JSON objects.
+    /// notification.
     public func forEachEntry<E: Error>(_ body: ([UInt8]) throws(E) -> Void) throws(E) {
-        try body(JSON.object(["format": .int(Self.format), "nextVersion": .int(Int64(bitPattern: nextVersion))]).bytes)
-        for device in devices {
-            var d = JSONObject()
-            d.append("device", .string(device.id))
-            if let zone = device.timeZone { d.append("timeZone", .string(zone.identifier)) }
-            if device.badge != 0 { d.append("badge", .int(Int64(device.badge))) }
-            if let quiet = device.quietHours { d.append("quietHours", Replies.quietHours(quiet)) }
-            try body(JSON.object(d).bytes)
-        }
+        try body(SnapshotCoding.encodeHeader(nextVersion: nextVersion))
+        for device in devices { try body(SnapshotCoding.encode(device)) }
+        var w = ByteWriter()
         for (n, state) in notifications {
-            var o = JSONObject()
-            o.append("device", .string(n.deviceId))
-            o.append("n", .object(NotificationCoding.encode(n.spec, internal: true)))
-            o.append("version", .int(Int64(bitPattern: state.version)))
-            if !state.enabled { o.append("enabled", false) }
-            if state.firedCount != 0 { o.append("firedCount", .int(Int64(state.firedCount))) }
-            if let last = state.lastFiredAt { o.append("lastFiredAt", .int(last)) }
-            o.append("createdAt", .int(state.createdAt))
-            o.append("updatedAt", .int(state.updatedAt))
-            o.append("pendingFrom", .int(state.pendingFrom))
-            if state.done { o.append("done", true) }
-            try body(JSON.object(o).bytes)
+            w.bytes.removeAll(keepingCapacity: true)
+            SnapshotCoding.encode(n, state, into: &w)
+            try body(w.bytes)
         }
     }
 }
@@ -79,8 +65,13 @@ extension Engine {
         pendingCount = 0
     }
 
-    /// Reads one snapshot entry, as ``EngineSnapshot/forEachEntry(_:)`` wrote it.
+    /// Reads one snapshot entry, as ``EngineSnapshot/forEachEntry(_:)`` wrote it (format 2) or
+    /// an earlier chimed did (format 1, JSON).
     public func restore(snapshotEntry bytes: [UInt8]) throws(RecoveryError) {
+        guard bytes.first == UInt8(ascii: "{") else {
+            try restoreBinary(bytes)
+            return
+        }
         let object: JSONObject
         do {
             guard case .object(let o) = try JSON(parsing: bytes) else {
@@ -110,7 +101,7 @@ extension Engine {
                 let createdAt = try millis("createdAt") ?? 0
                 let n = StoredNotification(
                     spec: spec,
-                    deviceId: device.id,
+                    device: device,
                     zones: &zones,
                     version: UInt64(bitPattern: try r.integer("version", in: all) ?? 0),
                     at: Instant(milliseconds: try millis("updatedAt") ?? createdAt),
@@ -145,9 +136,13 @@ extension Engine {
     /// Ends recovery: computes every notification's next occurrence and sets the timers.
     public func finishRecovery() {
         replaying = false
+        lastRestoredDevice = nil
+        arming = true
         for device in devices.values {
             for n in device.notifications.values { arm(n, device) }
             dropIfEmpty(device)
         }
+        arming = false
+        heap.heapify()
     }
 }

@@ -69,6 +69,10 @@ public final class Engine {
     /// While replaying the journal, derived state (next occurrences, timers) is left for
     /// ``finishRecovery()`` to build once.
     var replaying = false
+    /// The device of the previous snapshot entry, during recovery.
+    var lastRestoredDevice: DeviceState?
+    /// Timers are being set for everything at once: collected, then ordered in one pass.
+    var arming = false
     /// How many listed notifications are held, over all devices.
     public internal(set) var pendingCount = 0
 
@@ -291,13 +295,13 @@ public final class Engine {
         }
     }
 
-    /// The listed notifications whose userInfo has every member of `wanted`. Devices with many
-    /// notifications get an index on first use, kept up to date from then on.
+    /// The listed notifications whose userInfo has every member of `wanted`: through the index on
+    /// devices with many notifications (built when they pass ``UserInfoIndex/threshold``), by a
+    /// scan on the others.
     func matching(_ device: DeviceState, _ wanted: JSONObject) -> [StoredNotification] {
         let candidates: [StoredNotification]
-        if device.listedCount > UserInfoIndex.threshold {
-            if device.index == nil { device.index = UserInfoIndex(device.notifications.values) }
-            candidates = device.index!.candidates(wanted)
+        if let index = device.index {
+            candidates = index.candidates(wanted).compactMap { device.notifications[$0] }
         } else {
             candidates = Array(device.notifications.values)
         }

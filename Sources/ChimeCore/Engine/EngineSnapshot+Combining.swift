@@ -2,6 +2,20 @@ extension EngineSnapshot {
     /// The devices this snapshot holds state for, in no particular order.
     public var deviceIds: [String] { devices.map(\.id) }
 
+    /// Every notification the snapshot holds (snoozes included), as device and id.
+    public var notificationKeys: [(device: String, id: String)] {
+        notifications.map { ($0.notification.deviceId, $0.notification.id) }
+    }
+
+    /// The state that snapshot entries (as ``forEachEntry(_:)`` writes them) describe.
+    public init(entries: [[UInt8]]) throws(RecoveryError) {
+        let engine = Engine()
+        engine.beginRecovery()
+        for entry in entries { try engine.restore(snapshotEntry: entry) }
+        engine.finishRecovery()
+        self = engine.snapshot
+    }
+
     /// One snapshot made of the devices of `parts` that `isIncluded` selects: how devices move
     /// between data directories when the number of partitions changes.
     ///

@@ -12,10 +12,6 @@ final class SpecExtras: Sendable {
     let until: DateTimeValue?
     let exdates: [DateTimeValue]?
     let alertBodies: [String]?
-    let alertAction: String?
-    let hasAction: Bool?
-    let soundName: String?
-    let category: String?
     let expiresAfter: Int64?
     let misfire: Misfire?
     let ignoreQuietHours: Bool?
@@ -29,10 +25,6 @@ final class SpecExtras: Sendable {
         until = spec.until
         exdates = spec.exdates
         alertBodies = spec.alertBodies
-        alertAction = spec.alertAction
-        hasAction = spec.hasAction
-        soundName = spec.soundName
-        category = spec.category
         expiresAfter = spec.expiresAfter
         misfire = spec.misfire
         ignoreQuietHours = spec.ignoreQuietHours
@@ -44,7 +36,6 @@ final class SpecExtras: Sendable {
     /// Whether a spec needs extras at all.
     static func needed(_ s: NotificationSpec) -> Bool {
         s.rrule != nil || s.count != nil || s.until != nil || s.exdates != nil || s.alertBodies != nil
-            || s.alertAction != nil || s.hasAction != nil || s.soundName != nil || s.category != nil
             || s.expiresAfter != nil || s.misfire != nil || s.ignoreQuietHours != nil || s.enabled != nil
             || s.keepAfterFiring != nil || s.seed != 0
     }
@@ -74,101 +65,237 @@ struct DurableState: Sendable {
 /// reads that state (it gets a copy, ``DurableState``), so no memory location is shared between
 /// a writer and a reader.
 final class StoredNotification: @unchecked Sendable {
+    // Fields are ordered, and optional integers kept as sentinels, so that the object stays
+    // small: a million of them are pending on a busy worker.
+
     // The spec, resolved: `after` and `alignTo` became the fire date.
     let id: String
-    let deviceId: String
+    /// Its device. (The device holds it only while it is attached, so this makes no cycle that
+    /// outlives a removal.)
+    let device: DeviceState
     /// Milliseconds since the epoch when absolute; the wall-clock time read as UTC, in seconds,
     /// when `fireIsLocal`.
     let fire: Int64
-    let fireIsLocal: Bool
-    /// The zone named by `timeZone`, when it names one.
-    let zone: ZoneBox?
-    /// `timeZone: "device"` was given.
-    let zoneIsDevice: Bool
-    let repeatUnit: RepeatUnit?
     /// Milliseconds; -1 when not given.
     let leadTimeGiven: Int64
-    let alertTitle: String?
-    let alertBody: String?
-    let badge: Badge?
-    /// `userInfo` as compact JSON: deliveries copy it as it is.
-    let userInfo: [UInt8]?
+    /// The zone named by `timeZone`, when it names one.
+    let zone: ZoneBox?
+    /// The content fields that were given (`alertTitle`, `alertBody`, `alertAction`,
+    /// `hasAction`, `soundName`, `category`, then `userInfo`) as the members of a JSON object
+    /// written out, each preceded by a comma: one allocation, copied into deliveries as it is.
+    let content: [UInt8]
     let extras: SpecExtras?
+    /// Where the `userInfo` value starts in `content`; -1 when there is none.
+    let userInfoStart: Int32
+    let badgeValue: Int32
+    /// 0: none, 1: absolute, 2: a change.
+    let badgeKind: UInt8
+    let repeatUnit: RepeatUnit?
+    let fireIsLocal: Bool
+    /// `timeZone: "device"` was given.
+    let zoneIsDevice: Bool
     let isSnooze: Bool
 
-    // Durable state.
-    var version: UInt64
+    // State. `enabled` to `pendingFrom` are durable; the rest is derived and rebuilt after
+    // recovery.
     var enabled: Bool
     var done = false
+    /// Held by the device's quiet hours; delivered with `deferred: true` when they end.
+    var deferred = false
+    /// Removed from its device: timers and deliveries in flight that still refer to it ignore it.
+    var removed = false
     var firedCount: Int32 = 0
-    var lastFiredAt: Int64?
+    private var nextIndex: Int32 = 0
+    var version: UInt64
+    var lastFiredRaw = Int64.min
     var createdAt: Int64
     var updatedAt: Int64
     /// Occurrences at or after this instant (ms) are still to be delivered. Set to the time of
     /// scheduling (or resuming) plus the lead time, and past each acknowledged occurrence.
     var pendingFrom: Int64
+    private var nextInstant = Int64.min
+    private var armedRaw = Int64.min
+    private var sentRaw = Int64.min
 
-    // Derived, rebuilt after recovery.
+    var lastFiredAt: Int64? {
+        get { lastFiredRaw == .min ? nil : lastFiredRaw }
+        set { lastFiredRaw = newValue ?? .min }
+    }
+
     /// The next occurrence to deliver that is not already in flight.
-    var next: Occurrence?
+    var next: Occurrence? {
+        get {
+            nextInstant == .min ? nil : Occurrence(index: Int(nextIndex), instant: Instant(milliseconds: nextInstant))
+        }
+        set {
+            nextInstant = newValue?.instant.milliseconds ?? .min
+            nextIndex = Int32(clamping: newValue?.index ?? 0)
+        }
+    }
+
     /// The due time the timer heap holds for this notification; nil when not armed. A heap
     /// entry whose due time is not this one is stale.
-    var armedDue: Int64?
-    /// Held by the device's quiet hours; delivered with `deferred: true` when they end.
-    var deferred = false
-    /// The latest occurrence published in this run, so that re-arming never sends it twice.
-    var sentThrough: Int64?
-    /// Removed from its device: timers and deliveries in flight that still refer to it ignore it.
-    var removed = false
+    var armedDue: Int64? {
+        get { armedRaw == .min ? nil : armedRaw }
+        set { armedRaw = newValue ?? .min }
+    }
 
+    /// The latest occurrence published in this run, so that re-arming never sends it twice.
+    var sentThrough: Int64? {
+        get { sentRaw == .min ? nil : sentRaw }
+        set { sentRaw = newValue ?? .min }
+    }
+
+    var badge: Badge? {
+        switch badgeKind {
+        case 1: return .absolute(Int(badgeValue))
+        case 2: return .delta(Int(badgeValue))
+        default: return nil
+        }
+    }
+
+    /// Every spec field as stored; the state starts at the given version and times.
     init(
+        id: String,
+        device: DeviceState,
+        fire: Int64,
+        fireIsLocal: Bool,
+        zone: ZoneBox?,
+        zoneIsDevice: Bool,
+        repeatUnit: RepeatUnit?,
+        leadTimeGiven: Int64,
+        content: [UInt8],
+        userInfoStart: Int32,
+        badgeKind: UInt8,
+        badgeValue: Int32,
+        extras: SpecExtras?,
+        version: UInt64,
+        enabled: Bool,
+        createdAt: Int64,
+        updatedAt: Int64,
+        pendingFrom: Int64
+    ) {
+        self.id = id
+        self.device = device
+        self.fire = fire
+        self.fireIsLocal = fireIsLocal
+        self.zone = zone
+        self.zoneIsDevice = zoneIsDevice
+        self.repeatUnit = repeatUnit
+        self.leadTimeGiven = leadTimeGiven
+        self.content = content
+        self.userInfoStart = userInfoStart
+        self.badgeKind = badgeKind
+        self.badgeValue = badgeValue
+        self.extras = extras
+        self.isSnooze = id.hasSuffix(NotificationCoding.snoozeSuffix)
+        self.version = version
+        self.enabled = enabled
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.pendingFrom = pendingFrom
+    }
+
+    /// A notification as scheduled at `at`.
+    convenience init(
         spec: NotificationSpec,
-        deviceId: String,
+        device: DeviceState,
         zones: inout ZoneInterner,
         version: UInt64,
         at: Instant,
         createdAt: Instant
     ) {
-        id = spec.id ?? ""
-        self.deviceId = deviceId
+        var fire = at.milliseconds
+        var fireIsLocal = false
         switch spec.fireDate {
         case .local(let local)?:
             fire = local.secondsSinceEpoch
             fireIsLocal = true
         case .instant(let instant)?:
             fire = instant.milliseconds
-            fireIsLocal = false
         case nil:
-            fire = at.milliseconds
-            fireIsLocal = false
+            break
         }
-        switch spec.timeZone {
-        case .named(let z)?:
-            zone = zones.box(z)
-            zoneIsDevice = false
-        case .device?:
-            zone = nil
-            zoneIsDevice = true
+        var zone: ZoneBox?
+        if case .named(let z)? = spec.timeZone { zone = zones.box(z) }
+        // Written into a reused scratch buffer, then copied into an exactly sized array: growing
+        // the array in place would leave a trail of freed buffers among long-lived objects.
+        var content = zones.scratch
+        content.removeAll(keepingCapacity: true)
+        func member(_ key: String, _ value: JSON?) {
+            guard let value else { return }
+            content.append(UInt8(ascii: ","))
+            JSON.writeString(key, to: &content)
+            content.append(UInt8(ascii: ":"))
+            value.write(to: &content)
+        }
+        member("alertTitle", spec.alertTitle.map(JSON.string))
+        member("alertBody", spec.alertBody.map(JSON.string))
+        member("alertAction", spec.alertAction.map(JSON.string))
+        member("hasAction", spec.hasAction.map(JSON.bool))
+        member("soundName", spec.soundName.map(JSON.string))
+        member("category", spec.category.map(JSON.string))
+        var userInfoStart: Int32 = -1
+        if let userInfo = spec.userInfo {
+            member("userInfo", .object([:]))
+            content.removeLast(2)
+            userInfoStart = Int32(content.count)
+            JSON.object(userInfo).write(to: &content)
+        }
+        let exact = exactCopy(content)
+        zones.scratch = content
+        var badgeKind: UInt8 = 0
+        var badgeValue: Int32 = 0
+        switch spec.badge {
+        case .absolute(let v)?:
+            badgeKind = 1
+            badgeValue = Int32(clamping: v)
+        case .delta(let v)?:
+            badgeKind = 2
+            badgeValue = Int32(clamping: v)
         case nil:
-            zone = nil
-            zoneIsDevice = false
+            break
         }
-        repeatUnit = spec.repeatInterval
-        leadTimeGiven = spec.leadTime ?? -1
-        alertTitle = spec.alertTitle
-        alertBody = spec.alertBody
-        badge = spec.badge
-        userInfo = spec.userInfo.map { JSON.object($0).bytes }
-        extras = SpecExtras.needed(spec) ? SpecExtras(spec) : nil
-        isSnooze = id.hasSuffix(NotificationCoding.snoozeSuffix)
-        self.version = version
-        enabled = spec.enabled ?? true
-        self.createdAt = createdAt.milliseconds
-        updatedAt = at.milliseconds
-        pendingFrom = at.milliseconds + max(0, spec.leadTime ?? 0)
+        self.init(
+            id: spec.id ?? "",
+            device: device,
+            fire: fire,
+            fireIsLocal: fireIsLocal,
+            zone: zone,
+            zoneIsDevice: spec.timeZone == .device,
+            repeatUnit: spec.repeatInterval,
+            leadTimeGiven: spec.leadTime ?? -1,
+            content: exact,
+            userInfoStart: userInfoStart,
+            badgeKind: badgeKind,
+            badgeValue: badgeValue,
+            extras: SpecExtras.needed(spec) ? SpecExtras(spec) : nil,
+            version: version,
+            enabled: spec.enabled ?? true,
+            createdAt: createdAt.milliseconds,
+            updatedAt: at.milliseconds,
+            pendingFrom: at.milliseconds + max(0, spec.leadTime ?? 0)
+        )
     }
 
+    var deviceId: String { device.id }
     var leadTime: Int64 { max(0, leadTimeGiven) }
+
+    /// The content fields as an object.
+    var contentObject: JSONObject {
+        guard !content.isEmpty,
+            case .object(let o)? = try? JSON(parsing: [UInt8(ascii: "{")] + content.dropFirst() + [UInt8(ascii: "}")])
+        else { return [:] }
+        return o
+    }
+
+    /// `userInfo`, as the JSON text it was stored as.
+    var userInfoBytes: ArraySlice<UInt8>? {
+        userInfoStart < 0 ? nil : content[Int(userInfoStart)...]
+    }
+
+    /// `alertBody`, for tests and logs.
+    var alertBody: String? { contentObject["alertBody"]?.stringValue }
     var isListed: Bool { !isSnooze }
     var isRepeating: Bool { repeatUnit != nil || extras?.rrule != nil }
 
@@ -221,20 +348,21 @@ final class StoredNotification: @unchecked Sendable {
         }
         s.repeatInterval = repeatUnit
         s.leadTime = leadTimeGiven >= 0 ? leadTimeGiven : nil
-        s.alertTitle = alertTitle
-        s.alertBody = alertBody
+        let c = contentObject
+        s.alertTitle = c["alertTitle"]?.stringValue
+        s.alertBody = c["alertBody"]?.stringValue
+        s.alertAction = c["alertAction"]?.stringValue
+        if case .bool(let b)? = c["hasAction"] { s.hasAction = b }
+        s.soundName = c["soundName"]?.stringValue
+        s.category = c["category"]?.stringValue
+        s.userInfo = c["userInfo"]?.objectValue
         s.badge = badge
-        if let userInfo, case .object(let o)? = try? JSON(parsing: userInfo) { s.userInfo = o }
         if let e = extras {
             s.rrule = e.rrule
             s.count = e.count
             s.until = e.until
             s.exdates = e.exdates
             s.alertBodies = e.alertBodies
-            s.alertAction = e.alertAction
-            s.hasAction = e.hasAction
-            s.soundName = e.soundName
-            s.category = e.category
             s.expiresAfter = e.expiresAfter
             s.misfire = e.misfire
             s.ignoreQuietHours = e.ignoreQuietHours
@@ -247,14 +375,24 @@ final class StoredNotification: @unchecked Sendable {
 
     /// The userInfo as an object, for selectors.
     var userInfoObject: JSONObject? {
-        guard let userInfo, case .object(let o)? = try? JSON(parsing: userInfo) else { return nil }
+        guard let bytes = userInfoBytes, case .object(let o)? = try? JSON(parsing: Array(bytes)) else { return nil }
         return o
     }
 }
 
-/// Shares one ``ZoneBox`` per zone identifier.
+/// A copy of `bytes` in an array of exactly their size (copies of an array share its buffer,
+/// capacity included).
+func exactCopy<C: Collection<UInt8>>(_ bytes: C) -> [UInt8] {
+    [UInt8](unsafeUninitializedCapacity: bytes.count) { buffer, count in
+        count = buffer.initialize(fromContentsOf: bytes)
+    }
+}
+
+/// Shares one ``ZoneBox`` per zone identifier, and lends a scratch buffer to whoever builds a
+/// stored notification.
 struct ZoneInterner: Sendable {
     private var boxes: [String: ZoneBox] = [:]
+    var scratch: [UInt8] = []
 
     mutating func box(_ zone: Zone) -> ZoneBox {
         if let box = boxes[zone.identifier] { return box }
@@ -293,13 +431,15 @@ final class DeviceState {
     }
 }
 
-/// userInfo members (key and value, as JSON) to the notifications that carry them, so that a
-/// selector on a device with many notifications does not scan them all.
+/// userInfo members (key and value, as JSON) to the ids of the notifications that carry them,
+/// so that a selector on a device with many notifications does not scan them all. Sets, changed
+/// in place, so that adding or removing one notification costs the same however many share a
+/// member.
 struct UserInfoIndex {
     /// Devices with more listed notifications than this get an index when first matched.
     static let threshold = 1024
 
-    private var table: [Member: [StoredNotification]] = [:]
+    private var table: [Member: Set<String>] = [:]
 
     struct Member: Hashable {
         var key: String
@@ -312,26 +452,24 @@ struct UserInfoIndex {
 
     mutating func insert(_ n: StoredNotification) {
         guard n.isListed, let info = n.userInfoObject else { return }
-        for (key, value) in info { table[Member(key: key, value: value), default: []].append(n) }
+        for (key, value) in info { table[Member(key: key, value: value), default: []].insert(n.id) }
     }
 
     mutating func remove(_ n: StoredNotification) {
         guard n.isListed, let info = n.userInfoObject else { return }
         for (key, value) in info {
             let member = Member(key: key, value: value)
-            guard var list = table[member], let i = list.firstIndex(where: { $0 === n }) else { continue }
-            list.swapAt(i, list.count - 1)
-            list.removeLast()
-            table[member] = list.isEmpty ? nil : list
+            table[member]?.remove(n.id)
+            if table[member]?.isEmpty == true { table[member] = nil }
         }
     }
 
-    /// Candidates for a match: those carrying its rarest member (to be checked against all).
-    func candidates(_ wanted: JSONObject) -> [StoredNotification] {
-        var best: [StoredNotification]?
+    /// Candidates for a match: the ids carrying its rarest member (to be checked against all).
+    func candidates(_ wanted: JSONObject) -> Set<String> {
+        var best: Set<String>?
         for (key, value) in wanted {
-            let list = table[Member(key: key, value: value)] ?? []
-            if best == nil || list.count < best!.count { best = list }
+            let ids = table[Member(key: key, value: value)] ?? []
+            if best == nil || ids.count < best!.count { best = ids }
         }
         return best ?? []
     }

@@ -1,4 +1,4 @@
-/// A binary min-heap of wake-ups, ordered by due time then by insertion.
+/// A binary min-heap of wake-ups, ordered by due time.
 ///
 /// Entries are never removed from the middle: when a notification is re-armed its
 /// `armedDue` changes, and entries whose due time is not its `armedDue` are skipped when they
@@ -7,20 +7,28 @@
 struct TimerHeap {
     struct Entry {
         var due: Int64
-        var order: UInt64
         var notification: StoredNotification
     }
 
     private var entries: [Entry] = []
-    private var nextOrder: UInt64 = 0
 
     var count: Int { entries.count }
     var top: Entry? { entries.first }
 
     mutating func push(due: Int64, _ notification: StoredNotification) {
-        entries.append(Entry(due: due, order: nextOrder, notification: notification))
-        nextOrder &+= 1
+        entries.append(Entry(due: due, notification: notification))
         siftUp(entries.count - 1)
+    }
+
+    /// Adds an entry without ordering the heap: call ``heapify()`` before using it again.
+    mutating func append(due: Int64, _ notification: StoredNotification) {
+        entries.append(Entry(due: due, notification: notification))
+    }
+
+    /// Orders the whole heap in O(n), after ``append(due:_:)``.
+    mutating func heapify() {
+        guard entries.count > 1 else { return }
+        for i in stride(from: entries.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
     }
 
     mutating func pop() -> Entry? {
@@ -34,16 +42,13 @@ struct TimerHeap {
     /// Keeps only the entries `isLive` accepts, in O(n).
     mutating func compact(_ isLive: (Entry) -> Bool) {
         entries.removeAll { !isLive($0) }
-        guard entries.count > 1 else { return }
-        for i in stride(from: entries.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
+        heapify()
     }
 
     mutating func removeAll() { entries.removeAll() }
 
     private func less(_ a: Int, _ b: Int) -> Bool {
-        let x = entries[a]
-        let y = entries[b]
-        return x.due != y.due ? x.due < y.due : x.order < y.order
+        entries[a].due < entries[b].due
     }
 
     private mutating func siftUp(_ index: Int) {

@@ -146,15 +146,19 @@ private struct JSONParser {
     mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
         let start = index
+        var isASCII = true
         // Fast path: no escapes.
         while index < bytes.count {
             let b = bytes[index]
+            if b >= 0x80 { isASCII = false }
             if b == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                // ASCII is valid UTF-8: skip the (slower) validating initializer.
+                if isASCII { return String(decoding: slice, as: UTF8.self) }
                 guard let s = String(validating: slice, as: UTF8.self) else {
                     throw JSONParseError(offset: start, reason: "invalid UTF-8 in a string")
                 }
-                index += 1
                 return s
             }
             if b == UInt8(ascii: "\\") { break }

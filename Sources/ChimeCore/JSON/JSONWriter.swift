@@ -46,18 +46,31 @@ extension JSON {
     /// Writes a JSON string literal, escaping quotes, backslashes and control characters.
     public static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for b in s.utf8 {
-            switch b {
-            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0..<0x20:
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
-                out.append(hexDigits[Int(b >> 4)])
-                out.append(hexDigits[Int(b & 0xF)])
-            default: out.append(b)
+        var string = s
+        string.withUTF8 { utf8 in
+            // Most strings need no escaping: copy them in one go.
+            var needsEscape = false
+            for b in utf8 where b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") {
+                needsEscape = true
+                break
+            }
+            if !needsEscape {
+                out.append(contentsOf: utf8)
+                return
+            }
+            for b in utf8 {
+                switch b {
+                case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+                case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+                case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+                case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+                case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+                case 0..<0x20:
+                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
+                    out.append(hexDigits[Int(b >> 4)])
+                    out.append(hexDigits[Int(b & 0xF)])
+                default: out.append(b)
+                }
             }
         }
         out.append(UInt8(ascii: "\""))

@@ -1,0 +1,306 @@
+/// The binary snapshot entries of format 2.
+///
+/// Format 1 wrote each entry as a JSON object; reading a million of them back took seconds, and
+/// recovery has to be quick. Format 2 writes the stored fields as they are held in memory, little
+/// endian, behind a one-byte kind: `H` header, `D` device, `N` notification. A JSON entry starts
+/// with `{`, so readers tell the formats apart entry by entry and still read format 1.
+///
+/// Strings and byte strings are a `UInt32` length and the bytes. Optional integers use
+/// `Int64.min` for nil, as the stored object does.
+enum SnapshotCoding {
+    static let header = UInt8(ascii: "H")
+    static let device = UInt8(ascii: "D")
+    static let notification = UInt8(ascii: "N")
+
+    static func encodeHeader(nextVersion: UInt64) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(header)
+        w.u8(2)
+        w.u64(nextVersion)
+        return w.bytes
+    }
+
+    static func encode(_ d: EngineSnapshot.Device) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(device)
+        w.string(d.id)
+        w.string(d.timeZone?.identifier ?? "")
+        w.i64(Int64(d.badge))
+        if let q = d.quietHours {
+            w.u8(1)
+            for t in [q.start, q.end] {
+                w.u8(UInt8(t.hour))
+                w.u8(UInt8(t.minute))
+                w.u8(UInt8(t.second))
+            }
+        } else {
+            w.u8(0)
+        }
+        return w.bytes
+    }
+
+    static func encode(_ n: StoredNotification, _ state: DurableState, into w: inout ByteWriter) {
+        w.u8(notification)
+        w.string(n.deviceId)
+        w.string(n.id)
+        var flags: UInt8 = 0
+        if n.fireIsLocal { flags |= 1 }
+        if n.zoneIsDevice { flags |= 2 }
+        if state.enabled { flags |= 4 }
+        if state.done { flags |= 8 }
+        if n.extras != nil { flags |= 16 }
+        w.u8(flags)
+        w.u8(n.repeatUnit.map { UInt8(RepeatUnit.allCases.firstIndex(of: $0)!) } ?? 0xFF)
+        w.i64(n.fire)
+        w.i64(n.leadTimeGiven)
+        w.string(n.zone?.zone.identifier ?? "")
+        w.u8(n.badgeKind)
+        w.i32(n.badgeValue)
+        w.i32(n.userInfoStart)
+        w.bytes(n.content)
+        w.u64(state.version)
+        w.i32(state.firedCount)
+        w.i64(state.lastFiredAt ?? .min)
+        w.i64(state.createdAt)
+        w.i64(state.updatedAt)
+        w.i64(state.pendingFrom)
+        if let e = n.extras { w.bytes(JSON.object(e.json).bytes) }
+    }
+}
+
+extension Engine {
+    /// Reads a format 2 entry (see ``SnapshotCoding``).
+    func restoreBinary(_ bytes: [UInt8]) throws(RecoveryError) {
+        var r = ByteReader(bytes)
+        switch try r.u8() {
+        case SnapshotCoding.header:
+            let format = try r.u8()
+            guard format <= EngineSnapshot.format else {
+                throw RecoveryError(description: "snapshot format \(format) is newer than this chimed reads")
+            }
+            nextVersion = try r.u64()
+        case SnapshotCoding.device:
+            let device = device(try r.string())
+            let zone = try r.string()
+            if !zone.isEmpty {
+                guard let z = Zone(identifier: zone) else { throw RecoveryError(description: "unknown zone \(zone)") }
+                device.timeZone = z
+            }
+            device.badge = Int(try r.i64())
+            if try r.u8() == 1 {
+                var times: [TimeOfDay] = []
+                for _ in 0..<2 {
+                    times.append(TimeOfDay(hour: Int(try r.u8()), minute: Int(try r.u8()), second: Int(try r.u8())))
+                }
+                device.quietHours = QuietHours(start: times[0], end: times[1])
+            }
+        case SnapshotCoding.notification:
+            // Entries come device by device: look the device up once per run of them.
+            let deviceId = try r.string()
+            let device: DeviceState
+            if let last = lastRestoredDevice, last.id == deviceId {
+                device = last
+            } else {
+                device = self.device(deviceId)
+                lastRestoredDevice = device
+            }
+            let id = try r.string()
+            let flags = try r.u8()
+            let unit = try r.u8()
+            guard unit == 0xFF || Int(unit) < RepeatUnit.allCases.count else {
+                throw RecoveryError(description: "notification \(id): unknown repeat unit \(unit)")
+            }
+            let fire = try r.i64()
+            let lead = try r.i64()
+            let zoneName = try r.string()
+            var zone: ZoneBox?
+            if !zoneName.isEmpty {
+                guard let z = Zone(identifier: zoneName) else {
+                    throw RecoveryError(description: "notification \(id): unknown zone \(zoneName)")
+                }
+                zone = zones.box(z)
+            }
+            let badgeKind = try r.u8()
+            let badgeValue = try r.i32()
+            let userInfoStart = try r.i32()
+            let content = try r.bytes()
+            let version = try r.u64()
+            let firedCount = try r.i32()
+            let lastFired = try r.i64()
+            let createdAt = try r.i64()
+            let updatedAt = try r.i64()
+            let pendingFrom = try r.i64()
+            var extras: SpecExtras?
+            if flags & 16 != 0 {
+                let text = try r.bytes()
+                do throws(ChimeError) {
+                    guard case .object(let o)? = try? JSON(parsing: text) else {
+                        throw ChimeError(.invalidArgument, "extras are not a JSON object")
+                    }
+                    extras = try SpecExtras(FieldReader(o))
+                } catch {
+                    throw RecoveryError(description: "notification \(id): \(error.message)")
+                }
+            }
+            guard userInfoStart < Int32(content.count) else {
+                throw RecoveryError(description: "notification \(id): userInfo offset out of range")
+            }
+            let n = StoredNotification(
+                id: id,
+                device: device,
+                fire: fire,
+                fireIsLocal: flags & 1 != 0,
+                zone: zone,
+                zoneIsDevice: flags & 2 != 0,
+                repeatUnit: unit == 0xFF ? nil : RepeatUnit.allCases[Int(unit)],
+                leadTimeGiven: lead,
+                content: content,
+                userInfoStart: userInfoStart,
+                badgeKind: badgeKind,
+                badgeValue: badgeValue,
+                extras: extras,
+                version: version,
+                enabled: flags & 4 != 0,
+                createdAt: createdAt,
+                updatedAt: updatedAt,
+                pendingFrom: pendingFrom
+            )
+            n.done = flags & 8 != 0
+            n.firedCount = firedCount
+            n.lastFiredRaw = lastFired
+            if let old = device.notifications[id] { detach(old, from: device) }
+            attach(n, to: device)
+        default:
+            throw RecoveryError(description: "unknown snapshot entry kind \(bytes.first ?? 0)")
+        }
+        guard r.atEnd else { throw RecoveryError(description: "snapshot entry has \(r.remaining) extra bytes") }
+    }
+}
+
+extension SpecExtras {
+    /// The fields as the JSON members a notification object has for them.
+    var json: JSONObject {
+        var o = JSONObject()
+        if let v = rrule { o.append("rrule", .string(v.description)) }
+        if let v = count { o.append("count", .int(Int64(v))) }
+        if let v = until { o.append("until", .string(v.description)) }
+        if let v = exdates { o.append("exdates", .array(v.map { .string($0.description) })) }
+        if let v = alertBodies { o.append("alertBodies", .array(v.map(JSON.string))) }
+        if let v = expiresAfter { o.append("expiresAfter", .int(v)) }
+        if let v = misfire { o.append("misfire", .string(v.rawValue)) }
+        if let v = ignoreQuietHours { o.append("ignoreQuietHours", .bool(v)) }
+        if let v = enabled { o.append("enabled", .bool(v)) }
+        if let v = keepAfterFiring { o.append("keepAfterFiring", .bool(v)) }
+        if seed != 0 { o.append("seed", .int(Int64(bitPattern: seed))) }
+        return o
+    }
+
+    /// Reads what ``json`` wrote (`expiresAfter` in milliseconds here).
+    convenience init(_ r: FieldReader) throws(ChimeError) {
+        var spec = NotificationSpec()
+        if let text = try r.string("rrule") {
+            do {
+                spec.rrule = try RecurrenceRule(parsing: text)
+            } catch {
+                throw .invalid("rrule", "\(error)")
+            }
+        }
+        spec.count = try r.integer("count", in: 1...Int64(Int32.max)).map(Int.init)
+        spec.until = try r.dateTime("until")
+        if let values = try r.strings("exdates", maxCount: .max, maxLength: 64) {
+            var dates: [DateTimeValue] = []
+            for text in values {
+                guard let value = DateTimeValue(iso8601: text) else { throw ChimeError.badDate("exdates", text) }
+                dates.append(value)
+            }
+            spec.exdates = dates
+        }
+        spec.alertBodies = try r.strings("alertBodies", maxCount: .max, maxLength: .max)
+        spec.expiresAfter = try r.integer("expiresAfter", in: 1...Int64.max)
+        if let text = try r.string("misfire") {
+            guard let m = Misfire(rawValue: text) else { throw .invalid("misfire", "unknown \(text)") }
+            spec.misfire = m
+        }
+        spec.ignoreQuietHours = try r.bool("ignoreQuietHours")
+        spec.enabled = try r.bool("enabled")
+        spec.keepAfterFiring = try r.bool("keepAfterFiring")
+        if case .int(let seed)? = r.object["seed"] { spec.seed = UInt64(bitPattern: seed) }
+        self.init(spec)
+    }
+}
+
+/// Appends fixed-width little-endian values.
+struct ByteWriter {
+    var bytes: [UInt8] = []
+
+    mutating func u8(_ v: UInt8) { bytes.append(v) }
+
+    mutating func u64(_ v: UInt64) {
+        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+
+    mutating func i32(_ v: Int32) {
+        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func bytes<C: Collection<UInt8>>(_ b: C) {
+        i32(Int32(b.count))
+        bytes.append(contentsOf: b)
+    }
+
+    mutating func string(_ s: String) {
+        var s = s
+        s.withUTF8 { bytes($0) }
+    }
+}
+
+/// Reads what ``ByteWriter`` wrote; running past the end is an error, never a crash.
+struct ByteReader {
+    let data: [UInt8]
+    var offset = 0
+
+    init(_ data: [UInt8]) { self.data = data }
+
+    var atEnd: Bool { offset == data.count }
+    var remaining: Int { data.count - offset }
+
+    private mutating func check(_ n: Int) throws(RecoveryError) {
+        guard n >= 0, n <= remaining else { throw RecoveryError(description: "snapshot entry is truncated") }
+    }
+
+    private mutating func load<T: FixedWidthInteger>(_: T.Type) throws(RecoveryError) -> T {
+        try check(MemoryLayout<T>.size)
+        let v = data.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: T.self) }
+        offset += MemoryLayout<T>.size
+        return T(littleEndian: v)
+    }
+
+    mutating func u8() throws(RecoveryError) -> UInt8 { try load(UInt8.self) }
+    mutating func u64() throws(RecoveryError) -> UInt64 { try load(UInt64.self) }
+    mutating func i64() throws(RecoveryError) -> Int64 { try load(Int64.self) }
+    mutating func i32() throws(RecoveryError) -> Int32 { try load(Int32.self) }
+
+    mutating func bytes() throws(RecoveryError) -> [UInt8] {
+        let n = Int(try i32())
+        try check(n)
+        defer { offset += n }
+        return exactCopy(data[offset..<(offset + n)])
+    }
+
+    mutating func string() throws(RecoveryError) -> String {
+        let n = Int(try i32())
+        try check(n)
+        defer { offset += n }
+        return try data.withUnsafeBufferPointer { all throws(RecoveryError) -> String in
+            let raw = UnsafeBufferPointer(rebasing: all[offset..<(offset + n)])
+            // ASCII is valid UTF-8: skip the slower validating initializer.
+            if raw.allSatisfy({ $0 < 0x80 }) { return String(decoding: raw, as: UTF8.self) }
+            guard let s = String(validating: raw, as: UTF8.self) else {
+                throw RecoveryError(description: "snapshot entry has invalid UTF-8")
+            }
+            return s
+        }
+    }
+}
