@@ -389,7 +389,8 @@ final class WorkerLoop {
     /// Where a reply goes: the MQTT 5 Response Topic (if `acceptsResponseTopic` allows it), else
     /// `P/{deviceId}/replies` when the device id is valid, else nowhere.
     func replyDestination(_ message: MQTTMessage, _ address: Topics.CommandAddress) -> (String, [UInt8]?)? {
-        if let topic = message.responseTopic, !topic.isEmpty, !topic.contains("+"), !topic.contains("#"),
+        if let topic = message.responseTopic, !topic.isEmpty, !topic.utf8.contains(UInt8(ascii: "+")),
+            !topic.utf8.contains(UInt8(ascii: "#")),
             configuration.topics.acceptsResponseTopic(topic, forCommandOn: address.deviceId)
         {
             return (topic, message.correlationData)

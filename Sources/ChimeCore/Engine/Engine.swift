@@ -166,7 +166,13 @@ public final class Engine {
         for (i, spec) in notifications.enumerated() {
             let path = batch ? "notifications[\(i)]." : ""
             let spec = try resolve(spec, path: path, deviceZone: device?.timeZone, now: now, random: &random)
-            _ = try validatedNext(spec, path: path, deviceZone: device?.timeZone, now: now)
+            if spec.isRepeating || spec.exdates != nil {
+                _ = try validatedNext(spec, path: path, deviceZone: device?.timeZone, now: now)
+            } else {
+                // A plain one-shot always fires (at once if its time has passed): only its zone
+                // needs checking.
+                _ = try zoneOf(spec, path: path, deviceZone: device?.timeZone)
+            }
             resolved.append(spec)
         }
         let replaced = replace.map { selectedIds(request.deviceId, $0) } ?? []

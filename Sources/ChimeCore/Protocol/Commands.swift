@@ -148,11 +148,8 @@ public struct CommandDecoder: Sendable {
             if r.has("replace") {
                 throw .invalid("replace", "only a batch ({\"notifications\": [...]}) may carry replace")
             }
-            var allowed = NotificationCoding.fields
-            allowed.insert("requestId")
-            try r.checkKnown(allowed)
             return .schedule(
-                notifications: [try decodeNotification(r, extra: ["requestId"])],
+                notifications: [try decodeNotification(r, allowed: NotificationCoding.fieldsAndRequestId)],
                 replace: nil,
                 batch: false
             )
@@ -267,8 +264,11 @@ public struct CommandDecoder: Sendable {
         return userInfo
     }
 
-    func decodeNotification(_ r: FieldReader, extra: Set<String> = []) throws(ChimeError) -> NotificationSpec {
-        try r.checkKnown(NotificationCoding.fields.union(extra))
+    func decodeNotification(
+        _ r: FieldReader,
+        allowed: Set<String> = NotificationCoding.fields
+    ) throws(ChimeError) -> NotificationSpec {
+        try r.checkKnown(allowed)
         return try NotificationCoding.decode(r, limits: limits)
     }
 }

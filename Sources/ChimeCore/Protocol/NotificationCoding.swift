@@ -9,6 +9,9 @@ enum NotificationCoding {
         "badge", "userInfo", "expiresAfter", "misfire", "ignoreQuietHours", "enabled", "keepAfterFiring",
     ]
 
+    /// A single `schedule` command's members: the fields and `requestId`.
+    static let fieldsAndRequestId = fields.union(["requestId"])
+
     static let maxSeconds: Double = 315_360_000
     static let snoozeSuffix = "~snooze"
 
