@@ -18,7 +18,12 @@ struct ConnectionOptions: Sendable {
             env: false,
             "5: replies on a Response Topic; 311: replies on P/{device}/replies, matched by requestId"
         ),
-        .init("reply-topic", env: false, "MQTT 5 Response Topic (default: chime-cli/<random>/reply)"),
+        .init(
+            "reply-topic",
+            env: false,
+            "MQTT 5 Response Topic (default: P/$reply/<user>/<random> with a user name, which the deploy ACL "
+                + "lets that user read; chime-cli/<random>/reply without)"
+        ),
         .init("ca-file", "with mqtts://: PEM file of the CA certificates to trust instead of the system's"),
     ]
 
@@ -59,7 +64,15 @@ struct ConnectionOptions: Sendable {
         mqtt.keepAlive = 30
         mqtt.reconnectDelay = .milliseconds(200) ... .seconds(5)
         var random = SystemRandomNumberGenerator()
-        replyTopic = flags["reply-topic"] ?? "chime-cli/\(String(random.next() as UInt64, radix: 36))/reply"
+        let nonce = String(random.next() as UInt64, radix: 36)
+        if let given = flags["reply-topic"] {
+            replyTopic = given
+        } else if let user = mqtt.username, !user.isEmpty {
+            // The deploy ACL gives every backend and tool account this private reply space.
+            replyTopic = "\(prefix)/$reply/\(user)/cli-\(nonce)"
+        } else {
+            replyTopic = "chime-cli/\(nonce)/reply"
+        }
         guard !replyTopic.isEmpty, !replyTopic.contains("+"), !replyTopic.contains("#") else {
             throw UsageError("--reply-topic must be a topic without wildcards")
         }
