@@ -293,7 +293,8 @@ public struct Engine: Sendable {
     func listJSON(_ n: StoredNotification) -> JSONObject {
         var o = NotificationCoding.encode(n.spec)
         o.append("nextFireDate", Replies.instant(n.nextFireDate))
-        o.append("enabled", .bool(n.enabled))
+        // Replaces the `enabled` it was scheduled with (if any): the current state, and one key.
+        o["enabled"] = .bool(n.enabled)
         o.append("firedCount", .int(Int64(n.firedCount)))
         o.append("lastFiredAt", Replies.instant(n.lastFiredAt))
         o.append("createdAt", .string(n.createdAt.rfc3339()))
