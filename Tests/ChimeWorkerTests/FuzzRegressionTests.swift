@@ -37,6 +37,48 @@ import Testing
     }
 }
 
+extension FuzzRegressionTests {
+    /// A snapshot taken while a snooze was pending could not be restored: the snoozed copy's id
+    /// (`{id}~snooze`) was checked as if a client had sent it (reserved suffix, 128 characters at
+    /// most), so chimed refused to start on its own data directory.
+    @Test(arguments: ["med", String(repeating: "x", count: 128)])
+    func aSnapshotWithAPendingSnoozeRestores(id: String) throws {
+        var engine = Engine()
+        var random = SplitMix(state: 7)
+        let now = Instant(milliseconds: 1_781_517_600_000)
+        let decoder = CommandDecoder()
+        for (op, payload) in [
+            (ChimeCore.Operation.schedule, #"{"id":"\#(id)","after":3600,"alertBody":"pill"}"#),
+            (.snooze, #"{"id":"\#(id)","after":600}"#),
+        ] {
+            guard case .success(let request) = decoder.decode(deviceId: "d", op: op, payload: Array(payload.utf8)),
+                case .write(let entry) = engine.decide(request, now: now, random: &random)
+            else {
+                Issue.record("\(payload) was refused")
+                return
+            }
+            engine.apply(entry)
+        }
+        var restored = Engine()
+        restored.beginRecovery()
+        var entries = 0
+        try engine.snapshot.forEachEntry { (entry: [UInt8]) throws(RecoveryError) in
+            try restored.restore(snapshotEntry: entry)
+            entries += 1
+        }
+        restored.finishRecovery()
+        #expect(entries == 4)  // header, device, the notification, its snooze
+        #expect(restored.pendingCount == 1)
+        // The snooze is still due: it fires ten minutes later with the original's content.
+        restored.setConnected(true)
+        let fired = restored.tick(now: now.adding(seconds: 601)).compactMap { output -> String? in
+            guard case .publish(let delivery) = output else { return nil }
+            return delivery.fireId
+        }
+        #expect(fired == ["\(id)~snooze@2026-06-15T10:10:00Z"])
+    }
+}
+
 /// SplitMix64: a deterministic generator, so that a test reproduces.
 struct SplitMix: RandomNumberGenerator {
     var state: UInt64

@@ -16,8 +16,14 @@ enum NotificationCoding {
     /// may have changed since it was accepted are not applied again, and `seed` is read.
     static func decode(_ r: FieldReader, limits: CommandLimits?) throws(ChimeError) -> NotificationSpec {
         var spec = NotificationSpec()
-        spec.id = try r.string("id", maxLength: CommandDecoder.maxIdLength, allowEmpty: false)
-        if let id = spec.id, id.hasSuffix(snoozeSuffix) {
+        // The journal and snapshots also hold snoozes, whose id is a client's id plus the suffix.
+        let fromClient = limits != nil
+        spec.id = try r.string(
+            "id",
+            maxLength: CommandDecoder.maxIdLength + (fromClient ? 0 : snoozeSuffix.count),
+            allowEmpty: false
+        )
+        if fromClient, let id = spec.id, id.hasSuffix(snoozeSuffix) {
             throw .invalid(r.name("id"), "ids ending in \(snoozeSuffix) are reserved for snoozes")
         }
 
