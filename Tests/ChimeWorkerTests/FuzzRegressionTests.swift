@@ -2,9 +2,44 @@ import ChimeCore
 import Foundation
 import Testing
 
-/// What the fuzzers found, checked on every `make test`: each finding has a test of its own that
+/// What the fuzzers (`make fuzz`, `Fuzz/`) found, checked on every `make test`: each input in
+/// `Fixtures/fuzz/<target>/` and each checked-in seed in `Fuzz/corpus/<target>/` must satisfy the
+/// fuzz target's properties (``FuzzChecks``), and each finding has a test of its own below that
 /// states the bug in the protocol's terms.
 @Suite struct FuzzRegressionTests {
+    static func inputs(_ target: String) throws -> [(name: String, bytes: [UInt8])] {
+        let fixtures = try #require(Bundle.module.path(forResource: "Fixtures", ofType: nil))
+        let seeds = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Fuzz/corpus/\(target)").standardized.path
+        var inputs: [(String, [UInt8])] = []
+        for directory in [fixtures + "/fuzz/\(target)", seeds] {
+            let names = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+            for name in names where !name.hasPrefix(".") {
+                let data = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
+                inputs.append((name, Array(data)))
+            }
+        }
+        return inputs
+    }
+
+    @Test func everyCommandInputFoundOrSeededHoldsTheProperties() throws {
+        let inputs = try Self.inputs("commands")
+        #expect(inputs.count > 20)
+        for input in inputs {
+            let problem = FuzzChecks.command(input.bytes)
+            #expect(problem == nil, "\(input.name): \(problem ?? "")")
+        }
+    }
+
+    @Test func everyRecurrenceInputFoundOrSeededHoldsTheProperties() throws {
+        let inputs = try Self.inputs("recurrence")
+        #expect(inputs.count > 20)
+        for input in inputs {
+            let problem = FuzzChecks.recurrence(String(decoding: input.bytes, as: UTF8.self))
+            #expect(problem == nil, "\(input.name): \(problem ?? "")")
+        }
+    }
+
     /// A notification scheduled with `"enabled": false` was listed with `enabled` twice (the
     /// scheduled field and the current state), which strict JSON parsers, Chime's own included,
     /// reject: the whole `list` reply became unreadable.
@@ -76,17 +111,5 @@ extension FuzzRegressionTests {
             return delivery.fireId
         }
         #expect(fired == ["\(id)~snooze@2026-06-15T10:10:00Z"])
-    }
-}
-
-/// SplitMix64: a deterministic generator, so that a test reproduces.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
