@@ -36,3 +36,8 @@ format:
 
 clean:
 	rm -rf .build
+
+## libFuzzer targets (Fuzz/): the command decoder and engine, the RRULE parser and expansion, each
+## for FUZZ_SECONDS (default 60). New inputs stay in .build/fuzz/corpus, crashes in .build/fuzz/artifacts.
+fuzz: bootstrap
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} scripts/fuzz
