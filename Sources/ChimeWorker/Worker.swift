@@ -166,6 +166,9 @@ final class WorkerLoop {
     /// snapshot catches up, and commands are refused meanwhile.
     var diverged = false
     var snapshotRunning = false
+    /// An entry was applied but not journaled after the running snapshot froze the state: that
+    /// snapshot does not cover it, so it cannot end the divergence.
+    var unjournaledSinceSnapshotFroze = false
     var lastSnapshotAttempt = ContinuousClock.now - .seconds(3600)
     let stats = WorkerStats()
     var lastStats = ContinuousClock.now
@@ -435,6 +438,7 @@ final class WorkerLoop {
                 diverged = true
             }
         }
+        if diverged && snapshotRunning { unjournaledSinceSnapshotFroze = true }
         engine.apply(entry)
     }
 
@@ -452,6 +456,7 @@ final class WorkerLoop {
             return
         }
         snapshotRunning = true
+        unjournaledSinceSnapshotFroze = false
         let frozen = engine.snapshot
         let inbox = self.inbox
         let started = ContinuousClock.now
@@ -478,7 +483,9 @@ final class WorkerLoop {
         }
         do {
             try journal.snapshotCompleted(writer)
-            if diverged {
+            if diverged && unjournaledSinceSnapshotFroze {
+                logger.warning("a delivery record was not journaled while the snapshot ran; another snapshot follows")
+            } else if diverged {
                 logger.notice("journal caught up through a snapshot; accepting commands again")
                 diverged = false
             }

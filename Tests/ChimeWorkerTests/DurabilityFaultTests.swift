@@ -94,6 +94,43 @@ import Testing
         #expect(try Durability.listedIds(engine, "d1") == ["keep", "new"])
     }
 
+    /// In diverged mode (a delivery record could not be written) the worker catches the disk up
+    /// with a snapshot of its memory. A delivery acknowledged while that snapshot is being written
+    /// is in neither the snapshot nor the journal, so the worker must stay diverged until a
+    /// snapshot covers it too: otherwise the delivery is forgotten, and the notification is
+    /// delivered again after a clean restart.
+    @Test func aDeliveryAcknowledgedDuringTheCatchUpSnapshotIsNotForgotten() async throws {
+        let w = try await World.start()
+        defer { Task { await w.end() } }
+        let c = w.client
+        try await c.subscribeDeliveries("d1")
+        try await c.ok("d1", .schedule, #"{"id":"first","after":1}"#)
+        try await c.ok("d1", .schedule, #"{"id":"second","after":12}"#)
+        try await c.ok("d1", .schedule, #"{"id":"keep","after":3600}"#)
+
+        // "first" is delivered while writes fail: the worker diverges.
+        w.disk.failWrites(.noSpace)
+        #expect(await c.waitForDelivery("d1", id: "first") != nil)
+        try #require(await Durability.eventually { w.worker.log.contains("refusing commands until a snapshot") })
+        // Writes work again, but the catch-up snapshot is held while "second" is delivered.
+        w.disk.holdSnapshots()
+        w.disk.failWrites(nil)
+        try #require(await Durability.eventually(timeout: .seconds(30)) { w.disk.heldSnapshotWrites > 0 })
+        #expect(await c.waitForDelivery("d1", id: "second") != nil)
+        try await Task.sleep(for: .seconds(1))  // its PUBACK reaches the worker
+        w.disk.releaseSnapshots()
+        // Commands are accepted again once a snapshot covers everything in memory.
+        let accepted = try await Durability.eventually(timeout: .seconds(30), every: .milliseconds(500)) {
+            try await c.send("d1", .schedule, #"{"id":"later","after":3600}"#).isOK
+        }
+        #expect(accepted, "\(w.worker.log)")
+
+        try #require(await w.worker.stop()?.isSuccess == true, "\(w.worker.log)")
+        let (engine, _) = try Durability.recover(w.data.path)
+        let listed = try Durability.listedIds(engine, "d1")
+        #expect(listed == ["keep", "later"])
+    }
+
     /// A failed `fdatasync` may have lost the data it was to make durable, and retrying could
     /// "succeed" over the loss: the worker must not acknowledge the command, and must stop
     /// (`run()` throws; chimed exits with status 1) so that recovery reads what is really on disk.
