@@ -17,8 +17,17 @@ enum Durability {
         _ directory: String,
         configuration: EngineConfiguration = EngineConfiguration(minRepeatSeconds: 1)
     ) throws -> (engine: Engine, recovery: Recovery) {
+        let (journal, engine, recovery) = try open(directory, configuration: configuration)
+        try journal.close()
+        return (engine, recovery)
+    }
+
+    /// ``recover(_:configuration:)``, leaving the journal open for more appends or a snapshot.
+    static func open(
+        _ directory: String,
+        configuration: EngineConfiguration = EngineConfiguration(minRepeatSeconds: 1)
+    ) throws -> (journal: Journal, engine: Engine, recovery: Recovery) {
         let (journal, recovery) = try Journal.open(directory: directory)
-        defer { try? journal.close() }
         var engine = Engine(configuration: configuration)
         engine.beginRecovery()
         for entry in recovery.snapshot?.entries ?? [] {
@@ -28,7 +37,7 @@ enum Durability {
             engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
         }
         engine.finishRecovery()
-        return (engine, recovery)
+        return (journal, engine, recovery)
     }
 
     /// The `result` of a read command answered by `engine` (a read never writes).
