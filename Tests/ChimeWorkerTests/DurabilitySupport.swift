@@ -374,3 +374,11 @@ final class CommandClient: Sendable {
         return found
     }
 }
+
+/// A value behind a lock that tasks can share (a local `Mutex` cannot be captured by them).
+final class Shared<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+    var value: Value { mutex.withLock { $0 } }
+}
