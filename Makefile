@@ -41,3 +41,10 @@ clean:
 ## for FUZZ_SECONDS (default 60). New inputs stay in .build/fuzz/corpus, crashes in .build/fuzz/artifacts.
 fuzz: bootstrap
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} scripts/fuzz
+
+## Longer durability runs than `make test`: SOAK_KILLS kill -9s of chimed under load (default 200)
+## and SOAK_MUTATIONS mutated commands (default 30000). A failure prints the seed that replays it.
+soak: bootstrap
+	$(SWIFT) build --build-tests
+	CHIME_KILLS=$${SOAK_KILLS:-200} CHIME_MUTATIONS=$${SOAK_MUTATIONS:-30000} \
+		$(SWIFT) test --skip-build --filter 'DurabilityKillTests|DurabilityMutationTests'
