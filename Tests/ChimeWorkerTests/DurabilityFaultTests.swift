@@ -161,6 +161,34 @@ import Testing
     }
 }
 
+extension DurabilityFaultTests {
+    /// A short write whose partial record cannot be truncated away leaves the journal in a state
+    /// the worker cannot append after: it must stop (as after a failed sync) without acknowledging,
+    /// and the restart must treat the partial record as the torn tail it is.
+    @Test func aPartialRecordThatCannotBeUndoneStopsTheWorker() async throws {
+        let w = try await World.start()
+        defer { Task { await w.end() } }
+        let c = w.client
+        try await c.ok("d1", .schedule, #"{"id":"before","after":3600}"#)
+
+        w.disk.failTruncate(true)
+        w.disk.failWrites(.shortWrite)
+        let reply = try? await c.send("d1", .schedule, #"{"id":"torn","after":3600}"#, timeout: .seconds(5))
+        #expect(reply?.isOK != true, "acknowledged: \(reply.map { JSON.object($0).text } ?? "")")
+        guard case .failure(let error)? = await w.worker.waitForEnd() else {
+            Issue.record("the worker did not stop:\n\(w.worker.log)")
+            return
+        }
+        #expect(error.message.contains("could not be truncated"), "\(error)")
+
+        w.disk.failWrites(nil)
+        w.disk.failTruncate(false)
+        let (engine, recovery) = try Durability.recover(w.data.path)
+        #expect(try Durability.listedIds(engine, "d1") == ["before"])
+        #expect(recovery.warnings.contains { $0.contains("bytes dropped") }, "\(recovery.warnings)")
+    }
+}
+
 extension Result {
     var isSuccess: Bool {
         if case .success = self { return true }

@@ -119,6 +119,7 @@ final class FaultyFileSystem: FileSystem {
     private struct State {
         var writeFault: WriteFault?
         var failDataSync = false
+        var failTruncate = false
         var holdSnapshots = false
         var paths: [Int32: String] = [:]
         var failedWrites = 0
@@ -133,6 +134,8 @@ final class FaultyFileSystem: FileSystem {
     /// Makes every later write fail (nil: writes work again).
     func failWrites(_ fault: WriteFault?) { state.withLock { $0.writeFault = fault } }
     func failDataSync(_ fail: Bool) { state.withLock { $0.failDataSync = fail } }
+    /// Makes `ftruncate` fail with EIO: a failed append can then not be undone.
+    func failTruncate(_ fail: Bool) { state.withLock { $0.failTruncate = fail } }
     /// Makes writes to snapshot files wait until ``releaseSnapshots()``.
     func holdSnapshots() { state.withLock { $0.holdSnapshots = true } }
 
@@ -194,7 +197,10 @@ final class FaultyFileSystem: FileSystem {
         }
     }
 
-    func truncate(_ fd: FileDescriptor, to length: Int) throws(Errno) { try base.truncate(fd, to: length) }
+    func truncate(_ fd: FileDescriptor, to length: Int) throws(Errno) {
+        if state.withLock({ $0.failTruncate }) { throw .ioError }
+        try base.truncate(fd, to: length)
+    }
 
     func dataSync(_ fd: FileDescriptor) throws(Errno) {
         let fail = state.withLock { s -> Bool in
