@@ -1,6 +1,8 @@
 # Chime: `make run` and `make test` are all a fresh Debian machine needs (see README.md).
 SWIFT ?= swift
 SWIFT_SOURCES = Package.swift Sources Tests
+# The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
+SWIFT_SOURCES += Fuzz
 
 .PHONY: bootstrap build release run test lint format bench bench-quick fuzz soak clean
 
