@@ -45,7 +45,7 @@ let package = Package(
         .executableTarget(name: "chime", dependencies: ["ChimeCLI"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "ChimeBench",
-            dependencies: ["ChimeTime", "ChimeCore", "ChimeWorker"],
+            dependencies: ["ChimeTime", "ChimeCore", "ChimeMQTT", "ChimeWorker", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
 
@@ -89,7 +89,7 @@ let package = Package(
         // deploy/ as shipped: broker configs and ACLs, partitioned workers.
         .testTarget(
             name: "ChimeDeployTests",
-            dependencies: ["ChimeCore", "ChimeMQTT", "ChimeTestSupport"],
+            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeWorker", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -3,10 +3,32 @@ import Foundation
 /// `chime-bench <benchmark> [--quick]`. Each benchmark prints its own table.
 let arguments = Array(CommandLine.arguments.dropFirst())
 let quick = arguments.contains("--quick")
-switch arguments.first {
-case "recurrence":
-    RecurrenceBenchmark(quick: quick).run()
-default:
-    FileHandle.standardError.write(Data("usage: chime-bench recurrence [--quick]\n".utf8))
-    exit(2)
+let usage = """
+    usage: chime-bench recurrence [--quick]
+           chime-bench system [--quick] [--json FILE]
+           chime-bench relay URL PREFIX             (a baseline process the system benchmark starts)
+           chime-bench pump URL PREFIX COUNT DEVICES (likewise)
+
+    """
+do {
+    switch arguments.first {
+    case "recurrence":
+        RecurrenceBenchmark(quick: quick).run()
+    case "system":
+        var json = quick ? "bench-results/quick.json" : "bench-results/results.json"
+        if let i = arguments.firstIndex(of: "--json"), i + 1 < arguments.count { json = arguments[i + 1] }
+        var bench = SystemBenchmark(quick: quick, jsonPath: json)
+        try bench.run()
+    case "relay" where arguments.count == 3:
+        try Baselines.relay(url: arguments[1], prefix: arguments[2])
+    case "pump" where arguments.count == 5:
+        guard let count = Int(arguments[3]), let devices = Int(arguments[4]) else { throw BenchError(usage) }
+        try Baselines.pump(url: arguments[1], prefix: arguments[2], count: count, devices: devices)
+    default:
+        FileHandle.standardError.write(Data(usage.utf8))
+        exit(2)
+    }
+} catch {
+    FileHandle.standardError.write(Data("chime-bench: \(error)\n".utf8))
+    exit(1)
 }

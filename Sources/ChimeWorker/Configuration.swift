@@ -22,6 +22,8 @@ public struct WorkerConfiguration: Sendable {
     public var limits: CommandLimits
     /// `--stats-interval` in seconds; 0 turns stats off.
     public var statsInterval: Int
+    /// `--snapshot-bytes`: journal bytes written since the last snapshot that trigger the next.
+    public var snapshotBytes: Int
     public var logLevel: LogLevel
     public var logFormat: Logger.Format
 
@@ -37,6 +39,7 @@ public struct WorkerConfiguration: Sendable {
         .init("max-command-bytes", default: "262144", "largest command payload"),
         .init("max-userinfo-bytes", default: "4096", "largest serialized userInfo"),
         .init("stats-interval", default: "10", "seconds between stats publications; 0 turns them off"),
+        .init("snapshot-bytes", default: "268435456", "journal bytes since the last snapshot that trigger the next"),
         .init("log-level", default: "info", "trace, debug, info, notice, warning, error"),
         .init("log-format", default: "text", "text or json"),
         .init("help", value: false, env: false, "show this help"),
@@ -83,6 +86,7 @@ public struct WorkerConfiguration: Sendable {
             maxUserInfoBytes: try flags.integer("max-userinfo-bytes", in: 2...16_777_216)
         )
         statsInterval = try flags.integer("stats-interval", in: 0...86_400)
+        snapshotBytes = try flags.integer("snapshot-bytes", in: 65_536...(1 << 40))
         guard let level = LogLevel(name: flags["log-level"] ?? "") else {
             throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
         }

@@ -41,6 +41,8 @@ public struct Flags: Sendable {
 
     public private(set) var values: [String: String] = [:]
     public private(set) var positional: [String] = []
+    /// Every value given on the command line for each flag, in order: for repeatable flags (`--id a --id b`).
+    private var given: [String: [String]] = [:]
     private let specs: [String: Spec]
 
     /// Parses `arguments` (without the program name) against `specs`.
@@ -84,13 +86,16 @@ public struct Flags: Sendable {
             }
             guard let spec = table[name] else { throw UsageError("unknown option --\(name)") }
             if spec.takesValue {
+                let value: String
                 if let inline {
-                    values[name] = inline
+                    value = inline
                 } else {
                     guard i < arguments.count else { throw UsageError("--\(name) needs a value") }
-                    values[name] = arguments[i]
+                    value = arguments[i]
                     i += 1
                 }
+                values[name] = value
+                given[name, default: []].append(value)
             } else {
                 guard inline == nil else { throw UsageError("--\(name) takes no value") }
                 values[name] = "true"
@@ -103,6 +108,12 @@ public struct Flags: Sendable {
     }
 
     public func isSet(_ name: String) -> Bool { values[name] == "true" }
+
+    /// Every value of a repeatable flag in command-line order (`--id a --id b` gives `["a", "b"]`);
+    /// the environment's value when the command line gives none; empty when neither does.
+    public func all(_ name: String) -> [String] {
+        given[name] ?? values[name].map { [$0] } ?? []
+    }
 
     /// The value of an integer flag within `range`.
     public func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {

@@ -7,6 +7,7 @@ import Synchronization
 enum WorkerEvent: Sendable {
     case mqtt(MQTTEvent)
     case snapshotFinished(SnapshotWriter, JournalError?)
+    case snapshotRequested
     case stop
 }
 

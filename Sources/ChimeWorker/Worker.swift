@@ -34,6 +34,12 @@ public final class Worker: Sendable {
         inbox.push(.stop)
     }
 
+    /// Asks for a snapshot now (SIGUSR1), whatever the journal's size: before a backup, or to
+    /// make the next start quick. Safe from any thread.
+    public func requestSnapshot() {
+        inbox.push(.snapshotRequested)
+    }
+
     /// Runs until ``stop()``; returns after a clean shutdown.
     /// - Throws: ``WorkerError`` when the data directory cannot be used, the journal is
     ///   corrupt, or a sync failed.
@@ -54,7 +60,7 @@ public final class Worker: Sendable {
         do {
             (journal, recovery) = try Journal.open(
                 directory: configuration.dataDirectory,
-                options: JournalOptions(fsync: configuration.fsync),
+                options: JournalOptions(fsync: configuration.fsync, snapshotAfterBytes: configuration.snapshotBytes),
                 fileSystem: fileSystem
             )
         } catch {
@@ -62,37 +68,33 @@ public final class Worker: Sendable {
         }
         for warning in recovery.warnings { logger.warning(warning) }
 
-        var engine = Engine(configuration: configuration.engine)
-        engine.beginRecovery()
         if let snapshot = recovery.snapshot {
-            logger.info("recovering", ["snapshot": "\(snapshot.sequence)", "records": "\(recovery.records.count)"])
-            for entry in snapshot.entries {
-                do {
-                    try engine.restore(snapshotEntry: entry)
-                } catch {
-                    throw WorkerError("snapshot \(snapshot.sequence) in \(configuration.dataDirectory): \(error)")
-                }
-            }
+            logger.info(
+                "recovering",
+                [
+                    "snapshotSequence": "\(snapshot.sequence)", "snapshotEntries": "\(snapshot.entries.count)",
+                    "records": "\(recovery.records.count)",
+                ]
+            )
         }
-        for record in recovery.records {
-            do {
-                engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
-            } catch {
-                throw WorkerError(
-                    "journal record \(record.sequence) in \(configuration.dataDirectory) cannot be read: \(error); "
-                        + "run `chime journal verify \(configuration.dataDirectory)`"
-                )
-            }
+        // Large data directories take a while: say how far recovery has got every few seconds.
+        var lastProgress = ContinuousClock.now
+        let engine = try Engine.recovered(
+            from: recovery,
+            configuration: configuration.engine,
+            directory: configuration.dataDirectory
+        ) { phase, done, total in
+            guard ContinuousClock.now - lastProgress >= .seconds(2) else { return }
+            lastProgress = .now
+            logger.info("recovering", ["phase": phase, "done": "\(done)", "total": "\(total)"])
         }
-        engine.finishRecovery()
         let elapsed = ContinuousClock.now - started
         logger.notice(
             "ready",
             [
                 "notifications": "\(engine.pendingCount)",
                 "devices": "\(engine.deviceCount)",
-                "recoveryMs":
-                    "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
+                "recoveryMs": "\(milliseconds(elapsed))",
                 "worker": configuration.workerId,
                 "partition": "\(configuration.partition)",
                 "dataDir": configuration.dataDirectory,
@@ -147,7 +149,7 @@ final class WorkerLoop {
     let configuration: WorkerConfiguration
     let logger: Logger
     let inbox: Inbox
-    var engine: Engine
+    let engine: Engine
     let journal: Journal
     let client: MQTTClient
     let decoder: CommandDecoder
@@ -166,6 +168,8 @@ final class WorkerLoop {
     /// snapshot catches up, and commands are refused meanwhile.
     var diverged = false
     var snapshotRunning = false
+    /// A snapshot was asked for (SIGUSR1) and has not started yet.
+    var snapshotWanted = false
     /// An entry was applied but not journaled after the running snapshot froze the state: that
     /// snapshot does not cover it, so it cannot end the divergence.
     var unjournaledSinceSnapshotFroze = false
@@ -210,6 +214,7 @@ final class WorkerLoop {
                 switch event {
                 case .mqtt(let e): handle(e, startedAt: startedAt)
                 case .snapshotFinished(let writer, let error): snapshotFinished(writer, error)
+                case .snapshotRequested: snapshotWanted = true
                 case .stop:
                     if !stopping {
                         logger.notice("stopping: finishing deliveries in flight")
@@ -220,7 +225,8 @@ final class WorkerLoop {
             }
             if !stopping {
                 let now = wallClock()
-                for output in engine.tick(now: now) {
+                let room = Self.maxDeliveriesInFlight - engine.inflightCount
+                for output in engine.tick(now: now, limit: room) {
                     switch output {
                     case .publish(let delivery): publish(delivery)
                     case .write(let entry): record(entry)
@@ -228,7 +234,12 @@ final class WorkerLoop {
                 }
             }
             do {
+                let syncing = journal.hasUnsyncedData
+                let before = ContinuousClock.now
                 try journal.commit()
+                if syncing && !journal.hasUnsyncedData {
+                    stats.fsync.record(milliseconds(ContinuousClock.now - before))
+                }
             } catch {
                 throw WorkerError("journal sync failed, exiting so that recovery reads what is on disk: \(error)")
             }
@@ -242,11 +253,16 @@ final class WorkerLoop {
         try shutdown()
     }
 
+    /// Deliveries published and not yet acknowledged, at most. More would only queue up inside
+    /// the MQTT client (whose queue is slow to walk when long) while the broker's window is full.
+    static let maxDeliveriesInFlight = 1000
+
     /// Seconds until the engine's next wake-up, the fsync interval, or stats are due.
     func waitTime() -> Double {
         if !pendingReplies.isEmpty { return 0 }
         var wait = 1.0
-        if let next = engine.nextWake {
+        // With the window full, only an acknowledgement (an event) makes room.
+        if let next = engine.nextWake, engine.inflightCount < Self.maxDeliveriesInFlight {
             wait = min(wait, max(0, Double(next.milliseconds - wallClock().milliseconds) / 1000))
         }
         if let deadline = journal.syncDeadline {
@@ -373,10 +389,12 @@ final class WorkerLoop {
         }
     }
 
-    /// Where a reply goes: the MQTT 5 Response Topic, else `P/{deviceId}/replies` when the
-    /// device id is valid, else nowhere.
+    /// Where a reply goes: the MQTT 5 Response Topic (if `acceptsResponseTopic` allows it), else
+    /// `P/{deviceId}/replies` when the device id is valid, else nowhere.
     func replyDestination(_ message: MQTTMessage, _ address: Topics.CommandAddress) -> (String, [UInt8]?)? {
-        if let topic = message.responseTopic, !topic.isEmpty, !topic.contains("+"), !topic.contains("#") {
+        if let topic = message.responseTopic, !topic.isEmpty, !topic.contains("+"), !topic.contains("#"),
+            configuration.topics.acceptsResponseTopic(topic, forCommandOn: address.deviceId)
+        {
             return (topic, message.correlationData)
         }
         if address.problem?.field == "deviceId" { return nil }
@@ -417,6 +435,9 @@ final class WorkerLoop {
                 properties: properties
             )
             tokensByMessageId[mid] = delivery.token
+            let lateness = wallClock().milliseconds - delivery.due.milliseconds
+            stats.lateness.record(lateness)
+            if lateness >= configuration.engine.lateThreshold { stats.lateDeliveries += 1 }
         } catch {
             logger.warning(
                 "cannot publish a delivery; it will be retried",
@@ -445,7 +466,7 @@ final class WorkerLoop {
     // MARK: Snapshots
 
     func maybeSnapshot() {
-        guard !snapshotRunning, journal.snapshotDue || diverged else { return }
+        guard !snapshotRunning, journal.snapshotDue || diverged || snapshotWanted else { return }
         if diverged && ContinuousClock.now - lastSnapshotAttempt < .seconds(5) { return }
         lastSnapshotAttempt = .now
         let writer: SnapshotWriter
@@ -456,6 +477,7 @@ final class WorkerLoop {
             return
         }
         snapshotRunning = true
+        snapshotWanted = false
         unjournaledSinceSnapshotFroze = false
         let frozen = engine.snapshot
         let inbox = self.inbox
@@ -507,6 +529,8 @@ final class WorkerLoop {
         o["pending"] = .int(Int64(engine.pendingCount))
         o["devices"] = .int(Int64(engine.deviceCount))
         o["inflight"] = .int(Int64(engine.inflightCount))
+        o["journalBytesSinceSnapshot"] = .int(Int64(journal.bytesSinceSnapshot))
+        o["journalSequence"] = .int(Int64(journal.lastSequence))
         o["at"] = .string(wallClock().rfc3339())
         _ = try? client.publish(
             topic: configuration.topics.workerStats(configuration.workerId),
@@ -539,6 +563,10 @@ final class WorkerLoop {
         }
         logger.notice("stopped", ["inflightLeft": "\(engine.inflightCount)"])
     }
+}
+
+func milliseconds(_ d: Duration) -> Int64 {
+    d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
 }
 
 /// The wall clock, in milliseconds.

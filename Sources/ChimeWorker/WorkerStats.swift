@@ -1,12 +1,65 @@
 import ChimeCore
 
-/// Counters the worker publishes on `P/$worker/{id}/stats`. Owned by the loop thread.
+/// A histogram of milliseconds over fixed buckets, with quantiles read from the buckets.
+struct Histogram {
+    /// Upper bounds of the buckets, in milliseconds; a last bucket takes everything above.
+    static let bounds: [Int64] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 60000]
+    var counts = [Int](repeating: 0, count: Histogram.bounds.count + 1)
+    var total = 0
+    var maximum: Int64 = 0
+    var sum: Int64 = 0
+
+    mutating func record(_ milliseconds: Int64) {
+        let value = max(0, milliseconds)
+        let index = Histogram.bounds.firstIndex { value <= $0 } ?? Histogram.bounds.count
+        counts[index] += 1
+        total += 1
+        sum += value
+        maximum = max(maximum, value)
+    }
+
+    /// The upper bound of the bucket holding quantile `q` (0...1): an over-estimate by at most
+    /// one bucket.
+    func quantile(_ q: Double) -> Int64? {
+        guard total > 0 else { return nil }
+        let rank = Int((Double(total) * q).rounded(.up))
+        var seen = 0
+        for (i, n) in counts.enumerated() {
+            seen += n
+            if seen >= max(rank, 1) { return i < Histogram.bounds.count ? Histogram.bounds[i] : maximum }
+        }
+        return maximum
+    }
+
+    var json: JSONObject {
+        var buckets = JSONObject()
+        for (i, n) in counts.enumerated() where n > 0 {
+            buckets.append(i < Histogram.bounds.count ? "le\(Histogram.bounds[i])" : "inf", .int(Int64(n)))
+        }
+        return [
+            "count": .int(Int64(total)),
+            "p50": quantile(0.5).map { .int($0) } ?? .null,
+            "p99": quantile(0.99).map { .int($0) } ?? .null,
+            "max": .int(maximum),
+            "mean": total > 0 ? .double((Double(sum) / Double(total) * 10).rounded() / 10) : .null,
+            "buckets": .object(buckets),
+        ]
+    }
+}
+
+/// Counters the worker publishes on `P/$worker/{id}/stats`. Owned by the loop thread; counts
+/// are totals since start, so rates come from two samples.
 final class WorkerStats {
     var commands: [String: Int] = [:]
     var errors = 0
     var invalidTopics = 0
     var deliveries = 0
+    var lateDeliveries = 0
     var reconnects = 0
+    /// Milliseconds from when a delivery was due to when it was published.
+    var lateness = Histogram()
+    /// Milliseconds each journal sync took.
+    var fsync = Histogram()
 
     var json: JSONObject {
         var byOp = JSONObject()
@@ -16,6 +69,9 @@ final class WorkerStats {
             "errors": .int(Int64(errors)),
             "invalidTopics": .int(Int64(invalidTopics)),
             "deliveries": .int(Int64(deliveries)),
+            "lateDeliveries": .int(Int64(lateDeliveries)),
+            "lateness": .object(lateness.json),
+            "fsync": .object(fsync.json),
             "reconnects": .int(Int64(reconnects)),
         ]
     }

@@ -32,7 +32,12 @@ do throws(UsageError) {
 
 let logger = Logger(level: configuration.logLevel, format: configuration.logFormat)
 let worker = Worker(configuration: configuration, logger: logger)
-let signals = SignalHandlers { signo in
+let signals = SignalHandlers([SIGTERM, SIGINT, SIGUSR1]) { signo in
+    if signo == SIGUSR1 {
+        logger.notice("received SIGUSR1: taking a snapshot")
+        worker.requestSnapshot()
+        return
+    }
     logger.notice("received \(signo == SIGTERM ? "SIGTERM" : "SIGINT")")
     worker.stop()
 }

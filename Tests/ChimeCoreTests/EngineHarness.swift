@@ -116,7 +116,7 @@ struct Harness {
 
     /// A fresh engine rebuilt from the journal, as recovery does.
     func replayed(snapshotAt: Int? = nil) -> Engine {
-        var fresh = Engine(configuration: engine.configuration)
+        let fresh = Engine(configuration: engine.configuration)
         fresh.beginRecovery()
         for entry in journal { fresh.apply(entry) }
         fresh.finishRecovery()

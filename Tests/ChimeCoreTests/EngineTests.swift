@@ -204,11 +204,18 @@ import Testing
         #expect(h.advance(seconds: 0).count == 1)
     }
 
-    @Test func disabledAtScheduleTime() {
+    @Test func disabledAtScheduleTime() throws {
         var h = Harness()
         h.ok("d1", .schedule, #"{"id":"a","after":10,"enabled":false}"#)
         #expect(h.advance(seconds: 60).isEmpty)
         #expect(h.list("d1").first?["enabled"] == false)
+        // The list reply is valid JSON: `enabled` once, with the current state.
+        h.ok("d1", .resume, #"{"ids":["a"]}"#)
+        let reply = h.send("d1", .list, "{}")
+        let row = try #require(reply["result"]?.objectValue?["notifications"]?.arrayValue?.first?.objectValue)
+        #expect(row.keys.filter { $0 == "enabled" }.count == 1)
+        #expect(row["enabled"] == true)
+        #expect(try JSON(parsing: JSON.object(reply).bytes) == .object(reply))
     }
 
     @Test func snoozeDeliversOnceMoreAndIsCancelledWithItsOriginal() {
@@ -310,7 +317,7 @@ import Testing
         #expect(h.list("d2", engine: replayed) == h.list("d2"))
         #expect(replayed.pendingCount == h.engine.pendingCount)
         // And through a snapshot.
-        var fromSnapshot = Engine(configuration: h.engine.configuration)
+        let fromSnapshot = Engine(configuration: h.engine.configuration)
         fromSnapshot.beginRecovery()
         var entries: [[UInt8]] = []
         h.engine.snapshot.forEachEntry { entries.append($0) }

@@ -28,6 +28,12 @@ public final class Chimed: Sendable {
         process = try ChildProcess(try builtProduct("chimed"), arguments: arguments, environment: [:])
     }
 
+    /// A chimed binary at `executable` with exactly these arguments.
+    public init(executable: String, arguments: [String]) throws {
+        self.arguments = arguments
+        process = try ChildProcess(executable, arguments: arguments, environment: [:])
+    }
+
     /// Starts it and waits until it serves: connected and subscribed.
     public func start() async throws {
         try process.start()

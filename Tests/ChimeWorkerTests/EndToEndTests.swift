@@ -183,6 +183,36 @@ import Testing
         #expect(listed == ["q0", "q1", "q2", "q3", "q4"])
     }
 
+    @Test func aRepeatingNotificationDeliversThreeTimesAndFlagsTheLast() async throws {
+        let f = try await WorkerFixture.start()
+        defer { Task { await f.stop() } }
+        try await f.subscribeDeliveries("r1")
+        try await f.ok("r1", .schedule, #"{"id":"tick","after":1,"repeatInterval":"second","count":3}"#)
+        let got = await f.waitForDeliveries("r1", count: 3, timeout: .seconds(15))
+        #expect(got.map { $0["occurrence"] } == [1, 2, 3])
+        #expect(got.map { $0["last"] } == [false, false, true])
+        #expect(Set(got.compactMap { $0["fireId"]?.stringValue }).count == 3)
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(f.deliveries("r1").count == 3)
+        #expect(try await f.list("r1").isEmpty)
+    }
+
+    @Test func previewShowsDSTBehaviourWithoutWaiting() async throws {
+        let f = try await WorkerFixture.start()
+        defer { Task { await f.stop() } }
+        // 02:30 every day in New York: on 2026-03-08 that time does not exist and moves to 03:30 EDT.
+        let result = try await f.ok(
+            "p1",
+            .preview,
+            #"{"notification":{"fireDate":"2026-03-06T02:30","timeZone":"America/New_York","repeatInterval":"day"},"from":"2026-03-06T00:00:00Z","count":4}"#
+        )
+        #expect(
+            result["fireDates"]
+                == ["2026-03-06T07:30:00Z", "2026-03-07T07:30:00Z", "2026-03-08T07:30:00Z", "2026-03-09T06:30:00Z"]
+        )
+        #expect(try await f.list("p1").isEmpty)
+    }
+
     @Test func statusIsRetainedOnlineAndOfflineOnStop() async throws {
         let f = try await WorkerFixture.start()
         defer { Task { await f.stop() } }

@@ -3,65 +3,61 @@ extension Engine {
     ///
     /// Returns the `result` of the reply for command entries (nil for delivery records).
     @discardableResult
-    public mutating func apply(_ entry: JournalEntry) -> JSONObject? {
+    public func apply(_ entry: JournalEntry) -> JSONObject? {
         switch entry {
         case .schedule(let deviceId, let at, let replaced, let notifications):
-            var device = devices[deviceId] ?? DeviceState()
+            let device = device(deviceId)
             var removedCount = 0
-            for id in replaced where remove(id, from: &device) {
+            for id in replaced where remove(id, from: device) {
                 removedCount += 1
             }
             var scheduled: [JSON] = []
+            scheduled.reserveCapacity(notifications.count)
             for spec in notifications {
                 let id = spec.id ?? ""
                 let previous = device.notifications[id]
-                var n = StoredNotification(
+                let n = StoredNotification(
                     spec: spec,
+                    deviceId: device.id,
+                    zones: &zones,
                     version: nextVersion,
-                    enabled: spec.enabled ?? true,
-                    firedCount: 0,
-                    lastFiredAt: nil,
-                    createdAt: previous?.createdAt ?? at,
-                    updatedAt: at,
-                    pendingFrom: at.adding(milliseconds: spec.leadTime ?? 0),
-                    done: false
+                    at: at,
+                    createdAt: previous.map { Instant(milliseconds: $0.createdAt) } ?? at
                 )
                 nextVersion += 1
-                if previous == nil { device.listedCount += 1 }
-                arm(&n, deviceId: deviceId, zone: device.timeZone)
+                if let previous { detach(previous, from: device) }
+                attach(n, to: device)
+                arm(n, device)
                 scheduled.append(["id": .string(id), "nextFireDate": Replies.instant(n.nextFireDate)])
-                device.notifications[id] = n
             }
-            store(device, deviceId)
+            dropIfEmpty(device)
             return ["scheduled": .array(scheduled), "replaced": .int(Int64(removedCount))]
 
         case .cancel(let deviceId, _, let ids):
-            guard var device = devices[deviceId] else { return ["cancelled": []] }
-            let cancelled = ids.filter { remove($0, from: &device) }
-            store(device, deviceId)
+            guard let device = devices[deviceId] else { return ["cancelled": []] }
+            let cancelled = ids.filter { remove($0, from: device) }
+            dropIfEmpty(device)
             return ["cancelled": .array(cancelled.map(JSON.string))]
 
         case .setEnabled(let deviceId, let at, let ids, let enabled):
-            guard var device = devices[deviceId] else { return [enabled ? "resumed" : "paused": []] }
+            guard let device = devices[deviceId] else { return [enabled ? "resumed" : "paused": []] }
             var changed: [JSON] = []
             for id in ids {
-                guard var n = device.notifications[id], n.isListed else { continue }
+                guard let n = device.notifications[id], n.isListed else { continue }
                 n.enabled = enabled
-                n.updatedAt = at
+                n.updatedAt = at.milliseconds
                 if enabled {
                     n.done = false
                     n.sentThrough = nil
-                    n.pendingFrom = at.adding(milliseconds: n.leadTime)
+                    n.pendingFrom = at.milliseconds + n.leadTime
                 }
-                arm(&n, deviceId: deviceId, zone: device.timeZone)
-                device.notifications[id] = n
+                arm(n, device)
                 changed.append(.string(id))
             }
-            store(device, deviceId)
             return [enabled ? "resumed" : "paused": .array(changed)]
 
         case .device(let deviceId, _, let update):
-            var device = devices[deviceId] ?? DeviceState()
+            let device = device(deviceId)
             if let badge = update.badge { device.badge = badge }
             if let quiet = update.quietHours { device.quietHours = quiet }
             let zoneChanged = update.timeZone != nil && update.timeZone != device.timeZone
@@ -69,16 +65,15 @@ extension Engine {
             if zoneChanged || update.quietHours != nil {
                 // Re-arm what follows the device's zone (its instants moved) and whatever quiet
                 // hours were holding.
-                for (id, var n) in device.notifications where n.spec.followsDeviceZone || n.deferred {
-                    arm(&n, deviceId: deviceId, zone: device.timeZone)
-                    device.notifications[id] = n
+                for n in device.notifications.values where n.followsDeviceZone || n.deferred {
+                    arm(n, device)
                 }
             }
-            store(device, deviceId)
+            dropIfEmpty(device)
             return deviceJSON(deviceId)
 
         case .snooze(let deviceId, let at, let id, let due):
-            guard var device = devices[deviceId], let original = device.notifications[id] else { return nil }
+            guard let device = devices[deviceId], let original = device.notifications[id] else { return nil }
             var spec = original.spec
             let snoozeId = id + NotificationCoding.snoozeSuffix
             spec.id = snoozeId
@@ -92,111 +87,120 @@ extension Engine {
             spec.leadTime = nil
             spec.enabled = nil
             spec.keepAfterFiring = nil
-            var n = StoredNotification(
+            let n = StoredNotification(
                 spec: spec,
+                deviceId: device.id,
+                zones: &zones,
                 version: nextVersion,
-                enabled: true,
-                firedCount: 0,
-                lastFiredAt: nil,
-                createdAt: at,
-                updatedAt: at,
-                pendingFrom: at,
-                done: false,
-                snoozeOf: id
+                at: at,
+                createdAt: at
             )
             nextVersion += 1
-            arm(&n, deviceId: deviceId, zone: device.timeZone)
-            device.notifications[snoozeId] = n
-            store(device, deviceId)
+            if let previous = device.notifications[snoozeId] { detach(previous, from: device) }
+            attach(n, to: device)
+            arm(n, device)
             return ["id": .string(id), "nextFireDate": Replies.instant(n.nextFireDate)]
 
         case .delivered(let record), .dropped(let record):
-            var device = devices[record.deviceId] ?? DeviceState()
+            let device = device(record.deviceId)
             if case .delivered = entry, let badge = record.badge {
                 device.badge = badge.applied(to: device.badge)
             }
-            if var n = device.notifications[record.id], n.version == record.version {
+            if let n = device.notifications[record.id], n.version == record.version {
                 if case .delivered = entry {
                     n.firedCount += 1
-                    n.lastFiredAt = record.at
+                    n.lastFiredAt = record.at.milliseconds
                 }
-                let after = record.occurrence.adding(milliseconds: 1)
-                if after > n.pendingFrom { n.pendingFrom = after }
-                if record.last || !n.spec.isRepeating {
-                    if n.spec.keepAfterFiring == true {
+                n.pendingFrom = max(n.pendingFrom, record.occurrence.milliseconds + 1)
+                if record.last || !n.isRepeating {
+                    if n.extras?.keepAfterFiring == true {
                         n.done = true
                         n.enabled = false
                         n.next = nil
-                        n.generation = 0
-                        device.notifications[record.id] = n
+                        n.armedDue = nil
                     } else {
-                        _ = remove(record.id, from: &device, withSnooze: false)
+                        detach(n, from: device)
                     }
-                } else {
-                    device.notifications[record.id] = n
                 }
             }
-            store(device, record.deviceId)
+            dropIfEmpty(device)
             return nil
         }
     }
 
-    /// Removes a listed notification (and its snooze); false when there was none.
-    mutating func remove(_ id: String, from device: inout DeviceState, withSnooze: Bool = true) -> Bool {
-        guard let n = device.notifications.removeValue(forKey: id) else { return false }
+    /// Adds a notification to its device's table (and index).
+    func attach(_ n: StoredNotification, to device: DeviceState) {
+        device.notifications[n.id] = n
+        if n.isListed {
+            device.listedCount += 1
+            pendingCount += 1
+            device.sortedIds = nil
+            device.index?.insert(n)
+        }
+    }
+
+    /// Takes a notification out of its device's table; timers and deliveries in flight that
+    /// still refer to it will ignore it.
+    func detach(_ n: StoredNotification, from device: DeviceState) {
+        device.notifications.removeValue(forKey: n.id)
+        n.removed = true
+        n.armedDue = nil
         if n.isListed {
             device.listedCount -= 1
-            if withSnooze { device.notifications.removeValue(forKey: id + NotificationCoding.snoozeSuffix) }
+            pendingCount -= 1
+            device.sortedIds = nil
+            device.index?.remove(n)
         }
+    }
+
+    /// Removes a listed notification and its snooze; false when there was none.
+    func remove(_ id: String, from device: DeviceState) -> Bool {
+        guard let n = device.notifications[id], n.isListed else { return false }
+        detach(n, from: device)
+        if let snooze = device.notifications[id + NotificationCoding.snoozeSuffix] { detach(snooze, from: device) }
         return true
     }
 
-    mutating func store(_ device: DeviceState, _ deviceId: String) {
-        let before = devices[deviceId]?.listedCount ?? 0
-        pendingCount += device.listedCount - before
-        if device.isEmpty {
-            devices.removeValue(forKey: deviceId)
-        } else {
-            devices[deviceId] = device
-        }
+    /// The recurrence of a notification in its zone (the device's when it follows the device).
+    func recurrence(_ n: StoredNotification, _ device: DeviceState) throws(RecurrenceError) -> Recurrence? {
+        guard let zone = n.effectiveZone(deviceZone: device.timeZone) else { return nil }
+        let e = n.extras
+        return try Recurrence(
+            start: n.fireDate,
+            zone: zone,
+            pattern: n.pattern,
+            count: e?.count,
+            until: e?.until,
+            exdates: e?.exdates ?? []
+        )
     }
 
     /// Recomputes a notification's next occurrence from its durable state and sets its timer.
-    /// During replay only the durable state matters; ``finishRecovery(now:)`` arms everything.
-    mutating func arm(_ n: inout StoredNotification, deviceId: String, zone deviceZone: Zone?) {
+    /// During replay only the durable state matters; ``finishRecovery()`` arms everything.
+    func arm(_ n: StoredNotification, _ device: DeviceState) {
         n.deferred = false
         n.next = nil
-        n.recurrence = nil
-        n.generation = 0
-        guard !replaying, n.enabled, !n.done, let zone = n.spec.effectiveZone(deviceZone: deviceZone),
-            let start = n.spec.fireDate
-        else { return }
+        n.armedDue = nil
+        guard !replaying, n.enabled, !n.done, !n.removed else { return }
         do {
-            let recurrence = try Recurrence(
-                start: start,
-                zone: zone,
-                pattern: n.spec.pattern,
-                count: n.spec.count,
-                until: n.spec.until,
-                exdates: n.spec.exdates ?? []
-            )
-            n.recurrence = recurrence
+            guard let recurrence = try recurrence(n, device) else { return }
             // A one-shot fires even when its time has passed; a series resumes at pendingFrom,
             // past whatever this run has already published.
-            if n.spec.isRepeating {
+            if n.isRepeating {
                 var from = n.pendingFrom
-                if let sent = n.sentThrough, sent >= from { from = sent.adding(milliseconds: 1) }
-                n.next = try recurrence.first(atOrAfter: from)
+                if let sent = n.sentThrough, sent >= from { from = sent + 1 }
+                n.next = try recurrence.first(atOrAfter: Instant(milliseconds: from))
             } else if n.sentThrough == nil {
                 n.next = try recurrence.first(atOrAfter: .distantPast)
             }
         } catch {
             n.next = nil
         }
-        if let next = n.next {
-            n.generation = nextGeneration
-            nextGeneration += 1
-            heap.push(due: n.fireTime(next), deviceId: deviceId, id: n.id, generation: n.generation)
-        }
+        if let next = n.next { setTimer(n, n.fireTime(next).milliseconds) }
+    }
+
+    func setTimer(_ n: StoredNotification, _ due: Int64) {
+        n.armedDue = due
+        heap.push(due: due, n)
     }
 }

@@ -1,38 +1,49 @@
-/// The engine's durable state frozen at one moment, to be written as a snapshot, possibly on
-/// another thread (the dictionaries are copy-on-write, so taking one is cheap).
+/// The engine's durable state frozen at one moment, to be written as a snapshot on another
+/// thread. Taking one copies each notification's small durable state and keeps references to
+/// the immutable specs, so the owner thread can go on changing the engine meanwhile.
 public struct EngineSnapshot: Sendable {
-    let devices: [String: DeviceState]
+    struct Device: Sendable {
+        var id: String
+        var timeZone: Zone?
+        var badge: Int
+        var quietHours: QuietHours?
+    }
+
+    let devices: [Device]
+    let notifications: [(notification: StoredNotification, state: DurableState)]
     let nextVersion: UInt64
 
     /// The current snapshot format. Readers accept this and every earlier one.
     public static let format: Int64 = 1
 
-    /// Calls `body` with each snapshot entry: a header, then each device, then each of its
-    /// notifications. Entries are JSON objects.
+    /// How many entries ``forEachEntry(_:)`` produces.
+    public var entryCount: Int { 1 + devices.count + notifications.count }
+
+    /// Calls `body` with each snapshot entry: a header, then each device, then each
+    /// notification. Entries are JSON objects.
     public func forEachEntry<E: Error>(_ body: ([UInt8]) throws(E) -> Void) throws(E) {
         try body(JSON.object(["format": .int(Self.format), "nextVersion": .int(Int64(bitPattern: nextVersion))]).bytes)
-        for (deviceId, device) in devices {
+        for device in devices {
             var d = JSONObject()
-            d.append("device", .string(deviceId))
+            d.append("device", .string(device.id))
             if let zone = device.timeZone { d.append("timeZone", .string(zone.identifier)) }
             if device.badge != 0 { d.append("badge", .int(Int64(device.badge))) }
             if let quiet = device.quietHours { d.append("quietHours", Replies.quietHours(quiet)) }
             try body(JSON.object(d).bytes)
-            for n in device.notifications.values {
-                var o = JSONObject()
-                o.append("device", .string(deviceId))
-                o.append("n", .object(NotificationCoding.encode(n.spec, internal: true)))
-                o.append("version", .int(Int64(bitPattern: n.version)))
-                if !n.enabled { o.append("enabled", false) }
-                if n.firedCount != 0 { o.append("firedCount", .int(Int64(n.firedCount))) }
-                if let last = n.lastFiredAt { o.append("lastFiredAt", .int(last.milliseconds)) }
-                o.append("createdAt", .int(n.createdAt.milliseconds))
-                o.append("updatedAt", .int(n.updatedAt.milliseconds))
-                o.append("pendingFrom", .int(n.pendingFrom.milliseconds))
-                if n.done { o.append("done", true) }
-                if let of = n.snoozeOf { o.append("snoozeOf", .string(of)) }
-                try body(JSON.object(o).bytes)
-            }
+        }
+        for (n, state) in notifications {
+            var o = JSONObject()
+            o.append("device", .string(n.deviceId))
+            o.append("n", .object(NotificationCoding.encode(n.spec, internal: true)))
+            o.append("version", .int(Int64(bitPattern: state.version)))
+            if !state.enabled { o.append("enabled", false) }
+            if state.firedCount != 0 { o.append("firedCount", .int(Int64(state.firedCount))) }
+            if let last = state.lastFiredAt { o.append("lastFiredAt", .int(last)) }
+            o.append("createdAt", .int(state.createdAt))
+            o.append("updatedAt", .int(state.updatedAt))
+            o.append("pendingFrom", .int(state.pendingFrom))
+            if state.done { o.append("done", true) }
+            try body(JSON.object(o).bytes)
         }
     }
 }
@@ -44,11 +55,23 @@ public struct RecoveryError: Error, Hashable, Sendable, CustomStringConvertible 
 
 extension Engine {
     /// The durable state as of now.
-    public var snapshot: EngineSnapshot { EngineSnapshot(devices: devices, nextVersion: nextVersion) }
+    public var snapshot: EngineSnapshot {
+        var list: [EngineSnapshot.Device] = []
+        list.reserveCapacity(devices.count)
+        var notifications: [(notification: StoredNotification, state: DurableState)] = []
+        notifications.reserveCapacity(devices.values.reduce(0) { $0 + $1.notifications.count })
+        for device in devices.values {
+            list.append(
+                .init(id: device.id, timeZone: device.timeZone, badge: device.badge, quietHours: device.quietHours)
+            )
+            for n in device.notifications.values { notifications.append((n, n.durable)) }
+        }
+        return EngineSnapshot(devices: list, notifications: notifications, nextVersion: nextVersion)
+    }
 
     /// Starts recovery: state is rebuilt with ``restore(snapshotEntry:)`` and ``apply(_:)``, then
     /// ``finishRecovery()``.
-    public mutating func beginRecovery() {
+    public func beginRecovery() {
         replaying = true
         devices = [:]
         heap.removeAll()
@@ -57,7 +80,7 @@ extension Engine {
     }
 
     /// Reads one snapshot entry, as ``EngineSnapshot/forEachEntry(_:)`` wrote it.
-    public mutating func restore(snapshotEntry bytes: [UInt8]) throws(RecoveryError) {
+    public func restore(snapshotEntry bytes: [UInt8]) throws(RecoveryError) {
         let object: JSONObject
         do {
             guard case .object(let o) = try JSON(parsing: bytes) else {
@@ -80,26 +103,26 @@ extension Engine {
                 return
             }
             guard let deviceId = try r.string("device") else { throw .invalid("device", "missing") }
-            var device = devices[deviceId] ?? DeviceState()
+            let device = device(deviceId)
             if let o = try r.object("n") {
                 let spec = try NotificationCoding.decode(FieldReader(o, path: "n."), limits: nil)
-                func instant(_ key: String) throws(ChimeError) -> Instant? {
-                    try r.integer(key, in: all).map { Instant(milliseconds: $0) }
-                }
+                func millis(_ key: String) throws(ChimeError) -> Int64? { try r.integer(key, in: all) }
+                let createdAt = try millis("createdAt") ?? 0
                 let n = StoredNotification(
                     spec: spec,
+                    deviceId: device.id,
+                    zones: &zones,
                     version: UInt64(bitPattern: try r.integer("version", in: all) ?? 0),
-                    enabled: try r.bool("enabled") ?? true,
-                    firedCount: Int(try r.integer("firedCount", in: 0...Int64(Int32.max)) ?? 0),
-                    lastFiredAt: try instant("lastFiredAt"),
-                    createdAt: try instant("createdAt") ?? Instant(milliseconds: 0),
-                    updatedAt: try instant("updatedAt") ?? Instant(milliseconds: 0),
-                    pendingFrom: try instant("pendingFrom") ?? Instant(milliseconds: 0),
-                    done: try r.bool("done") ?? false,
-                    snoozeOf: try r.string("snoozeOf")
+                    at: Instant(milliseconds: try millis("updatedAt") ?? createdAt),
+                    createdAt: Instant(milliseconds: createdAt)
                 )
-                device.notifications[n.id] = n
-                if n.isListed { device.listedCount += 1 }
+                n.enabled = try r.bool("enabled") ?? true
+                n.firedCount = Int32(try r.integer("firedCount", in: 0...Int64(Int32.max)) ?? 0)
+                n.lastFiredAt = try millis("lastFiredAt")
+                n.pendingFrom = try millis("pendingFrom") ?? 0
+                n.done = try r.bool("done") ?? false
+                if let old = device.notifications[n.id] { detach(old, from: device) }
+                attach(n, to: device)
             } else {
                 if let name = try r.string("timeZone") {
                     guard let zone = Zone(identifier: name) else { throw .invalid("timeZone", "unknown zone \(name)") }
@@ -114,21 +137,17 @@ extension Engine {
                     device.quietHours = QuietHours(start: start, end: end)
                 }
             }
-            store(device, deviceId)
         } catch {
             throw RecoveryError(description: "snapshot entry: \(error.message)")
         }
     }
 
     /// Ends recovery: computes every notification's next occurrence and sets the timers.
-    public mutating func finishRecovery() {
+    public func finishRecovery() {
         replaying = false
-        for (deviceId, var device) in devices {
-            for (id, var n) in device.notifications {
-                arm(&n, deviceId: deviceId, zone: device.timeZone)
-                device.notifications[id] = n
-            }
-            devices[deviceId] = device
+        for device in devices.values {
+            for n in device.notifications.values { arm(n, device) }
+            dropIfEmpty(device)
         }
     }
 }

@@ -27,6 +27,8 @@ public struct Delivery: Hashable, Sendable {
     public var payload: [UInt8]
     /// The MQTT 5 message expiry: seconds left before `expiresAfter` runs out.
     public var messageExpiry: UInt32?
+    /// When it was due (its `fireDate`), to measure lateness.
+    public var due: Instant
 }
 
 /// What the engine asks its owner to do after a tick.
@@ -48,21 +50,24 @@ public enum Decision: Hashable, Sendable {
 /// Chime's scheduler as a state machine, with no I/O and no clock.
 ///
 /// Its owner feeds it events: a command (``decide(_:now:random:)``), a journal entry written
-/// (``apply(_:)``), time passing (``tick(now:)``), a delivery acknowledged by the broker
+/// (``apply(_:)``), time passing (``tick(now:limit:)``), a delivery acknowledged by the broker
 /// (``acknowledged(_:)``), the broker connection coming and going (``setConnected(_:)``). It
 /// answers with decisions and outputs: reply this, journal that, publish this, wake me at
 /// ``nextWake``. Every durable change goes through `apply`, live and in recovery alike.
-public struct Engine: Sendable {
+///
+/// Not thread-safe: one owner thread calls it. ``snapshot`` hands a frozen, `Sendable` copy of
+/// the durable state to another thread.
+public final class Engine {
     public let configuration: EngineConfiguration
     var devices: [String: DeviceState] = [:]
+    var zones = ZoneInterner()
     var nextVersion: UInt64 = 1
     var heap = TimerHeap()
-    var nextGeneration: UInt64 = 1
     var inflight: [UInt64: InFlight] = [:]
     var nextToken: UInt64 = 1
     var connected = false
     /// While replaying the journal, derived state (next occurrences, timers) is left for
-    /// ``finishRecovery(now:)`` to build once.
+    /// ``finishRecovery()`` to build once.
     var replaying = false
     /// How many listed notifications are held, over all devices.
     public internal(set) var pendingCount = 0
@@ -78,7 +83,7 @@ public struct Engine: Sendable {
 
     /// Tells the engine whether deliveries can be published. While disconnected nothing fires;
     /// what falls due meanwhile is delivered on reconnection under each notification's `misfire`.
-    public mutating func setConnected(_ connected: Bool) {
+    public func setConnected(_ connected: Bool) {
         self.connected = connected
     }
 
@@ -86,6 +91,19 @@ public struct Engine: Sendable {
     public var nextWake: Instant? {
         guard connected else { return nil }
         return heap.top.map { Instant(milliseconds: $0.due) }
+    }
+
+    /// The device's state, created when missing.
+    func device(_ id: String) -> DeviceState {
+        if let d = devices[id] { return d }
+        let d = DeviceState(id: id)
+        devices[id] = d
+        return d
+    }
+
+    /// Drops a device that holds nothing any more.
+    func dropIfEmpty(_ device: DeviceState) {
+        if device.isEmpty { devices.removeValue(forKey: device.id) }
     }
 
     // MARK: - Commands
@@ -266,24 +284,57 @@ public struct Engine: Sendable {
         case .ids(let ids):
             var seen = Set<String>()
             return ids.filter { device.notifications[$0]?.isListed == true && seen.insert($0).inserted }
-        case .all, .match:
-            return device.notifications.values
-                .filter { $0.isListed && selector.selects(id: $0.id, userInfo: $0.spec.userInfo) }
-                .map(\.id)
-                .sorted()
+        case .all:
+            return device.notifications.values.filter(\.isListed).map(\.id).sorted()
+        case .match(let wanted):
+            return matching(device, wanted).map(\.id).sorted()
         }
+    }
+
+    /// The listed notifications whose userInfo has every member of `wanted`. Devices with many
+    /// notifications get an index on first use, kept up to date from then on.
+    func matching(_ device: DeviceState, _ wanted: JSONObject) -> [StoredNotification] {
+        let candidates: [StoredNotification]
+        if device.listedCount > UserInfoIndex.threshold {
+            if device.index == nil { device.index = UserInfoIndex(device.notifications.values) }
+            candidates = device.index!.candidates(wanted)
+        } else {
+            candidates = Array(device.notifications.values)
+        }
+        return candidates.filter { $0.isListed && Selector.matches(wanted, $0.userInfoObject) }
     }
 
     // MARK: - Reads
 
     func list(_ deviceId: String, _ match: JSONObject?, _ limit: Int, _ cursor: String?) -> JSONObject {
-        let device = devices[deviceId]
-        var rows = (device?.notifications.values.filter(\.isListed) ?? [])
-        if let match { rows = rows.filter { Selector.matches(match, $0.spec.userInfo) } }
-        if let cursor { rows = rows.filter { $0.id > cursor } }
-        rows.sort { $0.id < $1.id }
-        let page = rows.prefix(limit)
-        let more = rows.count > limit
+        guard let device = devices[deviceId] else { return ["notifications": [], "cursor": .null] }
+        var page: [StoredNotification] = []
+        var more = false
+        if let match {
+            var rows = matching(device, match).sorted { $0.id < $1.id }
+            if let cursor { rows.removeAll { $0.id <= cursor } }
+            page = Array(rows.prefix(limit))
+            more = rows.count > limit
+        } else {
+            // Listing a large device page by page must not sort it for every page.
+            if device.sortedIds == nil {
+                device.sortedIds = device.notifications.values.filter(\.isListed).map(\.id).sorted()
+            }
+            let ids = device.sortedIds!
+            var start = 0
+            if let cursor {
+                var lo = 0
+                var hi = ids.count
+                while lo < hi {
+                    let mid = (lo + hi) / 2
+                    if ids[mid] <= cursor { lo = mid + 1 } else { hi = mid }
+                }
+                start = lo
+            }
+            let end = min(ids.count, start + limit)
+            page = ids[start..<end].compactMap { device.notifications[$0] }
+            more = end < ids.count
+        }
         return [
             "notifications": .array(page.map { .object(listJSON($0)) }),
             "cursor": more ? .string(page.last!.id) : .null,
@@ -292,18 +343,18 @@ public struct Engine: Sendable {
 
     func listJSON(_ n: StoredNotification) -> JSONObject {
         var o = NotificationCoding.encode(n.spec)
-        o.append("nextFireDate", Replies.instant(n.nextFireDate))
-        // Replaces the `enabled` it was scheduled with (if any): the current state, and one key.
+        // `enabled` may be among the fields as scheduled: the current state replaces it.
+        o["nextFireDate"] = Replies.instant(n.nextFireDate)
         o["enabled"] = .bool(n.enabled)
-        o.append("firedCount", .int(Int64(n.firedCount)))
-        o.append("lastFiredAt", Replies.instant(n.lastFiredAt))
-        o.append("createdAt", .string(n.createdAt.rfc3339()))
-        o.append("updatedAt", .string(n.updatedAt.rfc3339()))
+        o["firedCount"] = .int(Int64(n.firedCount))
+        o["lastFiredAt"] = Replies.instant(n.lastFiredAt.map { Instant(milliseconds: $0) })
+        o["createdAt"] = .string(Instant(milliseconds: n.createdAt).rfc3339())
+        o["updatedAt"] = .string(Instant(milliseconds: n.updatedAt).rfc3339())
         return o
     }
 
     func deviceJSON(_ deviceId: String) -> JSONObject {
-        let device = devices[deviceId] ?? DeviceState()
+        let device = devices[deviceId] ?? DeviceState(id: deviceId)
         return [
             "deviceId": .string(deviceId),
             "timeZone": device.timeZone.map { .string($0.identifier) } ?? .null,

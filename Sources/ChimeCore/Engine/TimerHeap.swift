@@ -1,14 +1,14 @@
 /// A binary min-heap of wake-ups, ordered by due time then by insertion.
 ///
-/// Entries are never removed from the middle: a notification that changes gets a new
-/// `generation`, and entries carrying an old one are skipped when they surface.
-struct TimerHeap: Sendable {
-    struct Entry: Sendable {
+/// Entries are never removed from the middle: when a notification is re-armed its
+/// `armedDue` changes, and entries whose due time is not its `armedDue` are skipped when they
+/// surface. (An entry with the same due time as a newer one is harmless: the first to surface
+/// fires and disarms the notification, the second finds it disarmed.)
+struct TimerHeap {
+    struct Entry {
         var due: Int64
         var order: UInt64
-        var deviceId: String
-        var id: String
-        var generation: UInt64
+        var notification: StoredNotification
     }
 
     private var entries: [Entry] = []
@@ -17,10 +17,8 @@ struct TimerHeap: Sendable {
     var count: Int { entries.count }
     var top: Entry? { entries.first }
 
-    mutating func push(due: Instant, deviceId: String, id: String, generation: UInt64) {
-        entries.append(
-            Entry(due: due.milliseconds, order: nextOrder, deviceId: deviceId, id: id, generation: generation)
-        )
+    mutating func push(due: Int64, _ notification: StoredNotification) {
+        entries.append(Entry(due: due, order: nextOrder, notification: notification))
         nextOrder &+= 1
         siftUp(entries.count - 1)
     }

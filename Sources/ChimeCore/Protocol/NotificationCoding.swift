@@ -23,6 +23,7 @@ enum NotificationCoding {
             maxLength: CommandDecoder.maxIdLength + (fromClient ? 0 : snoozeSuffix.count),
             allowEmpty: false
         )
+        // Clients may not use the suffix; snapshots store snoozes under it (`Engine.restore`).
         if fromClient, let id = spec.id, id.hasSuffix(snoozeSuffix) {
             throw .invalid(r.name("id"), "ids ending in \(snoozeSuffix) are reserved for snoozes")
         }

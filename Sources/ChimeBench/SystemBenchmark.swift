@@ -1,0 +1,534 @@
+import ChimeMQTT
+import ChimeTestSupport
+import ChimeTime
+import Foundation
+
+/// `chime-bench system [--quick] [--json FILE]`: starts its own mosquitto and release chimed,
+/// runs the workloads of the performance issue and prints a table; figures that depend on the
+/// machine are given as ratios to the broker's own ceiling, measured in the same run by the relay
+/// and the pump (see ``Baselines``).
+struct SystemBenchmark {
+    var quick: Bool
+    var jsonPath: String
+
+    struct Sizes {
+        var ingest: Int
+        var burst: Int
+        var pendingBig: Int
+        var steadyRate: Int
+        var steadySeconds: Int
+        var extraRecords: Int
+        var cancelSamples: Int
+    }
+
+    var sizes: Sizes {
+        quick
+            ? Sizes(
+                ingest: 20_000,
+                burst: 100_000,
+                pendingBig: 80_000,
+                steadyRate: 2000,
+                steadySeconds: 10,
+                extraRecords: 10_000,
+                cancelSamples: 30
+            )
+            : Sizes(
+                ingest: 200_000,
+                burst: 1_000_000,
+                pendingBig: 880_000,
+                steadyRate: 2000,
+                steadySeconds: 60,
+                extraRecords: 100_000,
+                cancelSamples: 50
+            )
+    }
+
+    static let body = String(repeating: "b", count: 100)
+    static let userInfo = #"{"a":1,"b":"two","c":true}"#
+    static let prefix = "chime"
+
+    var results: [String: Any] = [:]
+    var rows: [(String, String, String, String)] = []
+
+    mutating func run() throws {
+        let bin = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let chimed = bin.appendingPathComponent("chimed").path
+        let me = bin.appendingPathComponent("chime-bench").path
+        guard FileManager.default.isExecutableFile(atPath: chimed) else {
+            throw BenchError("\(chimed) is missing: build with `swift build -c release` (make bench does)")
+        }
+        if !bin.path.contains("release") {
+            say("warning: \(bin.path) is not a release build; figures will be low")
+        }
+        say(
+            "chime-bench system\(quick ? " --quick" : ""): \(ProcessInfo.processInfo.activeProcessorCount) cores, "
+                + "\(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
+        )
+        let broker = try runSync {
+            try await TestBroker.start(
+                .init(extraLines: ["max_inflight_messages 1000", "max_queued_messages 0", "max_queued_bytes 0"])
+            )
+        }
+        defer { _ = try? runSync { await broker.stop() } }
+        let url = broker.url
+        results["machine"] = [
+            "cores": ProcessInfo.processInfo.activeProcessorCount,
+            "memoryGiB": Int(ProcessInfo.processInfo.physicalMemory >> 30),
+            "kernel": (try? String(contentsOfFile: "/proc/sys/kernel/osrelease", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?",
+        ]
+        results["quick"] = quick
+
+        try ingest(url: url, chimed: chimed, me: me)
+        try burst(url: url, chimed: chimed, me: me)
+        try steady(url: url, chimed: chimed)
+
+        say("")
+        say(table())
+        let data = try JSONSerialization.data(withJSONObject: results, options: [.prettyPrinted, .sortedKeys])
+        try FileManager.default.createDirectory(
+            atPath: (jsonPath as NSString).deletingLastPathComponent,
+            withIntermediateDirectories: true
+        )
+        try data.write(to: URL(fileURLWithPath: jsonPath))
+        say("\nfigures written to \(jsonPath)")
+    }
+
+    // MARK: Workloads
+
+    /// 200k schedule commands pipelined with a Response Topic: the relay, then chimed.
+    mutating func ingest(url: String, chimed: String, me: String) throws {
+        let n = sizes.ingest
+        let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000).rfc3339()
+        let commands: [(String, [UInt8])] = (0..<n).map { i in
+            (
+                "\(Self.prefix)/d\(i % 2000)/cmd/schedule",
+                Array(
+                    #"{"id":"i\#(i)","fireDate":"\#(far)","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
+                        .utf8
+                )
+            )
+        }
+        say("ingest: \(n) schedule commands, window 1000, --fsync always")
+
+        let relay = try ChildProcess(me, arguments: ["relay", url, Self.prefix])
+        try relay.start()
+        guard try runSync({ await relay.waitForLine(timeout: .seconds(30)) { $0 == "ready" } }) != nil else {
+            throw BenchError("relay did not start")
+        }
+        let relayLoad = try LoadClient(url: url, clientId: "bench-load-relay", window: 1000)
+        try relayLoad.start()
+        _ = try relayLoad.run(Array(commands.prefix(2000)))  // warm up
+        let relayCPU0 = cpuSeconds(pid: relay.pid) ?? 0
+        let r = try relayLoad.run(commands)
+        let relayCPU = (cpuSeconds(pid: relay.pid) ?? 0) - relayCPU0
+        relayLoad.stop()
+        relay.terminate()
+        try runSync { await relay.waitForExit(timeout: .seconds(10)) }
+        let relayRate = Double(r.replies) / r.seconds
+        say(String(format: "  relay:  %8.0f replies/s, %.1f µs CPU per command", relayRate, relayCPU / Double(n) * 1e6))
+
+        let data = try TemporaryDirectory(prefix: "chime-bench")
+        let worker = try startChimed(chimed, url: url, data: data.path)
+        let load = try LoadClient(url: url, clientId: "bench-load-chimed", window: 1000)
+        try load.start()
+        _ = try load.run(
+            (0..<2000).map { i in
+                ("\(Self.prefix)/warm\(i % 100)/cmd/schedule", Array(#"{"id":"w\#(i)","fireDate":"\#(far)"}"#.utf8))
+            }
+        )
+        let cpu0 = cpuSeconds(pid: worker.process.pid) ?? 0
+        let c = try load.run(commands)
+        let cpu = (cpuSeconds(pid: worker.process.pid) ?? 0) - cpu0
+        load.stop()
+        stop(worker)
+        let rate = Double(c.replies) / c.seconds
+        say(
+            String(
+                format: "  chimed: %8.0f replies/s, %.1f µs CPU per command, %d ok",
+                rate,
+                cpu / Double(n) * 1e6,
+                c.ok
+            )
+        )
+        guard c.ok == n + 2000 else { throw BenchError("ingest: \(c.ok) ok replies, expected \(n + 2000)") }
+        let rateRatio = rate / relayRate
+        let cpuRatio = (cpu / Double(n)) / (relayCPU / Double(n))
+        results["ingest"] = [
+            "commands": n, "relayRepliesPerSecond": relayRate, "chimedRepliesPerSecond": rate,
+            "relayCPUMicrosPerCommand": relayCPU / Double(n) * 1e6, "chimedCPUMicrosPerCommand": cpu / Double(n) * 1e6,
+            "rateRatio": rateRatio, "cpuRatio": cpuRatio,
+        ]
+        rows.append(
+            (
+                "ingest: ok replies/s ÷ relay's", String(format: "%.0f ÷ %.0f", rate, relayRate), ratio(rateRatio),
+                "≥ 0.8"
+            )
+        )
+        rows.append(
+            (
+                "ingest: CPU per command ÷ relay's",
+                String(format: "%.1f µs ÷ %.1f µs", cpu / Double(n) * 1e6, relayCPU / Double(n) * 1e6),
+                ratio(cpuRatio), "≤ 2"
+            )
+        )
+    }
+
+    /// A million notifications due at the same instant: the pump, then chimed.
+    mutating func burst(url: String, chimed: String, me: String) throws {
+        let n = sizes.burst
+        let devices = 1000
+        say("burst: \(n) notifications due at one instant over \(devices) devices")
+        let collector = try DeliveryCollector(url: url, measure: false)
+        try collector.start(filter: "\(Self.prefix)/+/notifications")
+
+        let pump = try ChildProcess(me, arguments: ["pump", url, Self.prefix, "\(n)", "\(devices)"])
+        try pump.start()
+        guard waitUntil(timeout: 600, { collector.count >= n }) else {
+            throw BenchError("pump: only \(collector.count) of \(n) arrived")
+        }
+        try runSync { await pump.waitForExit(timeout: .seconds(30)) }
+        let p = collector.snapshot
+        let pumpRate = Double(p.count) / (p.last - p.first)
+        say(String(format: "  pump:   %8.0f deliveries/s", pumpRate))
+        collector.stop()
+
+        let data = try TemporaryDirectory(prefix: "chime-bench")
+        let worker = try startChimed(chimed, url: url, data: data.path)
+        let measured = try DeliveryCollector(url: url, measure: true)
+        try measured.start(filter: "\(Self.prefix)/+/notifications")
+        let load = try LoadClient(url: url, clientId: "bench-load-burst", window: 20)
+        try load.start()
+        let due = try loadDueAtOneInstant(load: load, count: n, devices: devices)
+        let dueMono = monotonicSeconds() + Double(due.milliseconds - wallMilliseconds()) / 1000
+        guard waitUntil(timeout: 900, { measured.count >= n }) else {
+            throw BenchError("burst: only \(measured.count) of \(n) delivered")
+        }
+        let b = measured.snapshot
+        let rate = Double(b.count) / (b.last - dueMono)
+        measured.stop()
+        load.stop()
+        stop(worker)
+        let lateness = b.worker
+        say(
+            String(
+                format:
+                    "  chimed: %8.0f deliveries/s from the due instant to the last arrival; lateness p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+                rate,
+                lateness.quantile(0.5),
+                lateness.quantile(0.99),
+                lateness.max
+            )
+        )
+        results["burst"] = [
+            "notifications": n, "pumpDeliveriesPerSecond": pumpRate, "chimedDeliveriesPerSecond": rate,
+            "ratio": rate / pumpRate,
+            "latenessMs": quantiles(lateness), "arrivalLatenessMs": quantiles(b.arrival),
+        ]
+        rows.append(
+            (
+                "burst: deliveries/s ÷ pump's", String(format: "%.0f ÷ %.0f", rate, pumpRate), ratio(rate / pumpRate),
+                "≥ 0.8"
+            )
+        )
+        rows.append(
+            (
+                "burst: lateness p50 / p99 / max",
+                String(format: "%.0f / %.0f / %.0f ms", lateness.quantile(0.5), lateness.quantile(0.99), lateness.max),
+                "", ""
+            )
+        )
+    }
+
+    /// Schedules `count` one-shots due at one instant, far enough ahead for the loading to finish
+    /// first (measured on a sample); returns that instant.
+    func loadDueAtOneInstant(load: LoadClient, count: Int, devices: Int) throws -> Instant {
+        let batch = 500
+        let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000)
+        let sample = try load.run(batches(prefix: "cal", count: 20 * batch, devices: 20, due: far, batch: batch))
+        let perSecond = Double(20 * batch) / sample.seconds
+        let due = Instant(milliseconds: wallMilliseconds() + Int64(Double(count) / perSecond * 1500) + 5000)
+        say(String(format: "  loading at about %.0f notifications/s; due at %@", perSecond, due.rfc3339()))
+        _ = try load.run(
+            batches(prefix: "burst", count: count, devices: devices, due: due, batch: batch),
+            timeout: 3600
+        )
+        let left = Double(due.milliseconds - wallMilliseconds()) / 1000
+        if left < 1 { say(String(format: "  warning: loading ended %.1f s after the due instant", -left)) }
+        return due
+    }
+
+    func batches(prefix: String, count: Int, devices: Int, due: Instant, batch: Int) -> [(String, [UInt8])] {
+        var out: [(String, [UInt8])] = []
+        var i = 0
+        while i < count {
+            let device = "\(prefix)-\((i / batch) % devices)"
+            var items: [String] = []
+            for j in i..<min(count, i + batch) {
+                items.append(
+                    #"{"id":"\#(prefix)\#(j)","fireDate":"\#(due.rfc3339())","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
+                )
+            }
+            out.append(
+                (
+                    "\(Self.prefix)/\(device)/cmd/schedule",
+                    Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)
+                )
+            )
+            i += batch
+        }
+        return out
+    }
+
+    /// A million pending, of which 2,000 fall due per second for 60 s; memory per pending;
+    /// cancel by tag; recovery time with a snapshot and journal records after it.
+    mutating func steady(url: String, chimed: String) throws {
+        let s = sizes
+        let data = try TemporaryDirectory(prefix: "chime-bench")
+        var worker = try startChimed(chimed, url: url, data: data.path)
+        let rss0 = residentBytes(pid: worker.process.pid) ?? 0
+        let load = try LoadClient(url: url, clientId: "bench-load-steady", window: 20)
+        try load.start()
+        let steadyCount = s.steadyRate * s.steadySeconds
+        let total = s.pendingBig + steadyCount
+        say("steady: \(total) pending, \(s.steadyRate)/s falling due for \(s.steadySeconds) s")
+
+        // The big device: tags with ten notifications each, for cancel by tag.
+        let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000).rfc3339()
+        var big: [(String, [UInt8])] = []
+        let batch = 500
+        var i = 0
+        while i < s.pendingBig {
+            var items: [String] = []
+            for j in i..<min(s.pendingBig, i + batch) {
+                items.append(
+                    #"{"id":"g\#(j)","fireDate":"\#(far)","alertBody":"\#(Self.body)","userInfo":{"tag":"t\#(j / 10)","b":"two","c":true}}"#
+                )
+            }
+            big.append(
+                (
+                    "\(Self.prefix)/big/cmd/schedule",
+                    Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)
+                )
+            )
+            i += batch
+        }
+        let loadStart = monotonicSeconds()
+        let bigResult = try load.run(big, timeout: 3600)
+        let perSecond = Double(s.pendingBig) / bigResult.seconds
+        // The steady ones: due evenly from T over the window, spread over 1000 devices.
+        let start = wallMilliseconds() + Int64(Double(steadyCount) / perSecond * 1500) + 5000
+        var steadyCommands: [(String, [UInt8])] = []
+        i = 0
+        while i < steadyCount {
+            let device = "s-\((i / batch) % 1000)"
+            var items: [String] = []
+            for j in i..<min(steadyCount, i + batch) {
+                let due = Instant(milliseconds: start + Int64(j) * 1000 / Int64(s.steadyRate)).rfc3339()
+                items.append(
+                    #"{"id":"s\#(j)","fireDate":"\#(due)","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
+                )
+            }
+            steadyCommands.append(
+                (
+                    "\(Self.prefix)/\(device)/cmd/schedule",
+                    Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)
+                )
+            )
+            i += batch
+        }
+        _ = try load.run(steadyCommands, timeout: 3600)
+        say(String(format: "  loaded in %.0f s", monotonicSeconds() - loadStart))
+
+        // Memory, with everything pending.
+        let rss1 = residentBytes(pid: worker.process.pid) ?? 0
+        let content = Self.body.utf8.count + #"{"tag":"t12345","b":"two","c":true}"#.utf8.count + "g123456".utf8.count
+        let perPending = Double(rss1 - rss0) / Double(total) - Double(content)
+        say(
+            String(
+                format: "  memory: %.0f B RSS per pending notification beyond its %d B of content",
+                perPending,
+                content
+            )
+        )
+        results["memory"] = [
+            "pending": total, "rssBefore": rss0, "rssAfter": rss1, "contentBytes": content,
+            "bytesPerPendingBeyondContent": perPending,
+        ]
+        rows.append(("memory: RSS per pending beyond content", String(format: "%.0f B", perPending), "", "≤ 400 B"))
+
+        // Cancel by tag: ten matches among everything pending.
+        let cancels = (0..<s.cancelSamples).map { k in
+            (
+                "\(Self.prefix)/big/cmd/cancel",
+                Array(#"{"match":{"userInfo":{"tag":"t\#(k * 997 % (s.pendingBig / 10))"}}}"#.utf8)
+            )
+        }
+        let reads = (0..<s.cancelSamples).map { _ in ("\(Self.prefix)/big/cmd/device", Array("{}".utf8)) }
+        let serial = try LoadClient(url: url, clientId: "bench-serial", window: 1)
+        try serial.start()
+        let cancelled = try serial.run(cancels, measureLatency: true)
+        let read = try serial.run(reads, measureLatency: true)
+        serial.stop()
+        let cancelMs = cancelled.latencies.quantile(0.5) * 1000
+        say(
+            String(
+                format: "  cancel by tag: median %.2f ms round trip (a device read: %.2f ms)",
+                cancelMs,
+                read.latencies.quantile(0.5) * 1000
+            )
+        )
+        results["cancelByTag"] = [
+            "pending": total, "medianMs": cancelMs, "p99Ms": cancelled.latencies.quantile(0.99) * 1000,
+            "deviceReadMedianMs": read.latencies.quantile(0.5) * 1000,
+        ]
+        rows.append(
+            ("cancel by tag among \(total): reply latency (median)", String(format: "%.2f ms", cancelMs), "", "≤ 1 ms")
+        )
+
+        // The steady window.
+        let measured = try DeliveryCollector(url: url, measure: true)
+        try measured.start(filter: "\(Self.prefix)/+/notifications")
+        guard waitUntil(timeout: Double(s.steadySeconds) + 600, { measured.count >= steadyCount }) else {
+            throw BenchError("steady: only \(measured.count) of \(steadyCount) delivered")
+        }
+        let d = measured.snapshot
+        measured.stop()
+        let l = d.worker
+        say(
+            String(
+                format: "  lateness p50 %.0f ms, p99 %.0f ms, p99.9 %.0f ms (arrival p99 %.0f ms)",
+                l.quantile(0.5),
+                l.quantile(0.99),
+                l.quantile(0.999),
+                d.arrival.quantile(0.99)
+            )
+        )
+        results["steady"] = [
+            "pending": total, "perSecond": s.steadyRate, "seconds": s.steadySeconds, "latenessMs": quantiles(l),
+            "arrivalLatenessMs": quantiles(d.arrival),
+        ]
+        rows.append(
+            (
+                "steady: lateness p50 / p99 / p99.9",
+                String(format: "%.0f / %.0f / %.0f ms", l.quantile(0.5), l.quantile(0.99), l.quantile(0.999)), "",
+                "p99 ≤ 5 ms"
+            )
+        )
+
+        // Recovery: a snapshot of everything, then journal records after it, then kill -9.
+        worker.process.signal(SIGUSR1)
+        let snapshotting = worker
+        guard
+            try runSync({
+                await snapshotting.process.waitForLine(onStandardError: true, timeout: .seconds(600)) {
+                    $0.contains("snapshot written")
+                }
+            }) != nil
+        else {
+            throw BenchError("no snapshot:\n\(worker.log)")
+        }
+        let extra = (0..<s.extraRecords).map { k in
+            (
+                "\(Self.prefix)/x\(k % 1000)/cmd/schedule",
+                Array(#"{"id":"x\#(k)","fireDate":"\#(far)","alertBody":"\#(Self.body)"}"#.utf8)
+            )
+        }
+        let window = try LoadClient(url: url, clientId: "bench-load-extra", window: 1000)
+        try window.start()
+        _ = try window.run(extra)
+        window.stop()
+        load.stop()
+        worker.process.kill()
+        let killed = worker
+        try runSync { await killed.process.waitForExit(timeout: .seconds(30)) }
+        let started = monotonicSeconds()
+        worker = try Chimed(dataDirectory: data.path, url: url, path: chimed)
+        try worker.process.start()
+        let probe = try LoadClient(url: url, clientId: "bench-probe", window: 1)
+        try probe.start()
+        var served: Double?
+        while served == nil && monotonicSeconds() - started < 300 {
+            if let r = try? probe.run([("\(Self.prefix)/big/cmd/device", Array("{}".utf8))], timeout: 0.05), r.ok > 0 {
+                served = monotonicSeconds() - started
+            }
+        }
+        probe.stop()
+        let recoveryLine = worker.process.standardErrorLines.first { $0.contains("snapshotEntries") } ?? ""
+        let readyLine = worker.process.standardErrorLines.first { $0.contains(" ready ") } ?? ""
+        stop(worker)
+        guard let served else { throw BenchError("recovery: no reply within 300 s") }
+        say(String(format: "  recovery: first command served %.2f s after start", served))
+        say("    \(recoveryLine)\n    \(readyLine)")
+        results["recovery"] = ["secondsToFirstCommand": served, "log": [recoveryLine, readyLine]]
+        rows.append(("recovery: start to first command served", String(format: "%.2f s", served), "", "≤ 3 s"))
+    }
+
+    // MARK: Helpers
+
+    func startChimed(_ path: String, url: String, data: String) throws -> Chimed {
+        let worker = try Chimed(dataDirectory: data, url: url, path: path)
+        try worker.process.start()
+        guard
+            try runSync({ [worker] in
+                await worker.process.waitForLine(onStandardError: true, timeout: .seconds(60)) {
+                    $0.contains(" serving ")
+                }
+            }) != nil
+        else {
+            throw BenchError("chimed did not start:\n\(worker.log)")
+        }
+        return worker
+    }
+
+    func stop(_ worker: Chimed) {
+        worker.process.terminate()
+        _ = try? runSync { await worker.process.waitForExit(timeout: .seconds(60)) }
+    }
+
+    func quantiles(_ s: Samples) -> [String: Double] {
+        [
+            "p50": s.quantile(0.5), "p90": s.quantile(0.9), "p99": s.quantile(0.99), "p999": s.quantile(0.999),
+            "max": s.max, "count": Double(s.count),
+        ]
+    }
+
+    func ratio(_ r: Double) -> String { String(format: "%.2f", r) }
+
+    func table() -> String {
+        var lines = ["| workload | measured | ratio | target |", "|---|---|---|---|"]
+        for (a, b, c, d) in rows { lines.append("| \(a) | \(b) | \(c) | \(d) |") }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension Chimed {
+    /// chimed as the benchmark runs it: release, fsync always, no stats, quiet logs.
+    convenience init(dataDirectory: String, url: String, path: String) throws {
+        try self.init(
+            executable: path,
+            arguments: [
+                "--broker", url, "--data-dir", dataDirectory, "--worker-id", "bench", "--log-level", "info",
+                "--stats-interval", "0", "--max-pending-per-device", "2000000", "--fsync", "always",
+            ]
+        )
+    }
+}
+
+/// Runs async test-support code from the synchronous benchmark.
+@discardableResult
+func runSync<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let box = ResultBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        do { box.result = .success(try await body()) } catch { box.result = .failure(error) }
+        done.signal()
+    }
+    done.wait()
+    return try box.result!.get()
+}
+
+final class ResultBox<T>: @unchecked Sendable {
+    // Written once by the task before it signals; read after the wait.
+    var result: Result<T, any Error>?
+}

@@ -1,0 +1,108 @@
+import ChimeCore
+import ChimeWorker
+
+/// `chime snooze`: deliver a notification's content once more, later.
+struct SnoozeCommand: Command {
+    static let name = "snooze"
+    static let summary = "deliver a notification once more after a while"
+    static let synopsis = "chime snooze --device ID --id ID --in DURATION [options]"
+    static let discussion = """
+        Delivers the notification's content once more after --in, as the one-shot "ID~snooze"
+        (replacing an earlier snooze of it). The original schedule is unchanged.
+        """
+    static let specs: [Flags.Spec] =
+        [
+            ConnectionOptions.deviceSpec,
+            .init("id", env: false, "the notification to snooze"),
+            .init("in", env: false, "how long from now (10m)"),
+            DeviceRequest.rawSpec,
+        ] + ConnectionOptions.specs
+    static let examples: [(comment: String, command: String)] = [
+        ("remind me again in 10 minutes", "chime snooze --device phone-1 --id med --in 10m")
+    ]
+
+    let request: DeviceRequest
+    let payload: JSONObject
+
+    init(_ flags: Flags) throws(UsageError) {
+        request = try DeviceRequest(flags)
+        guard let id = flags["id"], !id.isEmpty else { throw UsageError("--id is required") }
+        guard let after = flags["in"] else { throw UsageError("--in is required (such as 10m)") }
+        payload = ["id": .string(id), "after": Parse.secondsJSON(try Parse.duration(after, flag: "in"))]
+    }
+
+    func run(_ console: Console) async throws(CLIFailure) {
+        try await request.send(.snooze, payload, console) { (broker, result) throws(CLIFailure) in
+            let zone = try await broker.deviceZone(request.device)
+            let next = result["nextFireDate"]?.stringValue.map(TimeDisplay(zone: zone).both) ?? "?"
+            console.out("snoozed \(result["id"]?.stringValue ?? "?") until \(next)")
+        }
+    }
+}
+
+/// `chime device`: show the device, or set its zone, badge or quiet hours.
+struct DeviceCommand: Command {
+    static let name = "device"
+    static let summary = "show the device, or set its time zone, badge and quiet hours"
+    static let synopsis =
+        "chime device --device ID [--tz ZONE] [--badge N] [--quiet HH:MM-HH:MM | --no-quiet] [options]"
+    static let discussion = """
+        Without settings, shows the device. With them, sets what is given and shows the result.
+        Changing the zone re-computes every notification that follows the device's zone. A delivery due
+        inside the quiet hours (in the device's zone) is held until they end.
+        """
+    static let specs: [Flags.Spec] =
+        [
+            ConnectionOptions.deviceSpec,
+            .init("tz", env: false, "set the device's IANA zone (Asia/Shanghai)"),
+            .init("badge", env: false, "set the badge counter to N"),
+            .init("quiet", env: false, "set quiet hours START-END in the device's zone (22:00-07:00)"),
+            .init("no-quiet", value: false, env: false, "remove the quiet hours"),
+            DeviceRequest.rawSpec,
+        ] + ConnectionOptions.specs
+    static let examples: [(comment: String, command: String)] = [
+        ("show it", "chime device --device phone-1"),
+        (
+            "a phone in Shanghai, quiet at night, badge cleared",
+            "chime device --device phone-1 --tz Asia/Shanghai --quiet 22:00-07:00 --badge 0"
+        ),
+        ("no more quiet hours", "chime device --device phone-1 --no-quiet"),
+    ]
+
+    let request: DeviceRequest
+    let payload: JSONObject
+
+    init(_ flags: Flags) throws(UsageError) {
+        request = try DeviceRequest(flags)
+        var o = JSONObject()
+        if let tz = flags["tz"] { o["timeZone"] = .string(try Parse.zone(tz, flag: "tz").identifier) }
+        if let badge = try Parse.integer(flags, "badge", in: 0...1_000_000) { o["badge"] = .int(Int64(badge)) }
+        switch (flags["quiet"], flags.isSet("no-quiet")) {
+        case (let quiet?, false): o["quietHours"] = try Parse.quietHours(quiet)
+        case (nil, true): o["quietHours"] = .null
+        case (.some, true): throw UsageError("give either --quiet or --no-quiet, not both")
+        case (nil, false): break
+        }
+        payload = o
+    }
+
+    func run(_ console: Console) async throws(CLIFailure) {
+        try await request.send(.device, payload, console) { (_, result) throws(CLIFailure) in
+            console.out(lines: Self.lines(result, device: request.device))
+        }
+    }
+
+    /// The device as a two-column table.
+    static func lines(_ result: JSONObject, device: String) -> [String] {
+        var quiet = "none"
+        if case .object(let q)? = result["quietHours"] {
+            quiet = "\(q["start"]?.stringValue ?? "?")-\(q["end"]?.stringValue ?? "?")"
+        }
+        var table = Table(["device", result["deviceId"]?.stringValue ?? device])
+        table.append(["time zone", result["timeZone"]?.stringValue ?? "none"])
+        table.append(["badge", result["badge"]?.plainText ?? "?"])
+        table.append(["quiet hours", quiet])
+        table.append(["pending", result["pending"]?.plainText ?? "?"])
+        return table.lines
+    }
+}

@@ -1,0 +1,312 @@
+import ChimeCore
+import ChimeMQTT
+import ChimeWorker
+import Foundation
+import Synchronization
+
+/// `chime status`: the workers on the broker and their latest stats; with `--worker`, a readiness
+/// check of one worker fit for a container health probe.
+struct StatusCommand: Command {
+    static let name = "status"
+    static let summary = "show the workers and their stats; --worker ID: readiness probe"
+    static let synopsis = "chime status [--worker ID] [--samples N] [--json] [options]"
+    static let discussion = """
+        Without --worker: reads every worker's retained status (P/$worker/+/status) and waits up to
+        --timeout for its stats (P/$worker/+/stats, published every --stats-interval seconds), then
+        prints each worker: state, partition, pid, uptime, the latest counters and gauges (any new
+        numeric key too), and rates when --samples 2 or more were collected. Exits 0 when at least one
+        worker is online, 1 when none is.
+
+        With --worker ID: exits 0 only when that worker is ready: its retained status is online AND it
+        answers a command. The probe is a read-only `list` (limit 1) for a device id that the worker's
+        own partition serves (chime-probe, or chime-probe-N chosen by the CRC-32 rule of --partition
+        k/N), so only that worker's partition can answer it. Exits 1 when the worker is unknown,
+        offline or does not answer within --timeout, 3 when the broker cannot be reached. Use it as a
+        container readiness or health probe: `chime status --worker $(hostname) --timeout 3s`.
+        """
+    static let specs: [Flags.Spec] =
+        [
+            .init("worker", env: false, "check that this worker is online and answering (exit 0 or 1)"),
+            .init(
+                "samples",
+                env: false,
+                "wait for this many stats messages per online worker (default 1; 2 adds rates)"
+            ),
+            .init("json", value: false, env: false, "one JSON object a line per worker: status, latest stats, rates"),
+        ] + ConnectionOptions.specs
+    static let examples: [(comment: String, command: String)] = [
+        ("every worker", "chime status"),
+        ("with rates (needs two stats messages, --stats-interval apart)", "chime status --samples 2 --timeout 25s"),
+        ("readiness probe of the worker named after this host", "chime status --worker \"$(hostname)\" --timeout 3s"),
+    ]
+
+    let connection: ConnectionOptions
+    let worker: String?
+    let samples: Int
+    let json: Bool
+
+    init(_ flags: Flags) throws(UsageError) {
+        try flags.expectNoPositional()
+        connection = try ConnectionOptions(flags)
+        worker = flags["worker"]
+        if let worker, worker.isEmpty || worker.contains("/") || worker.contains("+") || worker.contains("#") {
+            throw UsageError("--worker: \"\(worker)\" is not a worker id")
+        }
+        samples = try Parse.integer(flags, "samples", in: 1...100) ?? 1
+        json = flags.isSet("json")
+        if worker != nil && (flags["samples"] != nil || json) {
+            throw UsageError("--worker is a check: it takes neither --samples nor --json")
+        }
+    }
+
+    func run(_ console: Console) async throws(CLIFailure) {
+        let broker = try await Connection.open(connection)
+        defer { broker.close() }
+        if let worker {
+            try await probe(worker, broker, console)
+        } else {
+            try await overview(broker, console)
+        }
+    }
+
+    // MARK: Readiness
+
+    /// The first of `chime-probe`, `chime-probe-1`, ... that `partition` serves.
+    static func probeDevice(for partition: Partition) -> String {
+        if partition.owns("chime-probe") { return "chime-probe" }
+        var n = 1
+        while !partition.owns("chime-probe-\(n)") { n += 1 }
+        return "chime-probe-\(n)"
+    }
+
+    func probe(_ worker: String, _ broker: Connection, _ console: Console) async throws(CLIFailure) {
+        let topic = broker.topics.workerStatus(worker)
+        let requester = broker.requester
+        let expectation = requester.expectMessage { $0.topic == topic }
+        let message: MQTTMessage
+        do {
+            try await requester.subscribe(topic, qos: 1, timeout: connection.timeout)
+            message = try await expectation.value(timeout: connection.timeout)
+        } catch {
+            throw CLIFailure(
+                .failed,
+                "not ready: worker \(worker) has no status on \(topic) (none within \(connection.timeoutText))"
+            )
+        }
+        guard case .object(let status)? = try? JSON(parsing: message.payload) else {
+            throw CLIFailure(.failed, "not ready: the status of worker \(worker) is not a JSON object")
+        }
+        guard status["state"] == "online" else {
+            throw CLIFailure(.failed, "not ready: worker \(worker) is \(status["state"]?.plainText ?? "in no state")")
+        }
+        let partitionText = status["partition"]?.stringValue ?? "0/1"
+        guard let partition = Partition(parsing: partitionText) else {
+            throw CLIFailure(.failed, "not ready: worker \(worker) reports partition \"\(partitionText)\", not k/N")
+        }
+        let device = Self.probeDevice(for: partition)
+        let started = ContinuousClock.now
+        do {
+            _ = try await broker.send(.list, device: device, ["limit": 1])
+        } catch let failure where failure.kind == .reply {
+            // An error reply is still an answer: the worker is serving.
+        } catch {
+            throw CLIFailure(
+                .failed,
+                "not ready: worker \(worker) is online but did not answer a list for device \(device) "
+                    + "within \(connection.timeoutText)"
+            )
+        }
+        let elapsed = ContinuousClock.now - started
+        let ms = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+        console.out(
+            "ready: worker \(worker) is online (partition \(partition)) and answered a list for device \(device) in \(ms) ms"
+        )
+    }
+
+    // MARK: Overview
+
+    /// What was heard of one worker.
+    struct Heard: Sendable {
+        var status: JSONObject?
+        var first: (at: ContinuousClock.Instant, stats: JSONObject)?
+        var latest: (at: ContinuousClock.Instant, stats: JSONObject)?
+        var sampleCount = 0
+
+        var isOnline: Bool { status?["state"] == "online" }
+    }
+
+    /// The messages of the status and stats topics, gathered as they arrive.
+    final class Collector: Sendable {
+        let workers = Mutex<[String: Heard]>([:])
+        let topics: Topics
+
+        init(topics: Topics) { self.topics = topics }
+
+        func take(_ message: MQTTMessage) {
+            let base = topics.prefix + "/$worker/"
+            guard message.topic.hasPrefix(base) else { return }
+            let parts = message.topic.dropFirst(base.count).split(separator: "/")
+            guard parts.count == 2, case .object(let object)? = try? JSON(parsing: message.payload) else { return }
+            let id = String(parts[0])
+            let now = ContinuousClock.now
+            workers.withLock { workers in
+                var heard = workers[id] ?? Heard()
+                switch parts[1] {
+                case "status":
+                    heard.status = object
+                case "stats":
+                    if heard.first == nil { heard.first = (now, object) }
+                    heard.latest = (now, object)
+                    heard.sampleCount += 1
+                default:
+                    return
+                }
+                workers[id] = heard
+            }
+        }
+
+        /// Every online worker has `samples` stats; none online after the retained statuses had time
+        /// to arrive also ends the wait.
+        func isComplete(samples: Int, settled: Bool) -> Bool {
+            workers.withLock { workers in
+                let online = workers.values.filter(\.isOnline)
+                if online.isEmpty { return settled }
+                return online.allSatisfy { $0.sampleCount >= samples }
+            }
+        }
+    }
+
+    func overview(_ broker: Connection, _ console: Console) async throws(CLIFailure) {
+        let requester = broker.requester
+        let collector = Collector(topics: broker.topics)
+        let stream = requester.messages
+        let gathering = Task {
+            for await message in stream { collector.take(message) }
+        }
+        let deadline = ContinuousClock.now + connection.timeout
+        do {
+            try await requester.subscribe(broker.topics.workerStatus("+"), qos: 1, timeout: connection.timeout)
+            try await requester.subscribe(broker.topics.workerStats("+"), qos: 0, timeout: connection.timeout)
+        } catch {
+            throw CLIFailure(.unreachable, "cannot subscribe to the worker topics: \(error.message)")
+        }
+        // Retained statuses follow the SUBACK at once; give them a moment before deciding that no
+        // worker is online.
+        let settleAt = ContinuousClock.now + .milliseconds(500)
+        while ContinuousClock.now < deadline {
+            if collector.isComplete(samples: samples, settled: ContinuousClock.now >= settleAt) { break }
+            try? await Task.sleep(for: .milliseconds(25))
+        }
+        requester.stop()
+        await gathering.value
+        let workers = collector.workers.withLock { $0 }.sorted { $0.key < $1.key }
+        if json {
+            console.out(lines: workers.map { JSON.object(Self.json($0.key, $0.value)).text })
+        } else if workers.isEmpty {
+            console.out("no worker has published a status or stats under \(broker.topics.prefix)/$worker/")
+        } else {
+            console.out(lines: workers.flatMap { Self.describe($0.key, $0.value, waited: connection.timeoutText) })
+        }
+        guard workers.contains(where: { $0.value.isOnline }) else {
+            throw CLIFailure(.failed, "no worker is online")
+        }
+    }
+
+    static let gauges = ["pending", "devices", "inflight", "deliveries", "errors", "reconnects", "invalidTopics"]
+    static let skipped: Set<String> = ["commands", "workerId", "at"]
+
+    /// The lines shown for one worker.
+    static func describe(_ id: String, _ heard: Heard, waited: String) -> [String] {
+        var head = ["worker \(id)"]
+        let status = heard.status ?? [:]
+        head.append(status["state"]?.plainText ?? "unknown (no status)")
+        if let partition = status["partition"]?.stringValue { head.append("partition \(partition)") }
+        if let pid = status["pid"] { head.append("pid \(pid.plainText)") }
+        if heard.isOnline, let started = status["startedAt"]?.stringValue,
+            case .instant(let since)? = DateTimeValue(iso8601: started)
+        {
+            head.append("up \(TimeDisplay.elapsed(milliseconds: WallClock.now().milliseconds - since.milliseconds))")
+        }
+        var lines = [head.joined(separator: "  ")]
+        guard let latest = heard.latest else {
+            if heard.isOnline { lines.append("  stats     none within \(waited)") }
+            return lines
+        }
+        let stats = latest.stats
+        var table = Table([])
+        let counters = gauges.compactMap { key in stats[key].map { "\(key) \($0.plainText)" } }
+        if !counters.isEmpty { table.append(["  counts", counters.joined(separator: "  ")]) }
+        if case .object(let commands)? = stats["commands"], !commands.isEmpty {
+            table.append(["  commands", commands.map { "\($0.key) \($0.value.plainText)" }.joined(separator: ", ")])
+        }
+        if let rates = rates(heard) {
+            let text = rates.values.map { "\($0.key) \(format($0.value))/s" }.joined(separator: "  ")
+            table.append(["  rates", text + "  (over \(format(rates.seconds)) s)"])
+        }
+        let others = otherNumbers(stats)
+        if !others.isEmpty {
+            table.append(["  other", others.map { "\($0.key) \(format($0.value))" }.joined(separator: "  ")])
+        }
+        var when = "\(heard.sampleCount) sample\(heard.sampleCount == 1 ? "" : "s")"
+        if let at = stats["at"]?.stringValue { when = "\(TimeDisplay(zone: nil).both(at)), " + when }
+        table.append(["  stats at", when])
+        lines += table.lines
+        return lines
+    }
+
+    /// Per-second rates of the counters between the first and the latest sample.
+    static func rates(_ heard: Heard) -> (values: [(key: String, value: Double)], seconds: Double)? {
+        guard heard.sampleCount >= 2, let first = heard.first, let latest = heard.latest else { return nil }
+        let elapsed = latest.at - first.at
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        guard seconds > 0.05 else { return nil }
+        func total(_ stats: JSONObject) -> Double {
+            guard case .object(let commands)? = stats["commands"] else { return 0 }
+            return commands.reduce(0) { $0 + ($1.value.numberValue ?? 0) }
+        }
+        var values: [(key: String, value: Double)] = [
+            ("commands", (total(latest.stats) - total(first.stats)) / seconds)
+        ]
+        for key in ["deliveries", "errors"] {
+            if let a = first.stats[key]?.numberValue, let b = latest.stats[key]?.numberValue {
+                values.append((key, (b - a) / seconds))
+            }
+        }
+        return (values, seconds)
+    }
+
+    /// Numeric stats this version does not know, nested objects flattened with dots.
+    static func otherNumbers(_ stats: JSONObject, prefix: String = "") -> [(key: String, value: Double)] {
+        var found: [(key: String, value: Double)] = []
+        for (key, value) in stats {
+            if prefix.isEmpty && (skipped.contains(key) || gauges.contains(key)) { continue }
+            if let number = value.numberValue {
+                found.append((prefix + key, number))
+            } else if case .object(let nested) = value {
+                found += otherNumbers(nested, prefix: prefix + key + ".")
+            }
+        }
+        return found
+    }
+
+    static func format(_ value: Double) -> String {
+        if value == value.rounded() && abs(value) < 1e15 { return String(Int64(value)) }
+        return String(format: "%.2f", value)
+    }
+
+    static func json(_ id: String, _ heard: Heard) -> JSONObject {
+        var o: JSONObject = [
+            "workerId": .string(id),
+            "status": heard.status.map(JSON.object) ?? .null,
+            "stats": heard.latest.map { .object($0.stats) } ?? .null,
+            "samples": .int(Int64(heard.sampleCount)),
+        ]
+        if let rates = rates(heard) {
+            var r = JSONObject()
+            for (key, value) in rates.values { r[key] = .double(value) }
+            r["seconds"] = .double(rates.seconds)
+            o["rates"] = .object(r)
+        }
+        return o
+    }
+}

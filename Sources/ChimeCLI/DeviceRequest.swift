@@ -1,0 +1,46 @@
+import ChimeCore
+import ChimeWorker
+
+/// What every command addressed to one device shares: the connection, `--device`, `--raw`, and
+/// the open-send-print sequence.
+struct DeviceRequest: Sendable {
+    /// `--raw`: print the reply's `result` as JSON instead of the readable form.
+    static let rawSpec = Flags.Spec("raw", value: false, env: false, "print the reply's result as JSON")
+
+    let connection: ConnectionOptions
+    let device: String
+    let raw: Bool
+
+    /// Reads the connection flags, `--device` (required) and `--raw`; takes no positional argument.
+    init(_ flags: Flags) throws(UsageError) {
+        try flags.expectNoPositional()
+        connection = try ConnectionOptions(flags)
+        device = try ConnectionOptions.device(flags)
+        raw = flags.isSet("raw")
+    }
+
+    /// Connects, sends one command and prints its result: as JSON with `--raw`, else through `show`,
+    /// which may use the connection for more (reading the device's zone).
+    func send(
+        _ op: ChimeCore.Operation,
+        _ payload: JSONObject,
+        _ console: Console,
+        show: (Connection, JSONObject) async throws(CLIFailure) -> Void
+    ) async throws(CLIFailure) {
+        let broker = try await Connection.open(connection)
+        defer { broker.close() }
+        let result = try await broker.send(op, device: device, payload)
+        if raw {
+            console.out(JSON.object(result).text)
+        } else {
+            try await show(broker, result)
+        }
+    }
+}
+
+extension Flags {
+    /// - Throws: ``UsageError`` naming the first positional argument, if there is one.
+    func expectNoPositional() throws(UsageError) {
+        if let extra = positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
+    }
+}

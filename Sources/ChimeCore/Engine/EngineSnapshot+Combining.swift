@@ -1,0 +1,32 @@
+extension EngineSnapshot {
+    /// The devices this snapshot holds state for, in no particular order.
+    public var deviceIds: [String] { devices.map(\.id) }
+
+    /// One snapshot made of the devices of `parts` that `isIncluded` selects: how devices move
+    /// between data directories when the number of partitions changes.
+    ///
+    /// Its `nextVersion` is the greatest of the parts', so no version given out later repeats one
+    /// that a moved notification carries. A device held by several parts keeps the state of the
+    /// last one; check ``deviceIds`` first where that must not happen.
+    public init(combining parts: [EngineSnapshot], devices isIncluded: (String) -> Bool) {
+        var devices: [String: Device] = [:]
+        var notifications: [String: [(notification: StoredNotification, state: DurableState)]] = [:]
+        var nextVersion: UInt64 = 1
+        for part in parts {
+            nextVersion = max(nextVersion, part.nextVersion)
+            var fromPart: [String: [(notification: StoredNotification, state: DurableState)]] = [:]
+            for entry in part.notifications where isIncluded(entry.notification.deviceId) {
+                fromPart[entry.notification.deviceId, default: []].append(entry)
+            }
+            for device in part.devices where isIncluded(device.id) {
+                devices[device.id] = device
+                notifications[device.id] = fromPart[device.id] ?? []
+            }
+        }
+        self.init(
+            devices: Array(devices.values),
+            notifications: notifications.values.flatMap { $0 },
+            nextVersion: nextVersion
+        )
+    }
+}

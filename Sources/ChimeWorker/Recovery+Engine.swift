@@ -1,0 +1,43 @@
+import ChimeCore
+import ChimeJournal
+
+extension Engine {
+    /// Rebuilds the engine from what the journal recovered in `directory`: the snapshot's
+    /// entries, then every record after it, then the timers.
+    ///
+    /// - Parameter progress: called every 4096 entries with the phase, how many are done and how
+    ///   many there are, for start-up logging.
+    /// - Throws: ``WorkerError`` naming the snapshot or record that cannot be read.
+    static func recovered(
+        from recovery: Recovery,
+        configuration: EngineConfiguration = EngineConfiguration(),
+        directory: String,
+        progress: (_ phase: String, _ done: Int, _ total: Int) -> Void = { _, _, _ in }
+    ) throws(WorkerError) -> Engine {
+        let engine = Engine(configuration: configuration)
+        engine.beginRecovery()
+        if let snapshot = recovery.snapshot {
+            for (i, entry) in snapshot.entries.enumerated() {
+                do {
+                    try engine.restore(snapshotEntry: entry)
+                } catch {
+                    throw WorkerError("snapshot \(snapshot.sequence) in \(directory): \(error)")
+                }
+                if i & 0xFFF == 0 { progress("snapshot", i, snapshot.entries.count) }
+            }
+        }
+        for (i, record) in recovery.records.enumerated() {
+            do {
+                engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
+            } catch {
+                throw WorkerError(
+                    "journal record \(record.sequence) in \(directory) cannot be read: \(error); "
+                        + "run `chime journal verify \(directory)`"
+                )
+            }
+            if i & 0xFFF == 0 { progress("journal", i, recovery.records.count) }
+        }
+        engine.finishRecovery()
+        return engine
+    }
+}

@@ -1,0 +1,341 @@
+import ChimeCore
+import ChimeTestSupport
+import Foundation
+import Testing
+
+@testable import ChimeCLI
+
+/// The built `chime` where no chimed is needed: help, usage mistakes, `next`, an unreachable broker.
+@Suite struct OfflineTests {
+    /// Nothing listens on port 1: any command that needs the broker would fail.
+    static let nowhere = ["CHIME_BROKER": "mqtt://127.0.0.1:1"]
+
+    @Test func helpForEveryCommandHasUsageOptionsAndExamples() async throws {
+        for arguments in [["help"], ["--help"]] {
+            let run = try await runChime(arguments)
+            #expect(run.status == 0, "\(run)")
+            for command in Dispatcher.commands {
+                #expect(run.out.contains { $0.hasPrefix("  \(command.name) ") }, "\(command.name) missing: \(run)")
+            }
+        }
+        for command in Dispatcher.commands {
+            for arguments in [[command.name, "--help"], ["help", command.name]] {
+                let run = try await runChime(arguments)
+                #expect(run.status == 0, "\(arguments): \(run)")
+                #expect(run.out.first?.hasPrefix("usage: chime \(command.name)") == true, "\(arguments): \(run)")
+                #expect(run.out.contains("Examples:"), "\(arguments)")
+                #expect(run.out.contains { $0.hasPrefix("  chime \(command.name)") }, "\(arguments)")
+                #expect(run.out.contains { $0.hasPrefix("Exit status: 0 ok") }, "\(arguments)")
+                // Readable in a 100-column terminal; only example command lines may be longer.
+                let long = run.out.filter { $0.count > 100 && !$0.hasPrefix("  chime ") }
+                #expect(long.isEmpty, "\(arguments): \(long)")
+            }
+        }
+        let bare = try await runChime([])
+        #expect(bare.status == 2)
+        #expect(bare.err.first?.hasPrefix("chime: talk to chimed") == true, "\(bare)")
+    }
+
+    @Test(
+        arguments: [
+            (["schedule", "--device", "d", "--in", "abc"], "schedule", #"--in: "abc" is not a duration"#),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--at", "2099-01-01 10:00"], "schedule",
+                "either --at or --in"
+            ),
+            (["schedule", "--device", "d"], "schedule", "say when: --at"),
+            (["schedule", "--in", "5m"], "schedule", "--device is required"),
+            (["schedule", "--device", "bad device", "--in", "5m"], "schedule", #"--device: "bad device""#),
+            (["schedule", "--device", "d", "--in", "5m", "--tz", "Mars/Olympus"], "schedule", "not an IANA time zone"),
+            (["schedule", "--device", "d", "--at", "tomorrow"], "schedule", #"--at: expected "YYYY-MM-DD HH:MM""#),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--every", "fortnight"], "schedule",
+                "--every: expected one of"
+            ),
+            (["schedule", "--device", "d", "--in", "5m", "--times", "3"], "schedule", "--times goes with --every"),
+            (
+                ["schedule", "--device", "d", "--at", "2099-01-01 10:00", "--align", "12:00"], "schedule",
+                "--align goes with --in"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--badge", "++1"], "schedule",
+                "--badge: expected N, +N or -N"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--info", "novalue"], "schedule",
+                "--info: expected key=value"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--info", "k:={"], "schedule",
+                "--info: k:= needs a JSON value"
+            ),
+            (["schedule", "--device", "d", "--in", "5m", "--rrule", "FREQ=SOMETIMES"], "schedule", "--rrule: "),
+            (["schedule", "--device", "d", "--in", "5m", "--bogus"], "schedule", "unknown option --bogus"),
+            (["schedule", "--device", "d", "--json", "/nonexistent.json"], "schedule", "--json: cannot read"),
+            (["cancel", "--device", "d"], "cancel", "say which: --id ID, --tag key=value or --all"),
+            (["cancel", "--device", "d", "--id", "a", "--all"], "cancel", "give one kind of selector"),
+            (["device", "--device", "d", "--quiet", "22-7"], "device", "--quiet: expected START-END"),
+            (
+                ["device", "--device", "d", "--quiet", "22:00-07:00", "--no-quiet"], "device",
+                "either --quiet or --no-quiet"
+            ),
+            (["snooze", "--device", "d", "--id", "a"], "snooze", "--in is required"),
+            (["list", "--device", "d", "--limit", "0"], "list", "--limit must be an integer from 1"),
+            (["watch"], "watch", "--device is required"),
+            (["status", "--worker", "w", "--json"], "status", "--worker is a check"),
+            (["next", "--in", "5m", "--count", "0"], "next", "--count must be an integer from 1 to 1000"),
+            (["next", "--in", "5m", "--from", "2026-01-01 10:00"], "next", "--from: expected an instant"),
+            (["journal", "fix", "/tmp"], "journal", #"unknown journal action "fix""#),
+            (["journal", "verify"], "journal", "needs the data directory"),
+            (["list", "--device", "d", "--broker", "http://x"], "list", "--broker: invalid broker URL"),
+            (["list", "--device", "d", "--timeout", "soon"], "list", #"--timeout: "soon" is not a duration"#),
+            (["list", "--device", "d", "--protocol", "4"], "list", "--protocol: expected 5 or 311"),
+        ] as [([String], String, String)]
+    )
+    func usageMistakesExitTwoWithAHint(arguments: [String], command: String, message: String) async throws {
+        let run = try await runChime(arguments, environment: Self.nowhere)
+        #expect(run.status == 2, "\(run)")
+        #expect(run.err.count == 2, "\(run)")
+        #expect(run.err.first?.hasPrefix("chime \(command): ") == true, "\(run)")
+        #expect(run.err.first?.contains(message) == true, "\(run)")
+        #expect(run.err.last == "try chime \(command) --help", "\(run)")
+        #expect(run.out.isEmpty)
+    }
+
+    @Test func anUnknownCommandPointsToTheOverview() async throws {
+        let run = try await runChime(["explode"])
+        #expect(run.status == 2)
+        #expect(run.err == [#"chime: unknown command "explode""#, "try chime --help"], "\(run)")
+    }
+
+    @Test func anUnreachableBrokerExitsThree() async throws {
+        let run = try await runChime(["list", "--device", "d1", "--timeout", "300ms"], environment: Self.nowhere)
+        #expect(run.status == 3, "\(run)")
+        #expect(run.err == ["chime: cannot reach the broker at mqtt://127.0.0.1:1 within 300ms"], "\(run)")
+        // Connection options may come before the command, and a flag beats the environment.
+        let before = try await runChime(
+            ["--broker", "mqtt://127.0.0.1:1", "--timeout", "200ms", "status"],
+            environment: ["CHIME_BROKER": "mqtt://127.0.0.1:2"]
+        )
+        #expect(before.status == 3, "\(before)")
+        #expect(before.stderr.contains("mqtt://127.0.0.1:1 within 200ms"), "\(before)")
+    }
+
+    @Test func noReplyWithinTheTimeoutExitsThree() async throws {
+        let broker = try await TestBroker.start()  // and no chimed
+        defer { Task { await broker.stop() } }
+        let run = try await runChime(
+            ["list", "--device", "d1", "--timeout", "1s"],
+            environment: ["CHIME_BROKER": broker.url]
+        )
+        #expect(run.status == 3, "\(run)")
+        #expect(
+            run.stderr.hasPrefix("chime: no reply from chimed to the device command on chime/d1/cmd/device"),
+            "\(run)"
+        )
+        let probe = try await runChime(
+            ["status", "--worker", "w1", "--timeout", "1s"],
+            environment: ["CHIME_BROKER": broker.url]
+        )
+        #expect(probe.status == 1, "\(probe)")
+        #expect(probe.stderr.contains("not ready: worker w1 has no status"), "\(probe)")
+    }
+
+    @Test(
+        arguments: [
+            // Spring forward: 02:30 does not exist on March 8 and becomes 03:30 EDT; the next day is 02:30 again.
+            (
+                [
+                    "--at", "2026-03-08 02:30", "--tz", "America/New_York", "--every", "day", "--count", "3", "--from",
+                    "2026-03-01T00:00Z",
+                ],
+                [
+                    "#  America/New_York          UTC",
+                    "1  Sun 2026-03-08 03:30 EDT  2026-03-08 07:30Z",
+                    "2  Mon 2026-03-09 02:30 EDT  2026-03-09 06:30Z",
+                    "3  Tue 2026-03-10 02:30 EDT  2026-03-10 06:30Z",
+                ]
+            ),
+            // Fall back: 01:30 exists twice on November 1 and means the first (EDT).
+            (
+                [
+                    "--at", "2026-11-01 01:30", "--tz", "America/New_York", "--every", "day", "--count", "2", "--from",
+                    "2026-10-25T00:00Z",
+                ],
+                [
+                    "#  America/New_York          UTC",
+                    "1  Sun 2026-11-01 01:30 EDT  2026-11-01 05:30Z",
+                    "2  Mon 2026-11-02 01:30 EST  2026-11-02 06:30Z",
+                ]
+            ),
+            // Monthly on the 31st keeps to the end of shorter months.
+            (
+                [
+                    "--at", "2027-01-31 18:00", "--tz", "Asia/Shanghai", "--every", "month", "--count", "3", "--from",
+                    "2027-01-01T00:00Z",
+                ],
+                [
+                    "#  Asia/Shanghai             UTC",
+                    "1  Sun 2027-01-31 18:00 CST  2027-01-31 10:00Z",
+                    "2  Sun 2027-02-28 18:00 CST  2027-02-28 10:00Z",
+                    "3  Wed 2027-03-31 18:00 CST  2027-03-31 10:00Z",
+                ]
+            ),
+            // Relative to --from, with a lead time; no zone: UTC only.
+            (["--in", "2h", "--lead", "15m", "--from", "2026-06-01T10:00Z"], ["#  UTC", "1  Mon 2026-06-01 11:45Z"]),
+            // A rule limited by --times; the device's zone stands for --tz device.
+            (
+                [
+                    "--at", "2027-01-01 09:00", "--tz", "device", "--device-tz", "Asia/Kolkata", "--rrule",
+                    "FREQ=WEEKLY;BYDAY=MO,FR",
+                    "--times", "3", "--from", "2026-12-01T00:00Z",
+                ],
+                [
+                    "#  Asia/Kolkata              UTC",
+                    "1  Fri 2027-01-01 09:00 IST  2027-01-01 03:30Z",
+                    "2  Mon 2027-01-04 09:00 IST  2027-01-04 03:30Z",
+                    "3  Fri 2027-01-08 09:00 IST  2027-01-08 03:30Z",
+                ]
+            ),
+        ] as [([String], [String])]
+    )
+    func nextExpandsOfflineWithTheEngine(arguments: [String], expected: [String]) async throws {
+        let run = try await runChime(["next"] + arguments, environment: Self.nowhere)
+        #expect(run.status == 0, "\(run)")
+        #expect(run.out == expected, "\(run)")
+    }
+
+    @Test func nextReportsTheEnginesErrorsAndPrintsRawFireDates() async throws {
+        let noZone = try await runChime(
+            ["next", "--at", "2099-01-01 10:00", "--every", "day"],
+            environment: Self.nowhere
+        )
+        #expect(noZone.status == 1, "\(noZone)")
+        #expect(noZone.stderr.hasPrefix("error timezone_required notification.timeZone: "), "\(noZone)")
+        #expect(noZone.stderr.hasSuffix("(give --tz ZONE or --device-tz ZONE)"), "\(noZone)")
+        let never = try await runChime(
+            ["next", "--at", "2020-01-01 10:00Z", "--every", "day", "--times", "2"],
+            environment: Self.nowhere
+        )
+        #expect(never.status == 1, "\(never)")
+        #expect(never.stderr.hasPrefix("error never_fires"), "\(never)")
+        let tooOften = try await runChime(["next", "--in", "1m", "--every", "second"], environment: Self.nowhere)
+        #expect(tooOften.status == 1, "\(tooOften)")
+        #expect(tooOften.stderr.hasPrefix("error invalid_argument notification.repeatInterval"), "\(tooOften)")
+        let raw = try await runChime(
+            ["next", "--at", "2027-01-01T00:00Z", "--every", "hour", "--count", "2", "--raw"],
+            environment: Self.nowhere
+        )
+        #expect(raw.status == 0, "\(raw)")
+        #expect(raw.jsonLines.first?["fireDates"] == ["2027-01-01T00:00:00Z", "2027-01-01T01:00:00Z"], "\(raw)")
+    }
+}
+
+/// The parsers and formatters behind the flags, directly.
+@Suite struct ParsingTests {
+    @Test(
+        arguments: [
+            ("90s", 90_000), ("15m", 900_000), ("2h", 7_200_000), ("1d", 86_400_000), ("1h30m", 5_400_000),
+            ("1w", 604_800_000), ("500ms", 500), ("90", 90_000), ("1.5", 1500), ("1.5h", 5_400_000),
+        ] as [(String, Int64)]
+    )
+    func durations(text: String, milliseconds: Int64) throws {
+        #expect(try Parse.duration(text, flag: "in") == milliseconds)
+    }
+
+    @Test(arguments: ["", "abc", "5x", "-5m", "m", "1h-30m", "20y", "99999w"])
+    func badDurations(text: String) {
+        #expect(throws: (any Error).self) { try Parse.duration(text, flag: "in") }
+    }
+
+    @Test func zeroDurationsOnlyWhereAllowed() throws {
+        #expect(throws: (any Error).self) { try Parse.duration("0s", flag: "in") }
+        #expect(try Parse.duration("0s", flag: "lead", allowZero: true) == 0)
+    }
+
+    @Test(
+        arguments: [
+            ("n=3", "n", JSON.int(3)), ("x=1.5", "x", .double(1.5)), ("ok=true", "ok", .bool(true)),
+            ("s=hello", "s", .string("hello")), ("z=007", "z", .string("007")), ("e=", "e", .string("")),
+            ("nil=null", "nil", .string("null")), ("eq=a=b", "eq", .string("a=b")), ("j:=[1,\"a\"]", "j", [1, "a"]),
+            ("q:=\"3\"", "q", .string("3")), ("o:={\"k\":null}", "o", ["k": nil]),
+        ] as [(String, String, JSON)]
+    )
+    func keyValues(text: String, key: String, value: JSON) throws {
+        let parsed = try Parse.keyValue(text, flag: "info")
+        #expect(parsed.key == key)
+        #expect(parsed.value == value)
+    }
+
+    @Test func badges() throws {
+        #expect(try Parse.badge("3") == .int(3))
+        #expect(try Parse.badge("+1") == .string("+1"))
+        #expect(try Parse.badge("-2") == .string("-2"))
+        for bad in ["", "+", "+-1", "x", "1.5", "99999999"] {
+            #expect(throws: (any Error).self, "\(bad)") { try Parse.badge(bad) }
+        }
+    }
+
+    @Test(
+        arguments: [
+            ("Asia/Shanghai", "2026-12-01T10:00:00Z", "2026-12-01 18:00 CST (10:00Z)"),
+            ("Asia/Shanghai", "2026-12-01T17:30:05Z", "2026-12-02 01:30:05 CST (2026-12-01 17:30:05Z)"),
+            ("America/New_York", "2026-07-01T16:00:00Z", "2026-07-01 12:00 EDT (16:00Z)"),
+            ("Europe/London", "2026-01-15T09:00:00Z", "2026-01-15 09:00 GMT (09:00Z)"),
+            ("Asia/Kolkata", "2026-01-15T09:00:00Z", "2026-01-15 14:30 IST (09:00Z)"),
+            ("America/Sao_Paulo", "2026-01-15T09:00:00Z", "2026-01-15 06:00 -03 (09:00Z)"),
+            ("UTC", "2026-01-15T09:00:00Z", "2026-01-15 09:00Z"),
+        ] as [(String, String, String)]
+    )
+    func timesShowInTheZoneAndInUTC(zone: String, instant: String, shown: String) throws {
+        let named: Zone = try #require(Zone(identifier: zone))
+        let display = TimeDisplay(zone: named)
+        #expect(display.both(instant) == shown)
+    }
+
+    @Test func withoutTheTzDatabaseAZoneIsNamedByItsOffset() throws {
+        let shanghai = try #require(Zone(identifier: "Asia/Shanghai"))
+        let missing = ZoneAbbreviations(shanghai, directory: "/nonexistent")
+        #expect(missing.abbreviation(at: Instant(seconds: 0), offset: 8 * 3600) == "+08:00")
+        let present = ZoneAbbreviations(shanghai)
+        #expect(present.abbreviation(at: Instant(seconds: 1_800_000_000), offset: 8 * 3600) == "CST")
+        // An offset the file does not know for that time (another data set) is shown as the offset.
+        #expect(present.abbreviation(at: Instant(seconds: 1_800_000_000), offset: -5 * 3600) == "-05:00")
+        #expect(ZoneAbbreviations(.utc).abbreviation(at: Instant(seconds: 0), offset: 0) == "UTC")
+    }
+
+    @Test func tablesAlignColumnsAndTruncateText() {
+        var table = Table(["ID", "WHEN", "BODY"])
+        table.append(["a", "today", "short"])
+        table.append(["longer-id", "-", ""])
+        #expect(table.lines == ["ID         WHEN   BODY", "a          today  short", "longer-id  -"])
+        #expect(Table.truncated("abcdef", 4) == "abc…")
+        #expect(Table.truncated("a\nb", 4) == "a b")
+    }
+
+    @Test(arguments: [(0, 1), (1, 3), (2, 3), (0, 7), (6, 7), (31, 32)] as [(UInt32, UInt32)])
+    func theProbeDeviceBelongsToTheWorkersPartition(index: UInt32, count: UInt32) {
+        let partition = Partition(index: index, count: count)
+        let device = StatusCommand.probeDevice(for: partition)
+        #expect(partition.owns(device))
+        #expect(DeviceID.isValid(device))
+    }
+
+    @Test func undecodableJournalRecordsAreDumpedAsBase64WithTheError() {
+        let unknown = JournalCommand.line(sequence: 7, type: 99, [1, 2, 3])
+        #expect(unknown["seq"] == 7)
+        #expect(unknown["type"] == 99)
+        #expect(unknown["payload"] == "AQID")
+        #expect(unknown["error"]?.stringValue?.contains("unknown record type 99") == true)
+        let broken = JournalCommand.line(sequence: 8, type: 2, Array("{not json".utf8))
+        #expect(broken["type"] == "cancel")
+        #expect(broken["entry"] == nil)
+        #expect(broken["payload"] == .string(Data("{not json".utf8).base64EncodedString()))
+        let good = JournalCommand.line(
+            sequence: 9,
+            type: 2,
+            Array(#"{"device":"d1","at":1000,"ids":["a"]}"#.utf8)
+        )
+        #expect(good["entry"] == ["device": "d1", "at": 1000, "ids": ["a"]])
+    }
+}

@@ -1,0 +1,202 @@
+import ChimeCore
+import ChimeTestSupport
+import Foundation
+import Testing
+
+@testable import ChimeCLI
+
+/// `watch`, `status` and `journal` against a real chimed and the data directory it wrote.
+@Suite(.serialized) struct WatchStatusJournalTests {
+    @Test func watchPrintsADeliveryLineAndExitsZeroOnSIGTERM() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        let watch = try w.spawn("watch", "--device", "phone-1", "--tz", "Asia/Shanghai")
+        let everything = try w.spawn("watch", "--all", "--json")
+        defer {
+            watch.kill()
+            everything.kill()
+        }
+        for process in [watch, everything] {
+            let ready = await process.waitForLine(onStandardError: true, timeout: .seconds(20)) {
+                $0.hasPrefix("watching ")
+            }
+            #expect(ready != nil, "\(process.standardErrorLines)")
+        }
+        try await w.ok(
+            "schedule",
+            "--device",
+            "phone-1",
+            "--id",
+            "quick",
+            "--in",
+            "1s",
+            "--title",
+            "Hi",
+            "--body",
+            "Hello there",
+            "--badge",
+            "+1"
+        )
+        try await w.ok("schedule", "--device", "other", "--id", "elsewhere", "--in", "1s", "--body", "Not for phone-1")
+
+        let line = await watch.waitForLine(timeout: .seconds(20)) { $0.contains("quick") }
+        let shown = try #require(line, "\(watch.standardOutputLines) \(watch.standardErrorLines)")
+        // `2026-11-30 07:28:21 CST  phone-1  quick  #1  badge 1  Hi: Hello there`
+        let fields = shown.components(separatedBy: "  ")
+        #expect(fields.count == 6, "\(shown)")
+        #expect(fields.first?.hasSuffix(" CST") == true, "\(shown)")
+        #expect(Array(fields.dropFirst()) == ["phone-1", "quick", "#1", "badge 1", "Hi: Hello there"], "\(shown)")
+
+        let json = await everything.waitForLine(timeout: .seconds(20)) { $0.contains("elsewhere") }
+        #expect(json != nil)
+        let both = everything.standardOutputLines.compactMap { (try? JSON(parsing: $0))?.objectValue }
+        #expect(Set(both.compactMap { $0["id"]?.stringValue }) == ["quick", "elsewhere"])
+        #expect(both.first { $0["id"] == "quick" }?["alertBody"] == "Hello there")
+        // The device's watch saw only its own.
+        #expect(!watch.standardOutputLines.contains { $0.contains("elsewhere") })
+
+        watch.terminate()
+        everything.signal(SIGINT)
+        #expect(await watch.waitForExit(timeout: .seconds(10)) == .exited(0))
+        #expect(await everything.waitForExit(timeout: .seconds(10)) == .exited(0))
+    }
+
+    @Test func statusShowsWorkersAndTheProbeFollowsPartitions() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        try await w.ok("schedule", "--device", "d1", "--in", "1h")
+
+        let status = try await w.ok("status", "--samples", "2")
+        let head = try #require(status.out.first, "\(status)")
+        #expect(head.hasPrefix("worker \(w.workerId)  online  partition 0/1  pid "), "\(status)")
+        #expect(status.out.contains { $0.hasPrefix("  counts    pending 1  devices 1  inflight 0") }, "\(status)")
+        #expect(status.out.contains { $0.hasPrefix("  commands  ") && $0.contains("schedule 1") }, "\(status)")
+        #expect(status.out.contains { $0.hasPrefix("  rates     commands ") }, "\(status)")
+        let json = try await w.ok("status", "--json")
+        let mine = try #require(json.jsonLines.first { $0["workerId"] == .string(w.workerId) }, "\(json)")
+        #expect(mine["status"]?.objectValue?["state"] == "online")
+        #expect(mine["stats"]?.objectValue?["pending"] == 1, "\(json)")
+
+        // Readiness: this worker, yes; one never seen, no.
+        let ready = try await w.ok("status", "--worker", w.workerId)
+        #expect(ready.stdout.hasPrefix("ready: worker \(w.workerId) is online (partition 0/1)"), "\(ready)")
+        let unknown = try await w.chime("status", "--worker", "nobody", "--timeout", "1s")
+        #expect(unknown.status == 1, "\(unknown)")
+
+        // A worker serving partition 1/3 answers only for its devices: the probe must pick one of them.
+        // The first worker (0/1, every device) is stopped so that it cannot answer in its place.
+        let data = try TemporaryDirectory(prefix: "chime-cli-part")
+        let partitioned = try Chimed(
+            broker: w.broker,
+            dataDirectory: data.path,
+            workerId: "part-1",
+            extra: ["--partition", "1/3"]
+        )
+        try await partitioned.start()
+        defer { partitioned.process.kill() }
+        await w.stopWorker()
+        let probed = try await w.ok("status", "--worker", "part-1")
+        let device = try #require(probed.stdout.split(separator: " ").dropLast(3).last.map(String.init), "\(probed)")
+        #expect(Partition(index: 1, count: 3).owns(device), "\(probed)")
+
+        // Once stopped, the retained status says offline: not ready.
+        let stopped = try await w.chime("status", "--worker", w.workerId, "--timeout", "2s")
+        #expect(stopped.status == 1, "\(stopped)")
+        #expect(stopped.stderr.contains("not ready: worker \(w.workerId) is offline"), "\(stopped)")
+        partitioned.process.terminate()
+        await partitioned.process.waitForExit(timeout: .seconds(20))
+        let noneOnline = try await w.chime("status", "--timeout", "2s")
+        #expect(noneOnline.status == 1, "\(noneOnline)")
+        #expect(noneOnline.out.contains { $0.hasPrefix("worker part-1  offline  partition 1/3") }, "\(noneOnline)")
+    }
+
+    @Test func journalVerifyDumpAndRepairOnADirectoryChimedWrote() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        try await w.ok("device", "--device", "d1", "--tz", "Europe/Paris")
+        for id in ["a", "b", "c"] { try await w.ok("schedule", "--device", "d1", "--id", id, "--in", "1h") }
+        try await w.ok("cancel", "--device", "d1", "--id", "b")
+
+        // Beside the running worker: verify reads, repair refuses.
+        let live = try await w.ok("journal", "verify", w.data.path)
+        #expect(live.out.last == "ok", "\(live)")
+        let refused = try await w.chime("journal", "repair", w.data.path)
+        #expect(refused.status == 1, "\(refused)")
+        #expect(refused.stderr.contains("in use by a running chimed"), "\(refused)")
+
+        await w.stopWorker()
+        let verified = try await w.ok("journal", "verify", w.data.path)
+        #expect(verified.out.first?.hasPrefix("segments: 1, records: 5, sequences 1...5") == true, "\(verified)")
+        let dump = try await w.ok("journal", "dump", w.data.path)
+        let records = dump.jsonLines
+        #expect(records.compactMap { $0["seq"] } == [1, 2, 3, 4, 5], "\(dump)")
+        #expect(
+            records.compactMap { $0["type"]?.stringValue } == ["device", "schedule", "schedule", "schedule", "cancel"]
+        )
+        #expect(records.allSatisfy { $0["entry"]?.objectValue?["device"] == "d1" }, "\(dump)")
+        #expect(records.last?["entry"]?.objectValue?["ids"] == ["b"])
+
+        // A copy with a flipped byte in the first record: damage that is not a torn tail.
+        let copy = try TemporaryDirectory(prefix: "chime-cli-corrupt")
+        let segment = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: w.data.path).first { $0.hasPrefix("journal-") }
+        )
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: w.data.appending(segment)))
+        bytes[24 + 20] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: copy.appending(segment)))
+        let damaged = try await w.chime("journal", "verify", copy.path)
+        #expect(damaged.status == 1, "\(damaged)")
+        #expect(damaged.out.last?.hasPrefix("PROBLEM: \(segment): offset 24") == true, "\(damaged)")
+        let partial = try await w.chime("journal", "dump", copy.path)
+        #expect(partial.status == 1, "\(partial)")
+
+        let repaired = try await w.ok("journal", "repair", copy.path)
+        #expect(repaired.out.contains { $0.hasPrefix("truncated \(segment) at offset 24") }, "\(repaired)")
+        #expect(repaired.out.contains { $0.hasPrefix("backup: \(copy.path)/backup-") }, "\(repaired)")
+        #expect(repaired.out.last == "ok", "\(repaired)")
+        try await w.ok("journal", "verify", copy.path)
+    }
+
+    @Test func journalRepartitionSplitsADirectoryByTheNewPartitions() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        let devices = (0..<8).map { "dev\($0)" }
+        for device in devices { try await w.ok("schedule", "--device", device, "--id", "n", "--in", "1h") }
+        await w.stopWorker()
+
+        let usage = try await w.chime("journal", "repartition", "--partitions", "2", "--from", w.data.path, "--to", "x")
+        #expect(usage.status == 2, "\(usage)")
+        let outputs = try (0..<2).map { _ in try TemporaryDirectory(prefix: "chime-cli-part") }
+        let run = try await w.ok(
+            "journal",
+            "repartition",
+            "--partitions",
+            "2",
+            "--from",
+            w.data.path,
+            "--to",
+            outputs[0].path,
+            "--to",
+            outputs[1].path
+        )
+        #expect(run.out.contains { $0.hasPrefix("read  \(w.data.path): 8 devices, 8 notifications") }, "\(run)")
+        for k in 0..<2 {
+            let partition = Partition(index: UInt32(k), count: 2)
+            let verified = try await w.ok("journal", "verify", outputs[k].path)
+            #expect(verified.out.last == "ok", "\(verified)")
+            // The output is a snapshot: its devices are those of partition k, each once.
+            let text = try FileManager.default.contentsOfDirectory(atPath: outputs[k].path)
+                .filter { $0.hasPrefix("snapshot-") }
+                .map {
+                    String(
+                        decoding: try Data(contentsOf: URL(fileURLWithPath: outputs[k].appending($0))),
+                        as: UTF8.self
+                    )
+                }
+                .joined()
+            for device in devices {
+                #expect(text.contains(#""device":"\#(device)""#) == partition.owns(device), "\(device) in output \(k)")
+            }
+        }
+    }
+}

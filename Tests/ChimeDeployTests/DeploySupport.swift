@@ -1,0 +1,280 @@
+import ChimeCore
+import ChimeMQTT
+import ChimeTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// The files of this repository that the tests run as shipped.
+enum Repository {
+    /// The checkout's root: three levels above this file (`Tests/ChimeDeployTests/<file>`).
+    static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    static func path(_ relative: String) -> String { root.appendingPathComponent(relative).path }
+
+    static func text(_ relative: String) throws -> String {
+        try String(contentsOfFile: path(relative), encoding: .utf8)
+    }
+
+    static let productionBrokerConfig = "deploy/mosquitto/mosquitto.conf"
+    static let acl = "deploy/mosquitto/chime.acl"
+    static let accountsScript = "scripts/chime-accounts"
+}
+
+/// A mosquitto configuration file read as `(key, rest of the line)` pairs, comments and blank lines
+/// left out, in order.
+struct BrokerConfigLines {
+    var lines: [(key: String, value: String)]
+
+    init(_ text: String) {
+        lines = text.split(separator: "\n", omittingEmptySubsequences: false).compactMap { raw in
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            guard !line.isEmpty, !line.hasPrefix("#") else { return nil }
+            let key = line.prefix { $0 != " " }
+            return (String(key), line.dropFirst(key.count).trimmingCharacters(in: .whitespaces))
+        }
+    }
+
+    /// The value of the last line with `key` (mosquitto keeps the last one).
+    func value(_ key: String) -> String? { lines.last { $0.key == key }?.value }
+}
+
+/// Accounts made with `scripts/chime-accounts` in a password file of their own.
+struct Accounts {
+    let passwordFile: String
+    let aclFile: String
+    private(set) var passwords: [String: String] = [:]
+
+    /// Runs the script; returns its exit status, standard output and standard error.
+    static func run(
+        _ arguments: [String],
+        passwordFile: String,
+        aclFile: String,
+        input: String? = nil
+    ) async throws -> (status: ChildProcess.Termination?, output: [String], errors: [String]) {
+        let script = Repository.path(Repository.accountsScript)
+        var executable = script
+        var commandLine = ["-p", passwordFile, "-a", aclFile] + arguments
+        if let input {
+            // ChildProcess gives the child /dev/null as standard input: pipe `input` in through bash.
+            executable = "/bin/bash"
+            commandLine = ["-c", "printf '%s\\n' \"$1\" | \"${@:2}\"", "bash", input, script] + commandLine
+        }
+        let process = try ChildProcess(executable, arguments: commandLine)
+        try process.start()
+        let status = await process.waitForExit(timeout: .seconds(30))
+        return (status, process.standardOutputLines, process.standardErrorLines)
+    }
+
+    /// Adds an account with a generated password, which the script prints alone on standard output.
+    mutating func add(_ role: String, _ name: String) async throws {
+        let (status, output, errors) = try await Self.run(
+            ["add", role, name],
+            passwordFile: passwordFile,
+            aclFile: aclFile
+        )
+        guard status == .exited(0), output.count == 1, let password = output.first, password.count >= 16 else {
+            throw TestSupportError(
+                "chime-accounts add \(role) \(name): \(String(describing: status)) \(output) \(errors)"
+            )
+        }
+        passwords[name] = password
+    }
+
+    func password(_ name: String) -> String { passwords[name] ?? "" }
+}
+
+/// The production broker of `deploy/mosquitto/`: the shipped `mosquitto.conf` with only what must
+/// differ in a test replaced (listener, file locations, logging), the shipped ACL byte for byte,
+/// and a password file made by `scripts/chime-accounts`.
+enum ProductionBroker {
+    /// Keys whose lines are dropped: TestBroker sets the listener and logging; TLS belongs to
+    /// the listener it replaces; `include_dir` names a host directory.
+    static let replacedKeys: Set<String> = [
+        "listener", "certfile", "keyfile", "cafile", "tls_version", "require_certificate",
+        "use_identity_as_username", "include_dir", "log_dest", "log_timestamp", "log_type",
+        "connection_messages",
+    ]
+
+    /// The shipped configuration's lines for a test broker whose files are in `directory`.
+    static func configurationLines(
+        config: String = Repository.productionBrokerConfig,
+        passwordFile: String,
+        aclFile: String,
+        persistenceDirectory: String
+    ) throws -> [String] {
+        let shipped = BrokerConfigLines(try Repository.text(config))
+        var lines: [String] = []
+        var rewritten: Set<String> = []
+        for (key, value) in shipped.lines {
+            switch key {
+            case _ where replacedKeys.contains(key):
+                continue
+            case "password_file":
+                lines.append("password_file \(passwordFile)")
+                rewritten.insert(key)
+            case "acl_file":
+                lines.append("acl_file \(aclFile)")
+                rewritten.insert(key)
+            case "persistence_location":
+                lines.append("persistence_location \(persistenceDirectory)/")
+                rewritten.insert(key)
+            default:
+                lines.append("\(key) \(value)")
+            }
+        }
+        guard rewritten == ["password_file", "acl_file", "persistence_location"] else {
+            throw TestSupportError("\(config) lacks one of password_file, acl_file, persistence_location")
+        }
+        return lines
+    }
+}
+
+/// A production broker with accounts, and chimed running under its own account.
+final class SecuredDeployment: Sendable {
+    let files: TemporaryDirectory
+    let broker: TestBroker
+    let passwords: [String: String]
+    let data: TemporaryDirectory
+    let workerId = "w-\(UInt32.random(in: 0...UInt32.max))"
+    let chimed: Chimed
+
+    /// Accounts made: `chimed` (worker), `backend` (backend) and each of `devices`.
+    static func start(devices: [String]) async throws -> SecuredDeployment {
+        let files = try TemporaryDirectory(prefix: "chime-deploy")
+        let acl = files.appending("chime.acl")
+        let shippedACL = try Data(contentsOf: URL(fileURLWithPath: Repository.path(Repository.acl)))
+        try shippedACL.write(to: URL(fileURLWithPath: acl))
+        var accounts = Accounts(passwordFile: files.appending("chime.passwd"), aclFile: acl)
+        try await accounts.add("worker", "chimed")
+        try await accounts.add("backend", "backend")
+        for device in devices { try await accounts.add("device", device) }
+        // The accounts above are the ACL's own: the script must have left it as shipped.
+        guard try Data(contentsOf: URL(fileURLWithPath: acl)) == shippedACL else {
+            throw TestSupportError("chime-accounts changed the shipped ACL")
+        }
+        let persistence = files.appending("broker")
+        try FileManager.default.createDirectory(atPath: persistence, withIntermediateDirectories: false)
+        let lines = try ProductionBroker.configurationLines(
+            passwordFile: accounts.passwordFile,
+            aclFile: acl,
+            persistenceDirectory: persistence
+        )
+        let broker = try await TestBroker.start(.init(extraLines: lines))
+        return try await SecuredDeployment(files: files, broker: broker, passwords: accounts.passwords)
+    }
+
+    private init(files: TemporaryDirectory, broker: TestBroker, passwords: [String: String]) async throws {
+        self.files = files
+        self.broker = broker
+        self.passwords = passwords
+        self.data = try TemporaryDirectory(prefix: "chime-deploy-data")
+        chimed = try Chimed(
+            broker: broker,
+            dataDirectory: data.path,
+            workerId: workerId,
+            extra: ["--broker", "mqtt://chimed:\(passwords["chimed"] ?? "")@\(broker.host):\(broker.port)"]
+        )
+        do {
+            try await chimed.start()
+        } catch {
+            throw TestSupportError("\(error)\nbroker log:\n\(broker.log)")
+        }
+    }
+
+    /// Options for `user` with its password.
+    func options(_ user: String?, protocolVersion: MQTTOptions.ProtocolVersion = .v5) -> MQTTOptions {
+        var options = broker.clientOptions(
+            clientId: "\(user ?? "anonymous")-\(UInt32.random(in: 0...UInt32.max))",
+            protocolVersion: protocolVersion
+        )
+        options.username = user
+        options.password = user.flatMap { passwords[$0] }
+        return options
+    }
+
+    /// A connected client of `user`.
+    func client(_ user: String, protocolVersion: MQTTOptions.ProtocolVersion = .v5) async throws -> RecordingClient {
+        let client = try RecordingClient(options: options(user, protocolVersion: protocolVersion))
+        try await client.requester.connect(timeout: .seconds(10))
+        return client
+    }
+
+    func stop() async {
+        chimed.process.terminate()
+        await chimed.process.waitForExit(timeout: .seconds(20))
+        await broker.stop()
+    }
+}
+
+/// An MQTT client that keeps every message no waiter took, in arrival order.
+final class RecordingClient: Sendable {
+    let requester: MQTTRequester
+    let received = Mutex<[MQTTMessage]>([])
+
+    init(options: MQTTOptions) throws {
+        requester = try MQTTRequester(options: options)
+        let stream = requester.messages
+        Task { [weak self] in
+            for await message in stream { self?.received.withLock { $0.append(message) } }
+        }
+    }
+
+    deinit { requester.stop() }
+
+    var messages: [MQTTMessage] { received.withLock { $0 } }
+
+    func messages(where predicate: (MQTTMessage) -> Bool) -> [MQTTMessage] { messages.filter(predicate) }
+
+    /// Sends a command with a Response Topic and returns the reply.
+    func request(
+        _ topic: String,
+        _ payload: String,
+        responseTopic: String,
+        timeout: Duration = .seconds(10)
+    ) async throws -> JSONObject {
+        let reply = try await requester.request(
+            topic: topic,
+            payload: Array(payload.utf8),
+            responseTopic: responseTopic,
+            timeout: timeout
+        )
+        return try Self.object(reply.payload)
+    }
+
+    static func object(_ payload: [UInt8]) throws -> JSONObject {
+        guard case .object(let o) = try JSON(parsing: payload) else {
+            throw TestSupportError("not a JSON object: \(String(decoding: payload, as: UTF8.self))")
+        }
+        return o
+    }
+
+    /// Waits until `condition` holds for the messages received, or `timeout` passes.
+    func wait(timeout: Duration = .seconds(10), until condition: ([MQTTMessage]) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !condition(messages) {
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return true
+    }
+}
+
+extension JSON {
+    var arrayValue: [JSON]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+}
+
+extension JSONObject {
+    /// `result` of an ok reply; records an issue and returns an empty object otherwise.
+    func okResult(sourceLocation: SourceLocation = #_sourceLocation) -> JSONObject {
+        guard self["ok"] == true, case .object(let result)? = self["result"] else {
+            Issue.record("expected an ok reply, got \(JSON.object(self).text)", sourceLocation: sourceLocation)
+            return [:]
+        }
+        return result
+    }
+}

@@ -1,0 +1,224 @@
+import ChimeCore
+import ChimeMQTT
+import ChimeTestSupport
+import ChimeWorker
+import Foundation
+import Testing
+
+/// The service files that cannot run here whole (systemd, Docker, Kubernetes) checked for what can
+/// be: the settings they name exist, the entry point derives partitions as documented, the example
+/// environment file starts chimed, the compose broker keeps the production settings.
+@Suite struct ServiceFilesTests {
+    /// Settings chime-env reads itself (deploy/container/chime-env).
+    static let entryPointSettings: Set<String> = ["CHIME_PARTITION_COUNT", "CHIME_HOSTNAME", "CHIME_DATA_ROOT"]
+    static let chimedSettings = Set(WorkerConfiguration.flagSpecs.filter(\.fromEnvironment).map(\.environmentName))
+
+    @Test func everyChimeSettingNamedInDeployExists() throws {
+        let files = try FileManager.default.subpathsOfDirectory(atPath: Repository.path("deploy"))
+            .filter { !$0.hasSuffix(".conf") && !$0.hasSuffix(".acl") }
+            .map { "deploy/\($0)" }
+            .filter { path in
+                var isDirectory: ObjCBool = false
+                return FileManager.default.fileExists(atPath: Repository.path(path), isDirectory: &isDirectory)
+                    && !isDirectory.boolValue
+            }
+        #expect(files.contains("deploy/systemd/chimed.env"))
+        #expect(files.contains("deploy/kubernetes/chimed-config.yaml"))
+        let pattern = try NSRegularExpression(pattern: #"\bCHIME_[A-Z0-9_]+"#)
+        var seen: Set<String> = []
+        for file in files {
+            let text = try Repository.text(file)
+            for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                let name = String(text[Range(match.range, in: text)!])
+                seen.insert(name)
+                #expect(
+                    Self.chimedSettings.contains(name) || Self.entryPointSettings.contains(name),
+                    "\(file) names \(name), which chimed does not read"
+                )
+            }
+        }
+        #expect(seen.isSuperset(of: ["CHIME_BROKER", "CHIME_PARTITION_COUNT", "CHIME_FSYNC"]))
+    }
+
+    @Test func theExampleEnvironmentFileStartsChimed() async throws {
+        var settings: [String: String] = [:]
+        for line in try Repository.text("deploy/systemd/chimed.env").split(separator: "\n") {
+            let line = line.trimmingCharacters(in: .whitespaces)
+            guard !line.isEmpty, !line.hasPrefix("#"), let eq = line.firstIndex(of: "=") else { continue }
+            settings[String(line[..<eq])] = String(line[line.index(after: eq)...])
+        }
+        // Every chimed setting is in the example, with its meaning.
+        #expect(Set(settings.keys) == Self.chimedSettings)
+        let broker = try await TestBroker.start()
+        let data = try TemporaryDirectory(prefix: "chime-env-file")
+        // What differs on a test machine; everything else as shipped, with no flags at all.
+        settings["CHIME_BROKER"] = broker.url
+        settings["CHIME_DATA_DIR"] = data.appending("data")
+        let chimed = try ChildProcess(try builtProduct("chimed"), environment: settings)
+        try chimed.start()
+        let serving = await chimed.waitForLine(onStandardError: true, timeout: .seconds(20)) {
+            $0.contains("serving")
+        }
+        #expect(serving?.hasPrefix("{") == true, "log lines are JSON: \(chimed.standardErrorLines)")
+        chimed.terminate()
+        #expect(await chimed.waitForExit(timeout: .seconds(20)) == .exited(0))
+        await broker.stop()
+    }
+
+    @Test(arguments: [
+        ("chimed-0", "3", ["CHIME_PARTITION=0/3", "CHIME_WORKER_ID=chimed-0-of-3", "CHIME_DATA_DIR=/v/0-of-3"]),
+        ("chimed-2", "3", ["CHIME_PARTITION=2/3", "CHIME_WORKER_ID=chimed-2-of-3", "CHIME_DATA_DIR=/v/2-of-3"]),
+        ("chime-prod-chimed-11", "12", ["CHIME_PARTITION=11/12", "CHIME_WORKER_ID=chime-prod-chimed-11-of-12"]),
+        ("box", "", ["CHIME_WORKER_ID=box", "CHIME_DATA_DIR=/v/data"]),
+    ])
+    func theEntryPointDerivesThePartitionFromThePodName(host: String, count: String, expected: [String]) async throws {
+        var environment = ["PATH": "/usr/bin:/bin", "CHIME_HOSTNAME": host, "CHIME_DATA_ROOT": "/v"]
+        if !count.isEmpty { environment["CHIME_PARTITION_COUNT"] = count }
+        let process = try ChildProcess(
+            Repository.path("deploy/container/chime-env"),
+            arguments: ["env"],
+            environment: environment
+        )
+        try process.start()
+        #expect(await process.waitForExit(timeout: .seconds(10)) == .exited(0))
+        let lines = Set(process.standardOutputLines)
+        for line in expected { #expect(lines.contains(line), "\(host): \(lines.sorted())") }
+        if count.isEmpty { #expect(!lines.contains { $0.hasPrefix("CHIME_PARTITION=") }) }
+    }
+
+    @Test(arguments: [
+        ("chimed-3", "3", "", "outside 3 partitions"),
+        ("web", "3", "", "does not end in -<ordinal>"),
+        ("chimed-1", "0", "", "positive number"),
+        ("chimed-1", "x", "", "positive number"),
+        ("chimed-1", "3", "0/3", "contradicts ordinal 1 of 3"),
+    ])
+    func theEntryPointRefusesALayoutThatDoesNotFit(
+        host: String,
+        count: String,
+        partition: String,
+        words: String
+    )
+        async throws
+    {
+        var environment = ["PATH": "/usr/bin:/bin", "CHIME_HOSTNAME": host, "CHIME_PARTITION_COUNT": count]
+        if !partition.isEmpty { environment["CHIME_PARTITION"] = partition }
+        let process = try ChildProcess(
+            Repository.path("deploy/container/chime-env"),
+            arguments: ["env"],
+            environment: environment
+        )
+        try process.start()
+        #expect(await process.waitForExit(timeout: .seconds(10)) == .exited(2))
+        #expect(process.standardOutputLines.isEmpty)
+        #expect(process.standardErrorLines.joined().contains(words), "\(process.standardErrorLines)")
+    }
+
+    @Test func chimedStartsThroughTheEntryPointAsAPodWould() async throws {
+        let broker = try await TestBroker.start()
+        let root = try TemporaryDirectory(prefix: "chime-pod")
+        let watcher = try RecordingClient(options: broker.clientOptions(clientId: "pod-watcher"))
+        defer { watcher.requester.stop() }
+        try await watcher.requester.connect(timeout: .seconds(10))
+        try await watcher.requester.subscribe("chime/$worker/+/status", timeout: .seconds(10))
+
+        let pod = try ChildProcess(
+            Repository.path("deploy/container/chime-env"),
+            arguments: [try builtProduct("chimed")],
+            environment: [
+                "PATH": "/usr/bin:/bin", "CHIME_HOSTNAME": "chimed-1", "CHIME_PARTITION_COUNT": "2",
+                "CHIME_DATA_ROOT": root.path, "CHIME_BROKER": broker.url, "CHIME_STATS_INTERVAL": "0",
+            ]
+        )
+        try pod.start()
+        let online = await watcher.wait { messages in
+            messages.contains { (try? RecordingClient.object($0.payload))?["state"] == "online" }
+        }
+        #expect(online, "\(pod.standardErrorLines)")
+        let status = try #require(watcher.messages.first { $0.topic == "chime/$worker/chimed-1-of-2/status" })
+        let payload = try RecordingClient.object(status.payload)
+        #expect(payload["partition"] == "1/2")
+        #expect(payload["workerId"] == "chimed-1-of-2")
+        #expect(FileManager.default.fileExists(atPath: root.appending("1-of-2/LOCK")))
+        // It serves partition 1 of 2 only: a device of partition 1 is answered.
+        let device = (0..<100).map { "device-\($0)" }.first { Partition(index: 1, count: 2).owns($0) }!
+        let reply = try await watcher.request("chime/\(device)/cmd/list", "{}", responseTopic: "test/pod")
+        #expect(reply["ok"] == true)
+        pod.terminate()
+        #expect(await pod.waitForExit(timeout: .seconds(20)) == .exited(0))
+        await broker.stop()
+    }
+
+    @Test func chimedTrustsAPrivateBrokerCAThroughSSLCertFile() async throws {
+        // What chimed.env and the Kubernetes Secret say: mqtts:// checks the broker against the
+        // system's CAs, and SSL_CERT_FILE names a private CA instead.
+        let directory = try TemporaryDirectory(prefix: "chime-tls")
+        let certificates = try await TestCertificates.make(in: directory)
+        let broker = try await TestBroker.start(.init(tls: certificates))
+        func start(_ environment: [String: String]) throws -> ChildProcess {
+            let chimed = try ChildProcess(
+                try builtProduct("chimed"),
+                arguments: ["--broker", broker.url, "--worker-id", "tls", "--data-dir", directory.appending("data")],
+                environment: environment
+            )
+            try chimed.start()
+            return chimed
+        }
+        let untrusting = try start([:])
+        let refused = await untrusting.waitForLine(onStandardError: true, timeout: .seconds(3)) {
+            $0.contains(" serving ")
+        }
+        #expect(refused == nil, "connected without trusting the CA")
+        untrusting.terminate()
+        await untrusting.waitForExit(timeout: .seconds(20))
+        let trusting = try start(["SSL_CERT_FILE": certificates.caFile])
+        let serving = await trusting.waitForLine(onStandardError: true, timeout: .seconds(20)) {
+            $0.contains(" serving ")
+        }
+        #expect(serving != nil, "\(trusting.standardErrorLines)")
+        trusting.terminate()
+        #expect(await trusting.waitForExit(timeout: .seconds(20)) == .exited(0))
+        await broker.stop()
+    }
+
+    @Test func theComposeBrokerKeepsTheProductionSettings() async throws {
+        let pathKeys: Set<String> = ["password_file", "acl_file", "persistence_location", "include_dir"]
+        func settings(_ file: String) throws -> [String] {
+            try BrokerConfigLines(Repository.text(file)).lines.filter { !pathKeys.contains($0.key) }
+                .map { "\($0.key) \($0.value)" }
+        }
+        #expect(try settings("deploy/compose/mosquitto.conf") == settings(Repository.productionBrokerConfig))
+        let compose = BrokerConfigLines(try Repository.text("deploy/compose/mosquitto.conf"))
+        #expect(compose.value("password_file") == "/mosquitto/config/chime.passwd")
+        #expect(compose.value("acl_file") == "/mosquitto/config/chime.acl")
+        #expect(compose.value("persistence_location") == "/mosquitto/data/")
+        #expect(compose.value("include_dir") == nil)
+
+        // And mosquitto takes it (paths replaced as for the production file).
+        let files = try TemporaryDirectory(prefix: "chime-compose")
+        let acl = files.appending("chime.acl")
+        try Repository.text(Repository.acl).write(toFile: acl, atomically: true, encoding: .utf8)
+        var accounts = Accounts(passwordFile: files.appending("chime.passwd"), aclFile: acl)
+        try await accounts.add("device", "phone-1")
+        try FileManager.default.createDirectory(atPath: files.appending("data"), withIntermediateDirectories: false)
+        let broker = try await TestBroker.start(
+            .init(
+                extraLines: try ProductionBroker.configurationLines(
+                    config: "deploy/compose/mosquitto.conf",
+                    passwordFile: accounts.passwordFile,
+                    aclFile: acl,
+                    persistenceDirectory: files.appending("data")
+                )
+            )
+        )
+        var options = broker.clientOptions(clientId: "compose-phone")
+        options.username = "phone-1"
+        options.password = accounts.password("phone-1")
+        let phone = try MQTTRequester(options: options)
+        defer { phone.stop() }
+        try await phone.connect(timeout: .seconds(10))
+        let code = try await phone.publish(topic: "chime/phone-2/cmd/list", payload: [], timeout: .seconds(10))
+        #expect(code == 0x87)
+        await broker.stop()
+    }
+}
