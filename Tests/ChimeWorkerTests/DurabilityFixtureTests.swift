@@ -77,9 +77,8 @@ import Testing
             }
             snoozes.append((try #require(snooze["device"]?.stringValue), "\(id)~snooze@\(fireDate)", due))
         }
-        var live = engine
-        live.setConnected(true)
-        let fired = live.tick(now: snoozes.map(\.due).max() ?? Instant(milliseconds: 0)).compactMap {
+        engine.setConnected(true)
+        let fired = engine.tick(now: snoozes.map(\.due).max() ?? Instant(milliseconds: 0)).compactMap {
             output -> Delivery? in
             if case .publish(let d) = output { return d }
             return nil

@@ -28,7 +28,7 @@ enum Durability {
         configuration: EngineConfiguration = EngineConfiguration(minRepeatSeconds: 1)
     ) throws -> (journal: Journal, engine: Engine, recovery: Recovery) {
         let (journal, recovery) = try Journal.open(directory: directory)
-        var engine = Engine(configuration: configuration)
+        let engine = Engine(configuration: configuration)
         engine.beginRecovery()
         for entry in recovery.snapshot?.entries ?? [] {
             try engine.restore(snapshotEntry: entry)

@@ -54,7 +54,8 @@ enum FuzzChecks {
         case .success(let r):
             request = r
         }
-        var (engine, journal) = try prepared()
+        let (engine, setup) = try prepared()
+        var journal = setup
         var random = SplitMix(state: 2)
         let entry: JournalEntry
         switch engine.decide(request, now: now, random: &random) {
@@ -64,7 +65,7 @@ enum FuzzChecks {
         case .write(let e):
             entry = e
         }
-        let result = try write(entry, to: &engine, journal: &journal)
+        let result = try write(entry, to: engine, journal: &journal)
         try requireJSON(Reply(request: request, result: result ?? [:]).bytes, "\(op.rawValue) ok reply")
         try requireSameRecovery(engine, journal, "after \(op.rawValue)")
 
@@ -78,10 +79,10 @@ enum FuzzChecks {
                     deliveries += 1
                     try requireJSON(delivery.payload, "delivery")
                     if let acknowledged = engine.acknowledged(delivery.token) {
-                        _ = try write(acknowledged, to: &engine, journal: &journal)
+                        _ = try write(acknowledged, to: engine, journal: &journal)
                     }
                 case .write(let dropped):
-                    _ = try write(dropped, to: &engine, journal: &journal)
+                    _ = try write(dropped, to: engine, journal: &journal)
                 }
             }
         }
@@ -102,7 +103,7 @@ enum FuzzChecks {
     /// Applies `entry` as chimed does, after its journal round trip, and keeps the stored form.
     static func write(
         _ entry: JournalEntry,
-        to engine: inout Engine,
+        to engine: Engine,
         journal: inout [JournalEntry]
     ) throws(Violation)
         -> JSONObject?
@@ -124,7 +125,7 @@ enum FuzzChecks {
 
     /// The engine every command input starts from, and the journal that built it.
     static func prepared() throws(Violation) -> (Engine, [JournalEntry]) {
-        var engine = Engine(configuration: engineConfiguration)
+        let engine = Engine(configuration: engineConfiguration)
         var journal: [JournalEntry] = []
         var random = SplitMix(state: 1)
         let setup: [(Operation, String)] = [
@@ -140,7 +141,7 @@ enum FuzzChecks {
             guard case .success(let request) = decoder.decode(deviceId: device, op: op, payload: Array(payload.utf8)),
                 case .write(let entry) = engine.decide(request, now: now, random: &random)
             else { throw Violation(description: "setup command \(payload) was not accepted") }
-            _ = try write(entry, to: &engine, journal: &journal)
+            _ = try write(entry, to: engine, journal: &journal)
         }
         return (engine, journal)
     }
@@ -168,7 +169,7 @@ enum FuzzChecks {
 
     static func requireSameRecovery(_ live: Engine, _ journal: [JournalEntry], _ stage: String) throws(Violation) {
         let seen = try observed(live)
-        var replayed = Engine(configuration: engineConfiguration)
+        let replayed = Engine(configuration: engineConfiguration)
         replayed.beginRecovery()
         for entry in journal { replayed.apply(entry) }
         replayed.finishRecovery()
@@ -177,7 +178,7 @@ enum FuzzChecks {
             fromJournal == seen,
             "\(stage): replay differs from the live state:\n  live   \(text(seen))\n  replay \(text(fromJournal))"
         )
-        var restored = Engine(configuration: engineConfiguration)
+        let restored = Engine(configuration: engineConfiguration)
         restored.beginRecovery()
         var failure: String?
         live.snapshot.forEachEntry { (entry: [UInt8]) in

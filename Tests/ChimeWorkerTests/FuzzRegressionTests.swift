@@ -44,7 +44,7 @@ import Testing
     /// scheduled field and the current state), which strict JSON parsers, Chime's own included,
     /// reject: the whole `list` reply became unreadable.
     @Test func listShowsEnabledOnceForANotificationScheduledPaused() throws {
-        var engine = Engine()
+        let engine = Engine()
         var random = SplitMix(state: 7)
         let now = Instant(milliseconds: 1_781_517_600_000)
         let decoder = CommandDecoder()
@@ -78,7 +78,7 @@ extension FuzzRegressionTests {
     /// most), so chimed refused to start on its own data directory.
     @Test(arguments: ["med", String(repeating: "x", count: 128)])
     func aSnapshotWithAPendingSnoozeRestores(id: String) throws {
-        var engine = Engine()
+        let engine = Engine()
         var random = SplitMix(state: 7)
         let now = Instant(milliseconds: 1_781_517_600_000)
         let decoder = CommandDecoder()
@@ -94,7 +94,7 @@ extension FuzzRegressionTests {
             }
             engine.apply(entry)
         }
-        var restored = Engine()
+        let restored = Engine()
         restored.beginRecovery()
         var entries = 0
         try engine.snapshot.forEachEntry { (entry: [UInt8]) throws(RecoveryError) in
