@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeJournal
 import ChimeMQTT
 import ChimeTestSupport
 import Foundation
@@ -59,7 +60,8 @@ import Testing
         let kills = max(1, environment["CHIME_KILLS"].flatMap(Int.init) ?? 20)
         let seed = environment["CHIME_KILL_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 0...UInt64.max)
         let context = "seed \(seed) (CHIME_KILL_SEED=\(seed) replays the choices)"
-        let f = try await WorkerFixture.start()
+        // Small snapshots, so that kills also land in snapshot writes and compactions.
+        let f = try await WorkerFixture.start(extra: ["--snapshot-bytes", "65536"])
         defer { Task { await f.stop() } }
         let device = "k1"
         try await f.subscribeDeliveries(device)
@@ -103,16 +105,28 @@ import Testing
 
         var random = SplitMix(state: seed)
         var killed = 0
+        var snapshots = 0
         while killed < kills {
             if random.next() % 5 == 0 {
                 // A kill while the worker recovers and connects.
-                let early = try Chimed(broker: f.broker, dataDirectory: f.data.path, workerId: f.workerId)
+                let early = try Chimed(
+                    broker: f.broker,
+                    dataDirectory: f.data.path,
+                    workerId: f.workerId,
+                    extra: f.extraArguments
+                )
                 try early.process.start()
                 try await Task.sleep(for: .milliseconds(10 + Int(random.next() % 300)))
                 early.process.kill()
                 await early.process.waitForExit(timeout: .seconds(10))
             } else {
                 try await Task.sleep(for: .milliseconds(200 + Int(random.next() % 1800)))
+                if random.next() % 3 == 0 {
+                    // A kill while a snapshot (SIGUSR1) is being written or has just been.
+                    f.worker?.process.signal(SIGUSR1)
+                    snapshots += 1
+                    try await Task.sleep(for: .milliseconds(Int(random.next() % 40)))
+                }
                 await f.killWorker()
             }
             killed += 1
@@ -140,9 +154,15 @@ import Testing
         let cancelledDeliveries = f.deliveries(device).filter { cancelled.contains($0["id"]?.stringValue ?? "") }
         #expect(cancelledDeliveries.isEmpty, "\(context)")
         #expect(f.worker?.process.isRunning == true)
+        // Snapshots were taken (and survived the kills); the directory reads back clean.
+        let files = try FileManager.default.contentsOfDirectory(atPath: f.data.path)
+        #expect(files.contains { $0.hasPrefix("snapshot-") && $0.hasSuffix(".snap") }, "\(files); \(context)")
+        let report = try JournalTools.verify(directory: f.data.path)
+        #expect(report.isOpenable, "\(report); \(context)")
         print(
             "kill -9: \(killed) kills, \(sent) commands, \(scheduled.count) schedules and \(cancelled.count) cancels "
-                + "acknowledged, \(unanswered) unanswered, \(f.deliveries(device).count) deliveries; \(context)"
+                + "acknowledged, \(unanswered) unanswered, \(f.deliveries(device).count) deliveries, \(snapshots) kills "
+                + "around a SIGUSR1 snapshot; \(context)"
         )
     }
 
