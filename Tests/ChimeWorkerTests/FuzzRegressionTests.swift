@@ -73,6 +73,50 @@ import Testing
 }
 
 extension FuzzRegressionTests {
+    /// `BYDAY` ordinals were range-checked only on the first entry that had one, so
+    /// `FREQ=MONTHLY;BYDAY=1SU,-11SA` was accepted while `BYDAY=-11SA,1SU` was refused. The
+    /// journal stores a rule in its canonical form, which sorts `-11SA` first: a schedule with such
+    /// a rule was acknowledged, and then its journal record could not be read, so chimed refused to
+    /// start on its own data directory.
+    @Test(arguments: [
+        "FREQ=MONTHLY;BYDAY=1SU,-11SA", "FREQ=MONTHLY;BYDAY=-11SA,1SU", "FREQ=YEARLY;BYMONTH=3;BYDAY=1SU,20SA",
+        "FREQ=WEEKLY;BYDAY=SU,1MO",
+    ])
+    func everyByDayOrdinalIsChecked(rule: String) throws {
+        #expect(throws: RecurrenceError(.invalidRule)) { try RecurrenceRule(parsing: rule) }
+        let payload = #"{"id":"r","fireDate":"2026-07-05T09:00:00Z","rrule":"\#(rule)"}"#
+        guard
+            case .failure(let failure) = CommandDecoder().decode(
+                deviceId: "d",
+                op: .schedule,
+                payload: Array(payload.utf8)
+            )
+        else {
+            Issue.record("\(rule) was accepted")
+            return
+        }
+        #expect(failure.error.code == .invalidArgument)
+        #expect(failure.error.field == "rrule")
+    }
+
+    /// The same through chimed: whatever it acknowledges, it can start again on.
+    @Test func chimedRestartsAfterEveryRuleItAcknowledged() async throws {
+        let f = try await WorkerFixture.start()
+        defer { Task { await f.stop() } }
+        let reply = try await f.send(
+            "d1",
+            .schedule,
+            #"{"id":"r","fireDate":"2026-07-05T09:00:00Z","rrule":"FREQ=MONTHLY;BYDAY=1SU,-11SA"}"#
+        )
+        #expect(reply.errorCode == "invalid_argument", "\(JSON.object(reply).text)")
+        try await f.ok("d1", .schedule, #"{"id":"fine","after":3600}"#)
+        #expect(await f.stopWorker() == .exited(0))
+        try await f.startWorker()
+        #expect(try await f.list("d1").compactMap { $0["id"]?.stringValue } == ["fine"])
+    }
+}
+
+extension FuzzRegressionTests {
     /// A snapshot taken while a snooze was pending could not be restored: the snoozed copy's id
     /// (`{id}~snooze`) was checked as if a client had sent it (reserved suffix, 128 characters at
     /// most), so chimed refused to start on its own data directory.
