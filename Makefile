@@ -1,6 +1,8 @@
 # Chime: `make run` and `make test` are all a fresh Debian machine needs (see README.md).
 SWIFT ?= swift
 SWIFT_SOURCES = Package.swift Sources Tests
+# The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
+SWIFT_SOURCES += Fuzz
 
 .PHONY: bootstrap build release run test lint format bench bench-quick fuzz soak clean
 
@@ -36,3 +38,15 @@ format:
 
 clean:
 	rm -rf .build
+
+## libFuzzer targets (Fuzz/): the command decoder and engine, the RRULE parser and expansion, each
+## for FUZZ_SECONDS (default 60). New inputs stay in .build/fuzz/corpus, crashes in .build/fuzz/artifacts.
+fuzz: bootstrap
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} scripts/fuzz
+
+## Longer durability runs than `make test`: SOAK_KILLS kill -9s of chimed under load (default 200)
+## and SOAK_MUTATIONS mutated commands (default 30000). A failure prints the seed that replays it.
+soak: bootstrap
+	$(SWIFT) build --build-tests
+	CHIME_KILLS=$${SOAK_KILLS:-200} CHIME_MUTATIONS=$${SOAK_MUTATIONS:-30000} \
+		$(SWIFT) test --skip-build --filter 'DurabilityKillTests|DurabilityMutationTests'

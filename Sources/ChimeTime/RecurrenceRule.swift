@@ -196,7 +196,7 @@ private struct RawParts {
             throw .rule("BYYEARDAY: not allowed with FREQ=\(frequency.name)")
         }
         if !byMonthDay.isEmpty && frequency == .weekly { throw .rule("BYMONTHDAY: not allowed with FREQ=WEEKLY") }
-        if let nth = byDay.first(where: { $0.ordinal != 0 }) {
+        for nth in byDay where nth.ordinal != 0 {
             if frequency != .monthly && frequency != .yearly {
                 throw .rule("BYDAY: \(nth.text) has an ordinal, only allowed with FREQ=MONTHLY or FREQ=YEARLY")
             }

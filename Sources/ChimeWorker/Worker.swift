@@ -170,6 +170,9 @@ final class WorkerLoop {
     var snapshotRunning = false
     /// A snapshot was asked for (SIGUSR1) and has not started yet.
     var snapshotWanted = false
+    /// An entry was applied but not journaled after the running snapshot froze the state: that
+    /// snapshot does not cover it, so it cannot end the divergence.
+    var unjournaledSinceSnapshotFroze = false
     var lastSnapshotAttempt = ContinuousClock.now - .seconds(3600)
     let stats = WorkerStats()
     var lastStats = ContinuousClock.now
@@ -457,6 +460,7 @@ final class WorkerLoop {
                 diverged = true
             }
         }
+        if diverged && snapshotRunning { unjournaledSinceSnapshotFroze = true }
         engine.apply(entry)
     }
 
@@ -475,6 +479,7 @@ final class WorkerLoop {
         }
         snapshotRunning = true
         snapshotWanted = false
+        unjournaledSinceSnapshotFroze = false
         let frozen = engine.snapshot
         let inbox = self.inbox
         let started = ContinuousClock.now
@@ -501,7 +506,9 @@ final class WorkerLoop {
         }
         do {
             try journal.snapshotCompleted(writer)
-            if diverged {
+            if diverged && unjournaledSinceSnapshotFroze {
+                logger.warning("a delivery record was not journaled while the snapshot ran; another snapshot follows")
+            } else if diverged {
                 logger.notice("journal caught up through a snapshot; accepting commands again")
                 diverged = false
             }

@@ -19,9 +19,15 @@ enum NotificationCoding {
     /// may have changed since it was accepted are not applied again, and `seed` is read.
     static func decode(_ r: FieldReader, limits: CommandLimits?) throws(ChimeError) -> NotificationSpec {
         var spec = NotificationSpec()
-        spec.id = try r.string("id", maxLength: CommandDecoder.maxIdLength, allowEmpty: false)
+        // The journal and snapshots also hold snoozes, whose id is a client's id plus the suffix.
+        let fromClient = limits != nil
+        spec.id = try r.string(
+            "id",
+            maxLength: CommandDecoder.maxIdLength + (fromClient ? 0 : snoozeSuffix.count),
+            allowEmpty: false
+        )
         // Clients may not use the suffix; snapshots store snoozes under it (`Engine.restore`).
-        if limits != nil, let id = spec.id, id.hasSuffix(snoozeSuffix) {
+        if fromClient, let id = spec.id, id.hasSuffix(snoozeSuffix) {
             throw .invalid(r.name("id"), "ids ending in \(snoozeSuffix) are reserved for snoozes")
         }
 

@@ -1,0 +1,197 @@
+import ChimeCore
+import ChimeJournal
+import ChimeTestSupport
+import ChimeWorker
+import Foundation
+import Testing
+
+/// The worker, in this process on a real broker, over a file system that fails on demand
+/// (``FaultyFileSystem`` through the journal's `FileSystem` seam): what a full disk, an I/O error
+/// or a failed `fdatasync` does to commands, reads and deliveries. (The journal's own behaviour
+/// under these faults is unit-tested in ChimeJournalTests; this is the worker's.)
+@Suite(.serialized) struct DurabilityFaultTests {
+    struct World {
+        let broker: TestBroker
+        let data: TemporaryDirectory
+        let disk: FaultyFileSystem
+        let worker: InProcessWorker
+        let client: CommandClient
+
+        static func start() async throws -> World {
+            let broker = try await TestBroker.start()
+            let data = try TemporaryDirectory(prefix: "chime-faults")
+            let disk = FaultyFileSystem()
+            let worker = try InProcessWorker(
+                broker: broker,
+                dataDirectory: data.path,
+                workerId: "faults-\(UInt32.random(in: 0...UInt32.max))",
+                fileSystem: disk
+            )
+            try await worker.start()
+            let client = try await CommandClient(broker: broker)
+            return World(broker: broker, data: data, disk: disk, worker: worker, client: client)
+        }
+
+        func end() async {
+            client.stop()
+            disk.failWrites(nil)
+            disk.failDataSync(false)
+            disk.releaseSnapshots()
+            if worker.result == nil { await worker.stop() }
+            await broker.stop()
+        }
+    }
+
+    /// While writes fail, a change is refused with `unavailable` and changes nothing, reads still
+    /// answer, and what was scheduled is still delivered (its delivery record cannot be written,
+    /// so the worker keeps refusing changes until a snapshot has caught the disk up). Once writes
+    /// work again, changes succeed again, and the data directory holds exactly what was
+    /// acknowledged.
+    @Test(arguments: FaultyFileSystem.WriteFault.allCases)
+    func writeFailuresRefuseChangesButReadsAndDeliveriesGoOn(fault: FaultyFileSystem.WriteFault) async throws {
+        let w = try await World.start()
+        defer { Task { await w.end() } }
+        let c = w.client
+        try await c.subscribeDeliveries("d1")
+        try await c.ok("d1", .device, #"{"timeZone":"Europe/Paris"}"#)
+        try await c.ok("d1", .schedule, #"{"id":"due","after":2,"alertBody":"still delivered"}"#)
+        try await c.ok("d1", .schedule, #"{"id":"keep","after":3600}"#)
+        let listBefore = try await c.ok("d1", .list, "{}")
+
+        w.disk.failWrites(fault)
+        for (op, payload) in [
+            (ChimeCore.Operation.schedule, #"{"id":"new","after":60}"#),
+            (.cancel, #"{"ids":["keep"]}"#),
+            (.pause, #"{"all":true}"#),
+            (.device, #"{"badge":7}"#),
+            (.snooze, #"{"id":"keep","after":60}"#),
+        ] {
+            let reply = try await c.send("d1", op, payload)
+            #expect(reply.errorCode == "unavailable", "\(op.rawValue): \(JSON.object(reply).text)")
+        }
+        #expect(w.disk.failedWrites > 0)
+        // Reads answer, and show nothing changed.
+        #expect(try await c.ok("d1", .list, "{}") == listBefore)
+        #expect(try await c.ok("d1", .device, "{}")["badge"] == 0)
+        #expect(try await c.ok("d1", .preview, #"{"id":"keep"}"#)["fireDates"]?.arrayValue?.count == 1)
+
+        // Deliveries go on; the record of this one cannot be written.
+        let delivered = await c.waitForDelivery("d1", id: "due")
+        #expect(delivered?["alertBody"] == "still delivered")
+        #expect(try await c.send("d1", .schedule, #"{"id":"new","after":60}"#).errorCode == "unavailable")
+
+        // Writes work again: after the worker's catch-up snapshot, changes are accepted again.
+        w.disk.failWrites(nil)
+        let accepted = try await Durability.eventually(timeout: .seconds(30), every: .milliseconds(500)) {
+            try await c.send("d1", .schedule, #"{"id":"new","after":3600}"#).isOK
+        }
+        #expect(accepted, "\(w.worker.log)")
+        #expect(try await c.listedIds("d1") == ["keep", "new"])
+
+        // What is on disk is what was acknowledged, and the delivery is recorded.
+        try #require(await w.worker.stop()?.isSuccess == true, "\(w.worker.log)")
+        let (engine, _) = try Durability.recover(w.data.path)
+        #expect(try Durability.listedIds(engine, "d1") == ["keep", "new"])
+    }
+
+    /// In diverged mode (a delivery record could not be written) the worker catches the disk up
+    /// with a snapshot of its memory. A delivery acknowledged while that snapshot is being written
+    /// is in neither the snapshot nor the journal, so the worker must stay diverged until a
+    /// snapshot covers it too: otherwise the delivery is forgotten, and the notification is
+    /// delivered again after a clean restart.
+    @Test func aDeliveryAcknowledgedDuringTheCatchUpSnapshotIsNotForgotten() async throws {
+        let w = try await World.start()
+        defer { Task { await w.end() } }
+        let c = w.client
+        try await c.subscribeDeliveries("d1")
+        try await c.ok("d1", .schedule, #"{"id":"first","after":1}"#)
+        try await c.ok("d1", .schedule, #"{"id":"second","after":12}"#)
+        try await c.ok("d1", .schedule, #"{"id":"keep","after":3600}"#)
+
+        // "first" is delivered while writes fail: the worker diverges.
+        w.disk.failWrites(.noSpace)
+        #expect(await c.waitForDelivery("d1", id: "first") != nil)
+        try #require(await Durability.eventually { w.worker.log.contains("refusing commands until a snapshot") })
+        // Writes work again, but the catch-up snapshot is held while "second" is delivered.
+        w.disk.holdSnapshots()
+        w.disk.failWrites(nil)
+        try #require(await Durability.eventually(timeout: .seconds(30)) { w.disk.heldSnapshotWrites > 0 })
+        #expect(await c.waitForDelivery("d1", id: "second") != nil)
+        try await Task.sleep(for: .seconds(1))  // its PUBACK reaches the worker
+        w.disk.releaseSnapshots()
+        // Commands are accepted again once a snapshot covers everything in memory.
+        let accepted = try await Durability.eventually(timeout: .seconds(30), every: .milliseconds(500)) {
+            try await c.send("d1", .schedule, #"{"id":"later","after":3600}"#).isOK
+        }
+        #expect(accepted, "\(w.worker.log)")
+
+        try #require(await w.worker.stop()?.isSuccess == true, "\(w.worker.log)")
+        let (engine, _) = try Durability.recover(w.data.path)
+        let listed = try Durability.listedIds(engine, "d1")
+        #expect(listed == ["keep", "later"])
+    }
+
+    /// A failed `fdatasync` may have lost the data it was to make durable, and retrying could
+    /// "succeed" over the loss: the worker must not acknowledge the command, and must stop
+    /// (`run()` throws; chimed exits with status 1) so that recovery reads what is really on disk.
+    @Test func aFailedSyncStopsTheWorkerWithoutAcknowledging() async throws {
+        let w = try await World.start()
+        defer { Task { await w.end() } }
+        let c = w.client
+        try await c.ok("d1", .schedule, #"{"id":"before","after":3600}"#)
+
+        w.disk.failDataSync(true)
+        let reply = try? await c.send("d1", .schedule, #"{"id":"unsynced","after":3600}"#, timeout: .seconds(5))
+        #expect(
+            reply == nil || reply?.isOK == false,
+            "acknowledged without a sync: \(reply.map { JSON.object($0).text } ?? "")"
+        )
+        let result = await w.worker.waitForEnd()
+        guard case .failure(let error)? = result else {
+            Issue.record("the worker did not stop: \(String(describing: result))")
+            return
+        }
+        #expect(error.message.contains("journal sync failed"), "\(error)")
+        #expect(w.disk.failedSyncs >= 1)
+
+        // Restarted (with a working disk), it has everything acknowledged.
+        w.disk.failDataSync(false)
+        let (engine, _) = try Durability.recover(w.data.path)
+        #expect(try Durability.listedIds(engine, "d1").contains("before"))
+    }
+}
+
+extension DurabilityFaultTests {
+    /// A short write whose partial record cannot be truncated away leaves the journal in a state
+    /// the worker cannot append after: it must stop (as after a failed sync) without acknowledging,
+    /// and the restart must treat the partial record as the torn tail it is.
+    @Test func aPartialRecordThatCannotBeUndoneStopsTheWorker() async throws {
+        let w = try await World.start()
+        defer { Task { await w.end() } }
+        let c = w.client
+        try await c.ok("d1", .schedule, #"{"id":"before","after":3600}"#)
+
+        w.disk.failTruncate(true)
+        w.disk.failWrites(.shortWrite)
+        let reply = try? await c.send("d1", .schedule, #"{"id":"torn","after":3600}"#, timeout: .seconds(5))
+        #expect(reply?.isOK != true, "acknowledged: \(reply.map { JSON.object($0).text } ?? "")")
+        guard case .failure(let error)? = await w.worker.waitForEnd() else {
+            Issue.record("the worker did not stop:\n\(w.worker.log)")
+            return
+        }
+        #expect(error.message.contains("could not be truncated"), "\(error)")
+
+        w.disk.failWrites(nil)
+        w.disk.failTruncate(false)
+        let (engine, recovery) = try Durability.recover(w.data.path)
+        #expect(try Durability.listedIds(engine, "d1") == ["before"])
+        #expect(recovery.warnings.contains { $0.contains("bytes dropped") }, "\(recovery.warnings)")
+    }
+}
+
+extension Result {
+    var isSuccess: Bool {
+        if case .success = self { return true }
+        return false
+    }
+}

@@ -1,0 +1,240 @@
+import ChimeCore
+import ChimeJournal
+import ChimeTestSupport
+import Foundation
+import Testing
+
+/// `Fixtures/datadir-v1/`: a data directory written by chimed (journal format 1, snapshot format 1),
+/// with a snapshot and journal records of every entry kind on both sides of it, and
+/// `Fixtures/datadir-v1.json`: the devices and notifications chimed listed just before it stopped.
+/// Every later chimed must read this directory and show exactly that.
+///
+/// Written by ``writeVersion1DataDirectory()`` with `CHIME_WRITE_FIXTURES=1` (about 30 s):
+/// `CHIME_WRITE_FIXTURES=1 swift test --filter DurabilityFixtureTests/writeVersion1DataDirectory`.
+/// Never rewrite it for a new format: add `datadir-v2` beside it.
+@Suite(.serialized) struct DurabilityFixtureTests {
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+
+    struct Expected {
+        /// Device id → `{"device": <device result>, "list": <list result>}`.
+        var devices: JSONObject
+        /// `{"device", "id", "fireDate"}` of each pending snooze (snoozes are not listed).
+        var snoozes: [JSONObject]
+
+        init(_ json: JSON) throws {
+            guard let o = json.objectValue, let devices = o["devices"]?.objectValue,
+                let snoozes = o["snoozes"]?.arrayValue?.compactMap(\.objectValue)
+            else { throw TestSupportError("datadir-v1.json is not what the generator writes") }
+            self.devices = devices
+            self.snoozes = snoozes
+        }
+
+        static func load() throws -> Expected {
+            let resources = try #require(Bundle.module.path(forResource: "Fixtures", ofType: nil))
+            let data = try Data(contentsOf: URL(fileURLWithPath: resources + "/datadir-v1.json"))
+            return try Expected(try JSON(parsing: Array(data)))
+        }
+    }
+
+    /// A copy of the fixture directory, so that opening it (which may fix a torn tail) changes nothing.
+    static func copy() throws -> TemporaryDirectory {
+        let resources = try #require(Bundle.module.path(forResource: "Fixtures", ofType: nil))
+        let scratch = try TemporaryDirectory(prefix: "chime-v1")
+        let copy = scratch.appending("data")
+        try FileManager.default.copyItem(atPath: resources + "/datadir-v1", toPath: copy)
+        return scratch
+    }
+
+    @Test func version1DataDirectoryRecoversExactly() throws {
+        let expected = try Expected.load()
+        let scratch = try Self.copy()
+        let report = try JournalTools.verify(directory: scratch.appending("data"))
+        #expect(report.isClean, "\(report)")
+        let (engine, recovery) = try Durability.recover(scratch.appending("data"))
+        #expect(recovery.warnings.isEmpty, "\(recovery.warnings)")
+        #expect(recovery.snapshot != nil)
+        // The records after the snapshot hold every kind of entry.
+        let kinds = Set(recovery.records.compactMap { JournalEntry.Kind(rawValue: $0.type) })
+        #expect(kinds == Set(JournalEntry.Kind.allCases), "kinds after the snapshot: \(kinds)")
+
+        #expect(expected.devices.count == 2)
+        for (device, value) in expected.devices {
+            let want = try #require(value.objectValue)
+            #expect(try Durability.read(engine, device, .device, "{}") == want["device"]?.objectValue, "\(device)")
+            let list = try Durability.read(engine, device, .list, #"{"limit":1000}"#)
+            #expect(list == want["list"]?.objectValue, "\(device): \(JSON.object(list).text)")
+        }
+
+        // Snoozes are not listed: each fires at its time, with its original's content.
+        #expect(expected.snoozes.count == 2)
+        var snoozes: [(device: String, fireId: String, due: Instant)] = []
+        for snooze in expected.snoozes {
+            let id = try #require(snooze["id"]?.stringValue)
+            let fireDate = try #require(snooze["fireDate"]?.stringValue)
+            guard case .instant(let due)? = DateTimeValue(iso8601: fireDate) else {
+                Issue.record("\(fireDate) is not an instant")
+                continue
+            }
+            snoozes.append((try #require(snooze["device"]?.stringValue), "\(id)~snooze@\(fireDate)", due))
+        }
+        engine.setConnected(true)
+        let fired = engine.tick(now: snoozes.map(\.due).max() ?? Instant(milliseconds: 0)).compactMap {
+            output -> Delivery? in
+            if case .publish(let d) = output { return d }
+            return nil
+        }
+        for snooze in snoozes {
+            let delivery = fired.first { $0.fireId == snooze.fireId }
+            #expect(delivery?.deviceId == snooze.device, "\(snooze.fireId) among \(fired.map(\.fireId))")
+        }
+    }
+
+    /// The same directory served by the chimed binary: every device and list as it was.
+    @Test func chimedServesTheVersion1DataDirectory() async throws {
+        let expected = try Expected.load()
+        let scratch = try Self.copy()
+        let broker = try await TestBroker.start()
+        let chimed = try Chimed(broker: broker, dataDirectory: scratch.appending("data"), workerId: "fixture-v1")
+        try await chimed.start()
+        let client = try await CommandClient(broker: broker)
+        defer {
+            client.stop()
+            chimed.process.kill()
+            Task { await broker.stop() }
+        }
+        for (device, value) in expected.devices {
+            let want = try #require(value.objectValue)
+            #expect(try await client.ok(device, .device, "{}") == want["device"]?.objectValue, "\(device)")
+            let list = try await client.ok(device, .list, #"{"limit":1000}"#)
+            #expect(list == want["list"]?.objectValue, "\(device): \(JSON.object(list).text)")
+        }
+    }
+
+    // MARK: - The generator
+
+    /// Writes `Fixtures/datadir-v1` and `Fixtures/datadir-v1.json` with the chimed binary:
+    /// 1. chimed takes commands of every kind and delivers a few notifications, then stops (SIGTERM)
+    ///    while a notification with `expiresAfter` is about to fall due;
+    /// 2. a snapshot is written as the worker writes it (Journal + Engine, offline);
+    /// 3. chimed starts again, drops the expired notification, takes commands of every kind
+    ///    again, and its `device` and `list` answers are saved before it stops.
+    /// Everything left pending is years ahead, so that reading the fixture later changes nothing.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["CHIME_WRITE_FIXTURES"] == "1"))
+    func writeVersion1DataDirectory() async throws {
+        let f = try await WorkerFixture.start()
+        defer { Task { await f.stop() } }
+        try await f.subscribeDeliveries("d1")
+        try await f.subscribeDeliveries("d2")
+        let quick = #""ignoreQuietHours":true"#
+
+        // 1. Every kind of entry, and deliveries.
+        try await f.ok(
+            "d1",
+            .device,
+            #"{"timeZone":"Europe/Paris","badge":5,"quietHours":{"start":"22:00","end":"07:00"}}"#
+        )
+        try await f.ok(
+            "d1",
+            .schedule,
+            #"{"id":"rule","fireDate":"2040-01-05T09:00:00","timeZone":"device","rrule":"FREQ=MONTHLY;BYDAY=-1FR;COUNT=24","leadTime":900,"exdates":["2040-02-24T09:00:00"],"alertBodies":["a","b"],"alertTitle":"T","alertAction":"Open","hasAction":false,"soundName":"default","category":"c","userInfo":{"kind":"pill","n":[1,2.5,null,true]},"misfire":"all","expiresAfter":3600}"#
+        )
+        try await f.ok(
+            "d1",
+            .schedule,
+            #"{"id":"interval","fireDate":"2041-03-01T08:00:00Z","repeatInterval":"month","count":12,"until":"2042-01-01T00:00:00Z","badge":"+1","ignoreQuietHours":true}"#
+        )
+        try await f.ok("d1", .schedule, #"{"id":"aligned","after":300000000,"alignTo":"12:00","badge":3}"#)
+        try await f.ok(
+            "d1",
+            .schedule,
+            #"{"id":"off","fireDate":"2045-05-05T05:05:05Z","enabled":false,"misfire":"skip"}"#
+        )
+        try await f.ok("d1", .schedule, #"{"id":"cancelme","fireDate":"2050-01-01T00:00:00Z"}"#)
+        try await f.ok("d1", .schedule, #"{"id":"pauseme","fireDate":"2050-01-01T00:00:00Z"}"#)
+        try await f.ok("d1", .schedule, #"{"id":"resumeme","fireDate":"2050-01-01T00:00:00Z","enabled":false}"#)
+        try await f.ok("d1", .schedule, #"{"id":"old","fireDate":"2050-01-01T00:00:00Z","userInfo":{"batch":"old"}}"#)
+        try await f.ok(
+            "d1",
+            .schedule,
+            #"{"notifications":[{"id":"b1","fireDate":"2043-01-01T10:00:00","repeatInterval":"week"},{"id":"b2","fireDate":"2043-01-02T10:00:00Z","userInfo":{"batch":"new"}}],"replace":{"match":{"userInfo":{"batch":"old"}}}}"#
+        )
+        try await f.ok("d1", .cancel, #"{"ids":["cancelme"]}"#)
+        try await f.ok("d1", .pause, #"{"ids":["pauseme"]}"#)
+        try await f.ok("d1", .resume, #"{"ids":["resumeme"]}"#)
+        let snooze1 = try await f.ok("d1", .snooze, #"{"id":"rule","after":315000000}"#)
+        try await f.ok("d1", .schedule, #"{"id":"kept","after":1,"keepAfterFiring":true,"badge":"+1",\#(quick)}"#)
+        try await f.ok(
+            "d1",
+            .schedule,
+            #"{"id":"thrice","after":1,"repeatInterval":"second","count":3,"keepAfterFiring":true,"misfire":"all",\#(quick)}"#
+        )
+        try await f.ok("d1", .schedule, #"{"id":"gone","after":1,\#(quick)}"#)
+        _ = await f.waitForDeliveries("d1", count: 5, timeout: .seconds(20))
+        try #require(Set(f.deliveries("d1").compactMap { $0["id"]?.stringValue }) == ["kept", "thrice", "gone"])
+        try #require(
+            await Durability.eventually { try await f.list("d1").first { $0["id"] == "thrice" }?["firedCount"] == 3 }
+        )
+        try await f.ok("d1", .schedule, #"{"id":"expiring","after":2,"expiresAfter":1,\#(quick)}"#)
+        try #require(await f.stopWorker() == .exited(0))
+        try await Task.sleep(for: .seconds(4))
+
+        // 2. A snapshot, as the worker writes one.
+        do {
+            let (journal, engine, _) = try Durability.open(f.data.path)
+            let writer = try journal.beginSnapshot()
+            try engine.snapshot.forEachEntry { (entry: [UInt8]) throws(JournalError) in try writer.append(entry) }
+            try writer.finish()
+            try journal.snapshotCompleted(writer)
+            try journal.close()
+        }
+
+        // 3. Every kind of entry again, after the snapshot; "expiring" is dropped.
+        try await f.startWorker()
+        try await f.ok(
+            "d2",
+            .device,
+            #"{"timeZone":"America/New_York","badge":2,"quietHours":{"start":"23:00","end":"06:30"}}"#
+        )
+        try await f.ok("d2", .schedule, #"{"id":"p","fireDate":"2044-04-04T04:04:00","timeZone":"Asia/Tokyo"}"#)
+        try await f.ok(
+            "d2",
+            .schedule,
+            #"{"notifications":[{"id":"p2","fireDate":"2044-06-01T09:00:00","rrule":"FREQ=YEARLY;BYMONTH=6;BYDAY=1MO"},{"id":"p3","after":310000000}],"replace":{"ids":["p"]}}"#
+        )
+        try await f.ok("d2", .cancel, #"{"ids":["p3"]}"#)
+        try await f.ok("d2", .pause, #"{"all":true}"#)
+        try await f.ok("d2", .resume, #"{"ids":["p2"]}"#)
+        let snooze2 = try await f.ok("d2", .snooze, #"{"id":"p2","after":314000000}"#)
+        try await f.ok("d2", .schedule, #"{"id":"now","after":1,"badge":"-1",\#(quick)}"#)
+        _ = await f.waitForDeliveries("d2", count: 1, timeout: .seconds(20))
+        try #require(await Durability.eventually { try await f.ok("d2", .device, "{}")["badge"] == 1 })
+        try await f.ok("d1", .device, #"{"quietHours":null}"#)
+        try #require(
+            await Durability.eventually { try await f.list("d1").contains { $0["id"] == "expiring" } == false }
+        )
+
+        var devices = JSONObject()
+        for device in ["d1", "d2"] {
+            devices[device] = [
+                "device": .object(try await f.ok(device, .device, "{}")),
+                "list": .object(try await f.ok(device, .list, #"{"limit":1000}"#)),
+            ]
+        }
+        let snoozes: [JSON] = [
+            ["device": "d1", "id": "rule", "fireDate": snooze1["nextFireDate"] ?? .null],
+            ["device": "d2", "id": "p2", "fireDate": snooze2["nextFireDate"] ?? .null],
+        ]
+        try #require(await f.stopWorker() == .exited(0))
+
+        let target = Self.fixtures.appendingPathComponent("datadir-v1").path
+        try? FileManager.default.removeItem(atPath: target)
+        try FileManager.default.copyItem(atPath: f.data.path, toPath: target)
+        try FileManager.default.removeItem(atPath: target + "/LOCK")
+        let expected: JSON = [
+            "about": "What chimed listed before stopping on datadir-v1; see DurabilityFixtureTests.",
+            "devices": .object(devices),
+            "snoozes": .array(snoozes),
+        ]
+        try Data(expected.text.utf8).write(to: Self.fixtures.appendingPathComponent("datadir-v1.json"))
+    }
+}

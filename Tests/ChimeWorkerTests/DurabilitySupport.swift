@@ -1,0 +1,390 @@
+import ChimeCore
+import ChimeJournal
+import ChimeMQTT
+import ChimeTestSupport
+import ChimeWorker
+import Foundation
+import Synchronization
+import Testing
+
+/// Helpers shared by the durability tests: rebuilding the state of a data directory as chimed does,
+/// reading it, an in-process worker, and a file system that fails on demand.
+enum Durability {
+    /// Rebuilds the engine from a data directory exactly as `Worker.run()` does: recover the
+    /// journal, restore the snapshot, apply the records after it, finish recovery. The journal is
+    /// closed again (and the directory unlocked) before this returns.
+    static func recover(
+        _ directory: String,
+        configuration: EngineConfiguration = EngineConfiguration(minRepeatSeconds: 1)
+    ) throws -> (engine: Engine, recovery: Recovery) {
+        let (journal, engine, recovery) = try open(directory, configuration: configuration)
+        try journal.close()
+        return (engine, recovery)
+    }
+
+    /// ``recover(_:configuration:)``, leaving the journal open for more appends or a snapshot.
+    static func open(
+        _ directory: String,
+        configuration: EngineConfiguration = EngineConfiguration(minRepeatSeconds: 1)
+    ) throws -> (journal: Journal, engine: Engine, recovery: Recovery) {
+        let (journal, recovery) = try Journal.open(directory: directory)
+        let engine = Engine(configuration: configuration)
+        engine.beginRecovery()
+        for entry in recovery.snapshot?.entries ?? [] {
+            try engine.restore(snapshotEntry: entry)
+        }
+        for record in recovery.records {
+            engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
+        }
+        engine.finishRecovery()
+        return (journal, engine, recovery)
+    }
+
+    /// The `result` of a read command answered by `engine` (a read never writes).
+    static func read(
+        _ engine: Engine,
+        _ device: String,
+        _ op: ChimeCore.Operation,
+        _ payload: String
+    ) throws
+        -> JSONObject
+    {
+        guard
+            case .success(let request) = CommandDecoder().decode(deviceId: device, op: op, payload: Array(payload.utf8))
+        else { throw TestSupportError("\(payload) is not a valid \(op.rawValue) command") }
+        var random = SystemRandomNumberGenerator()
+        guard case .reply(let reply) = engine.decide(request, now: wallClock(), random: &random),
+            case .success(let result) = reply.outcome
+        else { throw TestSupportError("\(op.rawValue) \(payload) did not answer ok at once") }
+        return result
+    }
+
+    /// The ids `list` shows for `device` in a recovered engine.
+    static func listedIds(_ engine: Engine, _ device: String) throws -> [String] {
+        let result = try read(engine, device, .list, #"{"limit":1000}"#)
+        return (result["notifications"]?.arrayValue ?? []).compactMap { $0.objectValue?["id"]?.stringValue }
+    }
+
+    static func wallClock() -> Instant {
+        Instant(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
+    }
+
+    /// Waits until `condition` holds or `timeout` passes; returns whether it held. For waiting on
+    /// what another process does, never for asserting how fast it is.
+    static func eventually(
+        timeout: Duration = .seconds(20),
+        every interval: Duration = .milliseconds(50),
+        _ condition: () async throws -> Bool
+    ) async rethrows -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if try await condition() { return true }
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: interval)
+        }
+    }
+}
+
+extension WorkerFixture {
+    /// Sends a command and returns the whole reply, or nil when none came within `timeout`.
+    func reply(
+        _ device: String,
+        _ op: ChimeCore.Operation,
+        _ payload: String,
+        timeout: Duration = .seconds(10)
+    ) async
+        -> JSONObject?
+    {
+        try? await send(topic: topics.command(device, op), payload, timeout: timeout)
+    }
+}
+
+extension JSONObject {
+    /// `error.code` of a reply.
+    var errorCode: String? { self["error"]?.objectValue?["code"]?.stringValue }
+    var isOK: Bool { self["ok"] == true }
+}
+
+// MARK: - A file system that fails on demand
+
+/// `SystemFileSystem` with switches: fail every write (ENOSPC, EIO, or a short write that stores
+/// half the bytes), fail `fdatasync` with EIO, and hold snapshot writes until released. Safe to
+/// flip from the test while the worker's threads use it.
+final class FaultyFileSystem: FileSystem {
+    enum WriteFault: String, Sendable, CaseIterable, CustomTestStringConvertible {
+        case noSpace, ioError, shortWrite
+        var testDescription: String { rawValue }
+    }
+
+    private struct State {
+        var writeFault: WriteFault?
+        var failDataSync = false
+        var failTruncate = false
+        var holdSnapshots = false
+        var paths: [Int32: String] = [:]
+        var failedWrites = 0
+        var failedSyncs = 0
+        var heldSnapshotWrites = 0
+    }
+
+    private let base = SystemFileSystem()
+    private let state = Mutex(State())
+    private let snapshotGate = DispatchSemaphore(value: 0)
+
+    /// Makes every later write fail (nil: writes work again).
+    func failWrites(_ fault: WriteFault?) { state.withLock { $0.writeFault = fault } }
+    func failDataSync(_ fail: Bool) { state.withLock { $0.failDataSync = fail } }
+    /// Makes `ftruncate` fail with EIO: a failed append can then not be undone.
+    func failTruncate(_ fail: Bool) { state.withLock { $0.failTruncate = fail } }
+    /// Makes writes to snapshot files wait until ``releaseSnapshots()``.
+    func holdSnapshots() { state.withLock { $0.holdSnapshots = true } }
+
+    func releaseSnapshots() {
+        let waiting = state.withLock { s -> Int in
+            s.holdSnapshots = false
+            return s.heldSnapshotWrites
+        }
+        for _ in 0..<max(waiting, 1) { snapshotGate.signal() }
+    }
+
+    var failedWrites: Int { state.withLock { $0.failedWrites } }
+    var failedSyncs: Int { state.withLock { $0.failedSyncs } }
+    /// Snapshot writes waiting at the gate.
+    var heldSnapshotWrites: Int { state.withLock { $0.heldSnapshotWrites } }
+
+    func open(_ path: String, access: FileAccess, options: OpenOptions) throws(Errno) -> FileDescriptor {
+        let fd = try base.open(path, access: access, options: options)
+        state.withLock { $0.paths[fd.rawValue] = path }
+        return fd
+    }
+
+    func close(_ fd: FileDescriptor) throws(Errno) {
+        state.withLock { _ = $0.paths.removeValue(forKey: fd.rawValue) }
+        try base.close(fd)
+    }
+
+    func read(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        try base.read(fd, into: buffer, at: offset)
+    }
+
+    func write(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        let (fault, hold) = state.withLock { s -> (WriteFault?, Bool) in
+            let isSnapshot = s.paths[fd.rawValue]?.contains(".snap") == true
+            if let fault = s.writeFault {
+                s.failedWrites += 1
+                return (fault, false)
+            }
+            if isSnapshot && s.holdSnapshots {
+                s.heldSnapshotWrites += 1
+                return (nil, true)
+            }
+            return (nil, false)
+        }
+        if hold {
+            snapshotGate.wait()
+            state.withLock { $0.heldSnapshotWrites -= 1 }
+        }
+        switch fault {
+        case .noSpace: throw .noSpace
+        case .ioError: throw .ioError
+        case .shortWrite:
+            // The kernel stores what fits and says so; the rest is the caller's problem.
+            let half = bytes.count / 2
+            guard half > 0 else { throw .noSpace }
+            return try base.write(fd, UnsafeRawBufferPointer(rebasing: bytes[0..<half]), at: offset)
+        case nil:
+            return try base.write(fd, bytes, at: offset)
+        }
+    }
+
+    func truncate(_ fd: FileDescriptor, to length: Int) throws(Errno) {
+        if state.withLock({ $0.failTruncate }) { throw .ioError }
+        try base.truncate(fd, to: length)
+    }
+
+    func dataSync(_ fd: FileDescriptor) throws(Errno) {
+        let fail = state.withLock { s -> Bool in
+            if s.failDataSync { s.failedSyncs += 1 }
+            return s.failDataSync
+        }
+        if fail { throw .ioError }
+        try base.dataSync(fd)
+    }
+
+    func sync(_ fd: FileDescriptor) throws(Errno) { try base.sync(fd) }
+    func size(of fd: FileDescriptor) throws(Errno) -> Int { try base.size(of: fd) }
+    func rename(_ source: String, to destination: String) throws(Errno) { try base.rename(source, to: destination) }
+    func unlink(_ path: String) throws(Errno) { try base.unlink(path) }
+    func makeDirectory(_ path: String) throws(Errno) { try base.makeDirectory(path) }
+    func listDirectory(_ path: String) throws(Errno) -> [String] { try base.listDirectory(path) }
+    func lock(_ fd: FileDescriptor, exclusive: Bool) throws(Errno) { try base.lock(fd, exclusive: exclusive) }
+}
+
+// MARK: - chimed in this process
+
+/// A `Worker` run on a thread of the test process, on a real broker, through a given file system:
+/// the only way to reach the journal's file seam from a test that still uses MQTT end to end.
+final class InProcessWorker: Sendable {
+    let worker: Worker
+    private let lines = Lines()
+    private let outcome = Mutex<Result<Void, WorkerError>?>(nil)
+
+    /// The log, a line per element (a class, so that the logger's closure can hold it).
+    private final class Lines: Sendable {
+        let all = Mutex<[String]>([])
+    }
+
+    init(broker: TestBroker, dataDirectory: String, workerId: String, fileSystem: any FileSystem) throws {
+        let flags = try Flags(
+            [
+                "--broker", broker.url, "--data-dir", dataDirectory, "--worker-id", workerId,
+                "--min-repeat-seconds", "1", "--stats-interval", "0", "--log-level", "debug",
+            ],
+            specs: WorkerConfiguration.flagSpecs,
+            environment: [:]
+        )
+        let configuration = try WorkerConfiguration(flags: flags)
+        let lines = self.lines
+        let logger = Logger(level: .debug, format: .text) { bytes in
+            lines.all.withLock { $0.append(String(decoding: bytes, as: UTF8.self)) }
+        }
+        worker = Worker(configuration: configuration, logger: logger, fileSystem: fileSystem)
+    }
+
+    /// Runs the worker on a thread of its own and waits until it serves.
+    func start() async throws {
+        Thread.detachNewThread {
+            do throws(WorkerError) {
+                try self.worker.run()
+                self.outcome.withLock { $0 = .success(()) }
+            } catch {
+                self.outcome.withLock { $0 = .failure(error) }
+            }
+        }
+        let serving = await Durability.eventually { self.log.contains(" serving ") || self.result != nil }
+        guard serving, result == nil else { throw TestSupportError("the worker did not start:\n\(log)") }
+    }
+
+    var log: String { lines.all.withLock { $0.joined() } }
+    /// How `run()` ended; nil while it runs.
+    var result: Result<Void, WorkerError>? { outcome.withLock { $0 } }
+
+    /// Waits until `run()` returns or throws.
+    func waitForEnd(timeout: Duration = .seconds(20)) async -> Result<Void, WorkerError>? {
+        _ = await Durability.eventually(timeout: timeout) { self.result != nil }
+        return result
+    }
+
+    /// Asks for a graceful stop and waits for it.
+    @discardableResult
+    func stop() async -> Result<Void, WorkerError>? {
+        worker.stop()
+        return await waitForEnd()
+    }
+}
+
+// MARK: - A client without a chimed of its own
+
+/// An MQTT 5 client of a broker, sending commands with a Response Topic and collecting the
+/// deliveries of the devices it subscribed to: ``WorkerFixture``'s client, for tests that run the
+/// worker themselves.
+final class CommandClient: Sendable {
+    let requester: MQTTRequester
+    let topics = Topics(prefix: "chime")
+    let replyTopic = "test/replies/\(UInt32.random(in: 0...UInt32.max))"
+    /// Every message on the client's subscriptions that was not a reply, in arrival order.
+    let received = Mutex<[MQTTMessage]>([])
+
+    init(
+        broker: TestBroker,
+        clientId: String = "client-\(UInt32.random(in: 0...UInt32.max))",
+        persistent: Bool = false
+    )
+        async throws
+    {
+        var options = broker.clientOptions(clientId: clientId)
+        if persistent {
+            options.cleanStart = false
+            options.sessionExpiryInterval = 3600
+        }
+        options.reconnectDelay = .milliseconds(200) ... .seconds(1)
+        requester = try MQTTRequester(options: options)
+        try await requester.connect(timeout: .seconds(10))
+        let stream = requester.messages
+        Task { [self] in
+            for await message in stream { received.withLock { $0.append(message) } }
+        }
+    }
+
+    func stop() { requester.stop() }
+
+    /// Sends a command and returns the reply; throws on timeout.
+    func send(
+        _ device: String,
+        _ op: ChimeCore.Operation,
+        _ payload: String,
+        timeout: Duration = .seconds(10)
+    )
+        async throws -> JSONObject
+    {
+        try await send(topic: topics.command(device, op), Array(payload.utf8), timeout: timeout)
+    }
+
+    func send(topic: String, _ payload: [UInt8], timeout: Duration = .seconds(10)) async throws -> JSONObject {
+        let reply = try await requester.request(
+            topic: topic,
+            payload: payload,
+            responseTopic: replyTopic,
+            timeout: timeout
+        )
+        guard case .object(let o) = try JSON(parsing: reply.payload) else {
+            throw TestSupportError("reply is not an object")
+        }
+        return o
+    }
+
+    /// The `result` of an ok reply; throws with the reply otherwise.
+    @discardableResult
+    func ok(_ device: String, _ op: ChimeCore.Operation, _ payload: String) async throws -> JSONObject {
+        let reply = try await send(device, op, payload)
+        guard reply.isOK, case .object(let result)? = reply["result"] else {
+            throw TestSupportError("expected ok, got \(JSON.object(reply).text)")
+        }
+        return result
+    }
+
+    func listedIds(_ device: String) async throws -> [String] {
+        let result = try await ok(device, .list, #"{"limit":1000}"#)
+        return (result["notifications"]?.arrayValue ?? []).compactMap { $0.objectValue?["id"]?.stringValue }
+    }
+
+    func subscribeDeliveries(_ device: String) async throws {
+        try await requester.subscribe(topics.notifications(device), qos: 1, timeout: .seconds(10))
+    }
+
+    /// Deliveries received so far for `device`.
+    func deliveries(_ device: String) -> [JSONObject] {
+        let topic = topics.notifications(device)
+        return received.withLock { $0.filter { $0.topic == topic } }.compactMap {
+            (try? JSON(parsing: $0.payload))?.objectValue
+        }
+    }
+
+    /// Waits until a delivery of notification `id` of `device` arrives; returns it.
+    func waitForDelivery(_ device: String, id: String, timeout: Duration = .seconds(20)) async -> JSONObject? {
+        var found: JSONObject?
+        _ = await Durability.eventually(timeout: timeout) {
+            found = deliveries(device).first { $0["id"]?.stringValue == id }
+            return found != nil
+        }
+        return found
+    }
+}
+
+/// A value behind a lock that tasks can share (a local `Mutex` cannot be captured by them).
+final class Shared<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+    var value: Value { mutex.withLock { $0 } }
+}
