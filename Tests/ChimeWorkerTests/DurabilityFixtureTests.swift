@@ -4,16 +4,18 @@ import ChimeTestSupport
 import Foundation
 import Testing
 
-/// `Fixtures/datadir-v1/`: a data directory written by chimed (journal format 1, snapshot format 1),
-/// with a snapshot and journal records of every entry kind on both sides of it, and
-/// `Fixtures/datadir-v1.json`: the devices and notifications chimed listed just before it stopped.
-/// Every later chimed must read this directory and show exactly that.
+/// `Fixtures/datadir-vN/`: a data directory written by chimed, with a snapshot and journal records
+/// of every entry kind on both sides of it, and `Fixtures/datadir-vN.json`: the devices and
+/// notifications chimed listed just before it stopped. Every later chimed must read each of these
+/// directories and show exactly that. `v1` has journal format 1 and a JSON snapshot (format 1),
+/// `v2` the binary snapshot (format 2).
 ///
-/// Written by ``writeVersion1DataDirectory()`` with `CHIME_WRITE_FIXTURES=1` (about 30 s):
-/// `CHIME_WRITE_FIXTURES=1 swift test --filter DurabilityFixtureTests/writeVersion1DataDirectory`.
-/// Never rewrite it for a new format: add `datadir-v2` beside it.
+/// Written by ``writeDataDirectory()`` (about 30 s):
+/// `CHIME_WRITE_FIXTURES=v3 swift test --filter DurabilityFixtureTests/writeDataDirectory`.
+/// Never rewrite one: when a format changes, add the next version beside them and to ``versions``.
 @Suite(.serialized) struct DurabilityFixtureTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+    static let versions = ["v1", "v2"]
 
     struct Expected {
         /// Device id → `{"device": <device result>, "list": <list result>}`.
@@ -24,30 +26,30 @@ import Testing
         init(_ json: JSON) throws {
             guard let o = json.objectValue, let devices = o["devices"]?.objectValue,
                 let snoozes = o["snoozes"]?.arrayValue?.compactMap(\.objectValue)
-            else { throw TestSupportError("datadir-v1.json is not what the generator writes") }
+            else { throw TestSupportError("the expectations are not what the generator writes") }
             self.devices = devices
             self.snoozes = snoozes
         }
 
-        static func load() throws -> Expected {
+        static func load(_ version: String) throws -> Expected {
             let resources = try #require(Bundle.module.path(forResource: "Fixtures", ofType: nil))
-            let data = try Data(contentsOf: URL(fileURLWithPath: resources + "/datadir-v1.json"))
+            let data = try Data(contentsOf: URL(fileURLWithPath: resources + "/datadir-\(version).json"))
             return try Expected(try JSON(parsing: Array(data)))
         }
     }
 
     /// A copy of the fixture directory, so that opening it (which may fix a torn tail) changes nothing.
-    static func copy() throws -> TemporaryDirectory {
+    static func copy(_ version: String) throws -> TemporaryDirectory {
         let resources = try #require(Bundle.module.path(forResource: "Fixtures", ofType: nil))
-        let scratch = try TemporaryDirectory(prefix: "chime-v1")
+        let scratch = try TemporaryDirectory(prefix: "chime-\(version)")
         let copy = scratch.appending("data")
-        try FileManager.default.copyItem(atPath: resources + "/datadir-v1", toPath: copy)
+        try FileManager.default.copyItem(atPath: resources + "/datadir-\(version)", toPath: copy)
         return scratch
     }
 
-    @Test func version1DataDirectoryRecoversExactly() throws {
-        let expected = try Expected.load()
-        let scratch = try Self.copy()
+    @Test(arguments: versions) func dataDirectoryRecoversExactly(version: String) throws {
+        let expected = try Expected.load(version)
+        let scratch = try Self.copy(version)
         let report = try JournalTools.verify(directory: scratch.appending("data"))
         #expect(report.isClean, "\(report)")
         let (engine, recovery) = try Durability.recover(scratch.appending("data"))
@@ -90,11 +92,15 @@ import Testing
     }
 
     /// The same directory served by the chimed binary: every device and list as it was.
-    @Test func chimedServesTheVersion1DataDirectory() async throws {
-        let expected = try Expected.load()
-        let scratch = try Self.copy()
+    @Test(arguments: versions) func chimedServesTheDataDirectory(version: String) async throws {
+        let expected = try Expected.load(version)
+        let scratch = try Self.copy(version)
         let broker = try await TestBroker.start()
-        let chimed = try Chimed(broker: broker, dataDirectory: scratch.appending("data"), workerId: "fixture-v1")
+        let chimed = try Chimed(
+            broker: broker,
+            dataDirectory: scratch.appending("data"),
+            workerId: "fixture-\(version)"
+        )
         try await chimed.start()
         let client = try await CommandClient(broker: broker)
         defer {
@@ -112,15 +118,16 @@ import Testing
 
     // MARK: - The generator
 
-    /// Writes `Fixtures/datadir-v1` and `Fixtures/datadir-v1.json` with the chimed binary:
+    /// Writes `Fixtures/datadir-$CHIME_WRITE_FIXTURES` and its `.json` with the chimed binary:
     /// 1. chimed takes commands of every kind and delivers a few notifications, then stops (SIGTERM)
     ///    while a notification with `expiresAfter` is about to fall due;
     /// 2. a snapshot is written as the worker writes it (Journal + Engine, offline);
     /// 3. chimed starts again, drops the expired notification, takes commands of every kind
     ///    again, and its `device` and `list` answers are saved before it stops.
     /// Everything left pending is years ahead, so that reading the fixture later changes nothing.
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["CHIME_WRITE_FIXTURES"] == "1"))
-    func writeVersion1DataDirectory() async throws {
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["CHIME_WRITE_FIXTURES"] != nil))
+    func writeDataDirectory() async throws {
+        let version = try #require(ProcessInfo.processInfo.environment["CHIME_WRITE_FIXTURES"])
         let f = try await WorkerFixture.start()
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("d1")
@@ -226,15 +233,15 @@ import Testing
         ]
         try #require(await f.stopWorker() == .exited(0))
 
-        let target = Self.fixtures.appendingPathComponent("datadir-v1").path
+        let target = Self.fixtures.appendingPathComponent("datadir-\(version)").path
         try? FileManager.default.removeItem(atPath: target)
         try FileManager.default.copyItem(atPath: f.data.path, toPath: target)
         try FileManager.default.removeItem(atPath: target + "/LOCK")
         let expected: JSON = [
-            "about": "What chimed listed before stopping on datadir-v1; see DurabilityFixtureTests.",
+            "about": .string("What chimed listed before stopping on datadir-\(version); see DurabilityFixtureTests."),
             "devices": .object(devices),
             "snoozes": .array(snoozes),
         ]
-        try Data(expected.text.utf8).write(to: Self.fixtures.appendingPathComponent("datadir-v1.json"))
+        try Data(expected.text.utf8).write(to: Self.fixtures.appendingPathComponent("datadir-\(version).json"))
     }
 }
