@@ -50,3 +50,14 @@ soak: bootstrap
 	$(SWIFT) build --build-tests
 	CHIME_KILLS=$${SOAK_KILLS:-200} CHIME_MUTATIONS=$${SOAK_MUTATIONS:-30000} \
 		$(SWIFT) test --skip-build --filter 'DurabilityKillTests|DurabilityMutationTests'
+
+## The performance benchmark (README, "Performance"): starts its own mosquitto and release chimed,
+## prints a table, writes bench-results/results.json and plots the lateness to lateness.svg.
+## bench-quick runs smaller workloads (about two minutes) into quick.json and quick-lateness.svg.
+bench: release
+	.build/release/chime-bench system --json bench-results/results.json
+	scripts/plot-lateness bench-results/results.json bench-results/lateness.svg
+
+bench-quick: release
+	.build/release/chime-bench system --quick --json bench-results/quick.json
+	scripts/plot-lateness bench-results/quick.json bench-results/quick-lateness.svg

@@ -53,6 +53,22 @@ struct Samples {
 
     var max: Double { values.max() ?? .nan }
     var count: Int { values.count }
+
+    /// `[q, value]` pairs from the median to the maximum, spaced evenly on a log scale of
+    /// 1 / (1 - q) (20 a decade, as latency plots show a distribution), for `scripts/plot-lateness`.
+    var distribution: [[Double]] {
+        guard !values.isEmpty else { return [] }
+        let sorted = values.sorted()
+        var pairs: [[Double]] = []
+        for k in 0...100 {
+            let q = 1 - 0.5 * pow(10, -Double(k) / 20)
+            if Double(sorted.count) * (1 - q) < 1 { break }
+            let index = Swift.min(sorted.count - 1, Int((Double(sorted.count) * q).rounded(.up)) - 1)
+            pairs.append([q, sorted[index]])
+        }
+        pairs.append([1, sorted[sorted.count - 1]])
+        return pairs
+    }
 }
 
 /// Waits until `condition` holds, checking every few milliseconds; false after `timeout` seconds.
@@ -238,14 +254,21 @@ final class DeliveryCollector: Sendable {
         }
     }
 
-    /// The instant in a `"key":"2026-...Z"` member of a delivery, in epoch milliseconds.
-    static func field(_ payload: [UInt8], _ key: String) -> Int64? {
-        let k = Array(key.utf8)
-        guard let start = payload.firstRange(of: k)?.upperBound,
-            let end = payload[start...].firstIndex(of: UInt8(ascii: "\""))
-        else { return nil }
-        let text = String(decoding: payload[start..<end], as: UTF8.self)
-        return parseRFC3339(text)
+    /// The instant in a `"key":"2026-...Z"` member of a delivery, in epoch milliseconds. A plain
+    /// byte scan: the subscriber shares the cores with what it measures, so it must stay cheap.
+    static func field(_ payload: [UInt8], _ key: StaticString) -> Int64? {
+        payload.withUnsafeBufferPointer { p in
+            let k = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+            guard p.count >= k.count else { return nil }
+            var i = 0
+            while i <= p.count - k.count {
+                var j = 0
+                while j < k.count && p[i + j] == k[j] { j += 1 }
+                if j == k.count { return parseRFC3339(UnsafeBufferPointer(rebasing: p[(i + j)...])) }
+                i += 1
+            }
+            return nil
+        }
     }
 
     func start(filter: String) throws {
@@ -286,9 +309,8 @@ final class DeliveryCollector: Sendable {
     func stop() { client.stop() }
 }
 
-/// `2026-12-01T10:00:00Z` or `...00.123Z` to epoch milliseconds.
-func parseRFC3339(_ text: String) -> Int64? {
-    let b = Array(text.utf8)
+/// `2026-12-01T10:00:00Z` or `...00.123Z` (what `b` starts with) to epoch milliseconds.
+func parseRFC3339(_ b: UnsafeBufferPointer<UInt8>) -> Int64? {
     guard b.count >= 20 else { return nil }
     func num(_ from: Int, _ count: Int) -> Int? {
         var v = 0
