@@ -17,6 +17,7 @@ extension Engine {
         let engine = Engine(configuration: configuration)
         engine.beginRecovery()
         if let snapshot = recovery.snapshot {
+            engine.reserveCapacity(forSnapshotEntries: snapshot.entries)
             for (i, entry) in snapshot.entries.enumerated() {
                 do {
                     try engine.restore(snapshotEntry: entry)

@@ -135,11 +135,7 @@ extension Engine {
             device.listedCount += 1
             pendingCount += 1
             device.sortedIds = nil
-            if device.index != nil {
-                device.index!.insert(n)
-            } else if device.listedCount > UserInfoIndex.threshold {
-                device.index = UserInfoIndex(device.notifications.values)
-            }
+            device.index?.insert(n)
         }
     }
 
@@ -153,7 +149,8 @@ extension Engine {
             device.listedCount -= 1
             pendingCount -= 1
             device.sortedIds = nil
-            device.index?.remove(n)
+            // Rebuilt by the next match.
+            if device.index?.noteRemoved() == true { device.index = nil }
         }
     }
 

@@ -137,6 +137,7 @@ extension Engine {
     public func finishRecovery() {
         replaying = false
         lastRestoredDevice = nil
+        restoreReservations = [:]
         arming = true
         for device in devices.values {
             for n in device.notifications.values { arm(n, device) }

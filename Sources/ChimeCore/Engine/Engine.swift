@@ -71,6 +71,8 @@ public final class Engine {
     var replaying = false
     /// The device of the previous snapshot entry, during recovery.
     var lastRestoredDevice: DeviceState?
+    /// How many notifications the snapshot being restored holds for its larger devices.
+    var restoreReservations: [String: Int] = [:]
     /// Timers are being set for everything at once: collected, then ordered in one pass.
     var arming = false
     /// How many listed notifications are held, over all devices.
@@ -301,13 +303,15 @@ public final class Engine {
         }
     }
 
-    /// The listed notifications whose userInfo has every member of `wanted`: through the index on
-    /// devices with many notifications (built when they pass ``UserInfoIndex/threshold``), by a
-    /// scan on the others.
+    /// The listed notifications whose userInfo has every member of `wanted`: by a scan on devices
+    /// with few notifications, through the device's index on those with more than
+    /// ``UserInfoIndex/threshold``. The index is built by the first match that needs it (not at
+    /// recovery, which would take longer for it), then kept up to date.
     func matching(_ device: DeviceState, _ wanted: JSONObject) -> [StoredNotification] {
         let candidates: [StoredNotification]
-        if let index = device.index {
-            candidates = index.candidates(wanted).compactMap { device.notifications[$0] }
+        if device.listedCount > UserInfoIndex.threshold {
+            if device.index == nil { device.index = UserInfoIndex(device.notifications.values) }
+            candidates = device.index!.candidates(wanted) ?? Array(device.notifications.values)
         } else {
             candidates = Array(device.notifications.values)
         }

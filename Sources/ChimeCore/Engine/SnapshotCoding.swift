@@ -69,6 +69,33 @@ enum SnapshotCoding {
 }
 
 extension Engine {
+    /// Before the entries of a snapshot are restored: finds how many notifications each larger
+    /// device has (entries come device by device), so that its table is sized once instead of
+    /// growing again and again.
+    public func reserveCapacity(forSnapshotEntries entries: [[UInt8]]) {
+        var counts: [String: Int] = [:]
+        var run: ArraySlice<UInt8> = []
+        var count = 0
+        func endRun() {
+            if count > 64 { counts[String(decoding: run, as: UTF8.self), default: 0] += count }
+        }
+        for entry in entries where entry.first == SnapshotCoding.notification && entry.count >= 5 {
+            // The device id: a little-endian UInt32 length, then its bytes.
+            let length = Int(entry[1]) | Int(entry[2]) << 8 | Int(entry[3]) << 16 | Int(entry[4]) << 24
+            guard length <= entry.count - 5 else { continue }
+            let id = entry[5..<(5 + length)]
+            if id.elementsEqual(run) {
+                count += 1
+            } else {
+                endRun()
+                run = id
+                count = 1
+            }
+        }
+        endRun()
+        restoreReservations = counts
+    }
+
     /// Reads a format 2 entry (see ``SnapshotCoding``).
     func restoreBinary(_ bytes: [UInt8]) throws(RecoveryError) {
         var r = ByteReader(bytes)
@@ -103,6 +130,9 @@ extension Engine {
             } else {
                 device = self.device(deviceId)
                 lastRestoredDevice = device
+                if let count = restoreReservations.removeValue(forKey: deviceId) {
+                    device.notifications.reserveCapacity(device.notifications.count + count)
+                }
             }
             let id = try r.string()
             let flags = try r.u8()
