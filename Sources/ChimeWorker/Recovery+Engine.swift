@@ -1,5 +1,7 @@
 import ChimeCore
 import ChimeJournal
+import Dispatch
+import Synchronization
 
 extension Engine {
     /// Rebuilds the engine from what the journal recovered in `directory`: the snapshot's
@@ -14,6 +16,20 @@ extension Engine {
         directory: String,
         progress: (_ phase: String, _ done: Int, _ total: Int) -> Void = { _, _, _ in }
     ) throws(WorkerError) -> Engine {
+        // The records are decoded on another thread while the snapshot is restored here: decoding
+        // is pure, and on a large directory both take a good part of the start-up.
+        let records = recovery.records
+        let decoded = Mutex<[Result<JournalEntry, JournalEntryError>]?>(nil)
+        let decoding = DispatchGroup()
+        DispatchQueue.global().async(group: decoding) {
+            let entries = records.map { record in
+                Result { () throws(JournalEntryError) in
+                    try JournalEntry.decode(kind: record.type, payload: record.payload)
+                }
+            }
+            decoded.withLock { $0 = entries }
+        }
+
         let engine = Engine(configuration: configuration)
         engine.beginRecovery()
         if let snapshot = recovery.snapshot {
@@ -27,16 +43,18 @@ extension Engine {
                 if i & 0xFFF == 0 { progress("snapshot", i, snapshot.entries.count) }
             }
         }
-        for (i, record) in recovery.records.enumerated() {
+        decoding.wait()
+        let entries = decoded.withLock { $0 ?? [] }
+        for (i, (record, entry)) in zip(records, entries).enumerated() {
             do {
-                engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
+                engine.apply(try entry.get())
             } catch {
                 throw WorkerError(
                     "journal record \(record.sequence) in \(directory) cannot be read: \(error); "
                         + "run `chime journal verify \(directory)`"
                 )
             }
-            if i & 0xFFF == 0 { progress("journal", i, recovery.records.count) }
+            if i & 0xFFF == 0 { progress("journal", i, records.count) }
         }
         engine.finishRecovery()
         return engine
