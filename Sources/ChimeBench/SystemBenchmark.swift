@@ -508,29 +508,46 @@ struct SystemBenchmark {
         _ = try window.run(extra)
         window.stop()
         load.stop()
-        worker.process.kill()
-        let killed = worker
-        try runSync { await killed.process.waitForExit(timeout: .seconds(30)) }
-        let started = monotonicSeconds()
-        worker = try Chimed(dataDirectory: data.path, url: url, path: chimed)
-        try worker.process.start()
-        let probe = try LoadClient(url: url, clientId: "bench-probe", window: 1)
-        try probe.start()
-        var served: Double?
-        while served == nil && monotonicSeconds() - started < 300 {
-            if let r = try? probe.run([("\(Self.prefix)/big/cmd/device", Array("{}".utf8))], timeout: 0.05), r.ok > 0 {
-                served = monotonicSeconds() - started
+        // Killed and started again three times: the figure is the median (this machine's page
+        // faults cost more or less from one run to the next).
+        var times: [Double] = []
+        var logs: [[String]] = []
+        for _ in 0..<3 {
+            worker.process.kill()
+            let killed = worker
+            try runSync { await killed.process.waitForExit(timeout: .seconds(30)) }
+            let started = monotonicSeconds()
+            worker = try Chimed(dataDirectory: data.path, url: url, path: chimed)
+            try worker.process.start()
+            let probe = try LoadClient(url: url, clientId: "bench-probe", window: 1)
+            try probe.start()
+            var served: Double?
+            while served == nil && monotonicSeconds() - started < 300 {
+                if let r = try? probe.run([("\(Self.prefix)/big/cmd/device", Array("{}".utf8))], timeout: 0.05),
+                    r.ok > 0
+                {
+                    served = monotonicSeconds() - started
+                }
             }
+            probe.stop()
+            guard let served else { throw BenchError("recovery: no reply within 300 s") }
+            let recoveryLine = worker.process.standardErrorLines.first { $0.contains("snapshotEntries") } ?? ""
+            let readyLine = worker.process.standardErrorLines.first { $0.contains(" ready ") } ?? ""
+            say(String(format: "  recovery: first command served %.2f s after start", served))
+            say("    \(recoveryLine)\n    \(readyLine)")
+            times.append(served)
+            logs.append([recoveryLine, readyLine])
         }
-        probe.stop()
-        let recoveryLine = worker.process.standardErrorLines.first { $0.contains("snapshotEntries") } ?? ""
-        let readyLine = worker.process.standardErrorLines.first { $0.contains(" ready ") } ?? ""
         stop(worker)
-        guard let served else { throw BenchError("recovery: no reply within 300 s") }
-        say(String(format: "  recovery: first command served %.2f s after start", served))
-        say("    \(recoveryLine)\n    \(readyLine)")
-        results["recovery"] = ["secondsToFirstCommand": served, "log": [recoveryLine, readyLine]]
-        rows.append(("recovery: start to first command served", String(format: "%.2f s", served), "", "≤ 3 s"))
+        let served = times.sorted()[1]
+        results["recovery"] = ["secondsToFirstCommand": served, "runs": times, "logs": logs]
+        rows.append(
+            (
+                "recovery: start to first command served (median of 3)",
+                String(format: "%.2f s (%@)", served, times.map { String(format: "%.2f", $0) }.joined(separator: ", ")),
+                "", "≤ 3 s"
+            )
+        )
     }
 
     // MARK: Helpers

@@ -37,7 +37,7 @@ struct DirectoryScan: Sendable {
     var listing: DirectoryListing
     /// The snapshot recovery starts from.
     var usedSnapshot: (sequence: UInt64, name: String)?
-    var snapshotEntries: [[UInt8]] = []
+    var snapshotEntries = SnapshotEntries()
     var snapshots: [SnapshotState] = []
     var segments: [SegmentScan] = []
     var warnings: [String] = []
@@ -59,6 +59,11 @@ struct DirectoryScan: Sendable {
         var loadSnapshot = false
         /// Read every snapshot, not only down to the first good one.
         var checkAllSnapshots = false
+        /// Leave unread the segments whose records the snapshot in use holds (all but the newest
+        /// segment can be): recovery does not need them, and they can be most of a directory
+        /// (they are kept in case that snapshot is damaged; then the next recovery reads them).
+        /// The tools read everything.
+        var skipCoveredSegments = false
     }
 
     /// Reads the whole directory without changing it.
@@ -74,7 +79,7 @@ struct DirectoryScan: Sendable {
     ) throws(JournalError) -> DirectoryScan {
         var scan = DirectoryScan(listing: DirectoryListing(try dir.list()))
         scan.chooseSnapshot(dir, mode: mode)
-        if scan.problem == nil { try scan.scanSegments(dir, onRecord: onRecord) }
+        if scan.problem == nil { try scan.scanSegments(dir, skipCovered: mode.skipCoveredSegments, onRecord: onRecord) }
         scan.lastSequence = max(scan.baseSequence, scan.lastRecordSequence ?? 0)
         if scan.problem == nil, let damaged = scan.snapshots.last(where: { $0.problem != nil }),
             damaged.sequence > scan.lastSequence
@@ -98,10 +103,15 @@ struct DirectoryScan: Sendable {
                 continue
             }
             let load = mode.loadSnapshot && usedSnapshot == nil
-            var entries: [[UInt8]] = []
+            var entries = SnapshotEntries()
             do throws(ScanProblem) {
-                let count = try SnapshotReader.read(dir, name: name, expectedSequence: sequence) { entry in
-                    if load { entries.append(Array(copying: entry)) }
+                let count = try SnapshotReader.read(
+                    dir,
+                    name: name,
+                    expectedSequence: sequence,
+                    onSize: { if load { entries.reserveCapacity(bytes: $0) } }
+                ) { entry in
+                    if load { entries.append(entry) }
                 }
                 snapshots.insert(SnapshotState(name: name, sequence: sequence, entryCount: count), at: 0)
                 if usedSnapshot == nil {
@@ -120,6 +130,7 @@ struct DirectoryScan: Sendable {
 
     private mutating func scanSegments(
         _ dir: DataDirectory,
+        skipCovered: Bool,
         onRecord: (UInt64, UInt8, UnsafeRawBufferPointer, Bool) -> Void
     ) throws(JournalError) {
         let base = baseSequence
@@ -146,6 +157,15 @@ struct DirectoryScan: Sendable {
                     message: "segment starts at sequence \(sequence) but \(expected) was expected (sequence gap)"
                 )
                 return
+            }
+            let next = index + 1 < listing.segments.count ? listing.segments[index + 1].sequence : nil
+            if skipCovered, let next, next > sequence, next <= base + 1 {
+                // Every record here is at most `next - 1`, which the snapshot covers.
+                segments.append(
+                    SegmentScan(name: name, firstSequence: sequence, lastSequence: next - 1, validEnd: 0, fileSize: 0)
+                )
+                expected = next
+                continue
             }
             let bytes = try dir.readAll(name)
             var segment: SegmentScan

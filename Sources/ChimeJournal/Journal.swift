@@ -63,12 +63,48 @@ public struct JournalRecord: Hashable, Sendable {
     }
 }
 
+/// The entries of a snapshot, back to back in one buffer: a million of them read at start-up
+/// are one allocation, not a million.
+public struct SnapshotEntries: RandomAccessCollection, Hashable, Sendable {
+    private var bytes: [UInt8] = []
+    /// Where each entry ends in `bytes`.
+    private var ends: [Int] = []
+
+    public init() {}
+
+    public init(_ entries: [[UInt8]]) {
+        for entry in entries { append(UnsafeRawBufferPointer(start: entry, count: entry.count)) }
+    }
+
+    mutating func reserveCapacity(bytes count: Int) { bytes.reserveCapacity(count) }
+
+    mutating func append(_ entry: UnsafeRawBufferPointer) {
+        bytes.append(contentsOf: entry)
+        ends.append(bytes.count)
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { ends.count }
+    public subscript(position: Int) -> ArraySlice<UInt8> {
+        bytes[(position == 0 ? 0 : ends[position - 1])..<ends[position]]
+    }
+}
+
 /// What `Journal.open` found: the state to rebuild, in order.
 public struct Recovery: Sendable {
     /// A snapshot: the opaque entries that describe the state after `sequence`.
     public struct Snapshot: Hashable, Sendable {
         public var sequence: UInt64
-        public var entries: [[UInt8]]
+        public var entries: SnapshotEntries
+
+        public init(sequence: UInt64, entries: SnapshotEntries) {
+            self.sequence = sequence
+            self.entries = entries
+        }
+
+        public init(sequence: UInt64, entries: [[UInt8]]) {
+            self.init(sequence: sequence, entries: SnapshotEntries(entries))
+        }
     }
 
     /// The newest usable snapshot, if any. Apply it first.
@@ -244,7 +280,11 @@ public final class Journal {
         }
 
         var records: [JournalRecord] = []
-        var scan = try DirectoryScan.scan(dir, mode: .init(loadSnapshot: true)) { sequence, type, payload, after in
+        var scan = try DirectoryScan.scan(dir, mode: .init(loadSnapshot: true, skipCoveredSegments: true)) {
+            sequence,
+            type,
+            payload,
+            after in
             if after { records.append(JournalRecord(sequence: sequence, type: type, payload: Array(copying: payload))) }
         }
         if let problem = scan.problem { throw JournalError(.corrupt, problem.line) }

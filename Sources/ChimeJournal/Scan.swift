@@ -178,6 +178,7 @@ enum SnapshotReader {
     ///
     /// - Parameters:
     ///   - expectedSequence: the sequence in the file name, which the header must repeat.
+    ///   - onSize: called with the file's size before any entry.
     ///   - onEntry: called with each entry's bytes; nil only checks.
     /// - Returns: the number of entries.
     /// - Throws: ``ScanProblem`` for anything that keeps the snapshot from being used, including I/O errors.
@@ -185,6 +186,7 @@ enum SnapshotReader {
         _ dir: DataDirectory,
         name: String,
         expectedSequence: UInt64,
+        onSize: (Int) -> Void = { _ in },
         onEntry: ((UnsafeRawBufferPointer) -> Void)?
     ) throws(ScanProblem) -> UInt64 {
         let fd: FileDescriptor
@@ -196,6 +198,7 @@ enum SnapshotReader {
             throw ScanProblem(file: name, offset: 0, message: error.description)
         }
         defer { dir.closeQuietly(fd) }
+        onSize(size)
         var reader = ChunkReader(dir: dir, fd: fd, name: name, size: size, chunkSize: chunkSize)
 
         let header = JournalFormat.snapshotHeaderSize

@@ -7,15 +7,24 @@ extension Engine {
     /// Rebuilds the engine from what the journal recovered in `directory`: the snapshot's
     /// entries, then every record after it, then the timers.
     ///
-    /// - Parameter progress: called every 4096 entries with the phase, how many are done and how
-    ///   many there are, for start-up logging.
+    /// - Parameters:
+    ///   - progress: called every 4096 entries with the phase, how many are done and how many
+    ///     there are, for start-up logging.
+    ///   - timings: the milliseconds each phase took (`snapshotMs`, `journalMs`, `armMs`).
     /// - Throws: ``WorkerError`` naming the snapshot or record that cannot be read.
     static func recovered(
         from recovery: Recovery,
         configuration: EngineConfiguration = EngineConfiguration(),
         directory: String,
-        progress: (_ phase: String, _ done: Int, _ total: Int) -> Void = { _, _, _ in }
+        progress: (_ phase: String, _ done: Int, _ total: Int) -> Void = { _, _, _ in },
+        timings: ((String, Int64) -> Void)? = nil
     ) throws(WorkerError) -> Engine {
+        var phaseStart = ContinuousClock.now
+        func phaseEnded(_ name: String) {
+            let now = ContinuousClock.now
+            timings?(name, milliseconds(now - phaseStart))
+            phaseStart = now
+        }
         // The records are decoded on another thread while the snapshot is restored here: decoding
         // is pure, and on a large directory both take a good part of the start-up.
         let records = recovery.records
@@ -44,6 +53,7 @@ extension Engine {
             }
         }
         decoding.wait()
+        phaseEnded("snapshotMs")
         let entries = decoded.withLock { $0 ?? [] }
         for (i, (record, entry)) in zip(records, entries).enumerated() {
             do {
@@ -56,7 +66,9 @@ extension Engine {
             }
             if i & 0xFFF == 0 { progress("journal", i, records.count) }
         }
+        phaseEnded("journalMs")
         engine.finishRecovery()
+        phaseEnded("armMs")
         return engine
     }
 }

@@ -273,7 +273,8 @@ private func verifyOutput(
     defer { try? journal.close() }
     var written: [[UInt8]] = []
     expected.forEachEntry { written.append($0) }
-    guard let snapshot = recovery.snapshot, snapshot.entries == written, recovery.records.isEmpty else {
+    guard let snapshot = recovery.snapshot, snapshot.entries == SnapshotEntries(written), recovery.records.isEmpty
+    else {
         throw RepartitionError("output \(path) does not read back as written")
     }
     let engine = try replay(recovery, in: path)

@@ -40,10 +40,9 @@ public final class Worker: Sendable {
         inbox.push(.snapshotRequested)
     }
 
-    /// Runs until ``stop()``; returns after a clean shutdown.
-    /// - Throws: ``WorkerError`` when the data directory cannot be used, the journal is
-    ///   corrupt, or a sync failed.
-    public func run() throws(WorkerError) {
+    /// Opens the data directory and rebuilds the engine from it, logging progress and a `ready`
+    /// line. What was read from the disk is dropped on return (it can be as large as the state).
+    func recover() throws(WorkerError) -> (Journal, Engine) {
         let started = ContinuousClock.now
         let journal: Journal
         let recovery: Recovery
@@ -67,6 +66,8 @@ public final class Worker: Sendable {
             throw WorkerError(error.message)
         }
         for warning in recovery.warnings { logger.warning(warning) }
+        let readMs = milliseconds(ContinuousClock.now - started)
+        var phaseMs: [String: Int64] = [:]
 
         if let snapshot = recovery.snapshot {
             logger.info(
@@ -79,27 +80,48 @@ public final class Worker: Sendable {
         }
         // Large data directories take a while: say how far recovery has got every few seconds.
         var lastProgress = ContinuousClock.now
-        let engine = try Engine.recovered(
-            from: recovery,
-            configuration: configuration.engine,
-            directory: configuration.dataDirectory
-        ) { phase, done, total in
-            guard ContinuousClock.now - lastProgress >= .seconds(2) else { return }
-            lastProgress = .now
-            logger.info("recovering", ["phase": phase, "done": "\(done)", "total": "\(total)"])
+        let engine: Engine
+        do {
+            engine = try Engine.recovered(
+                from: recovery,
+                configuration: configuration.engine,
+                directory: configuration.dataDirectory
+            ) { phase, done, total in
+                guard ContinuousClock.now - lastProgress >= .seconds(2) else { return }
+                lastProgress = .now
+                logger.info("recovering", ["phase": phase, "done": "\(done)", "total": "\(total)"])
+            } timings: {
+                phaseMs[$0] = $1
+            }
+        } catch {
+            try? journal.close()
+            throw error
         }
-        let elapsed = ContinuousClock.now - started
         logger.notice(
             "ready",
             [
                 "notifications": "\(engine.pendingCount)",
                 "devices": "\(engine.deviceCount)",
-                "recoveryMs": "\(milliseconds(elapsed))",
+                "recoveryMs": "\(milliseconds(ContinuousClock.now - started))",
+                // Where the time went: reading the directory, the snapshot, the journal after
+                // it, computing the timers.
+                "readMs": "\(readMs)",
+                "snapshotMs": "\(phaseMs["snapshotMs"] ?? 0)",
+                "journalMs": "\(phaseMs["journalMs"] ?? 0)",
+                "armMs": "\(phaseMs["armMs"] ?? 0)",
                 "worker": configuration.workerId,
                 "partition": "\(configuration.partition)",
                 "dataDir": configuration.dataDirectory,
             ]
         )
+        return (journal, engine)
+    }
+
+    /// Runs until ``stop()``; returns after a clean shutdown.
+    /// - Throws: ``WorkerError`` when the data directory cannot be used, the journal is
+    ///   corrupt, or a sync failed.
+    public func run() throws(WorkerError) {
+        let (journal, engine) = try recover()
 
         let inbox = self.inbox
         let client: MQTTClient

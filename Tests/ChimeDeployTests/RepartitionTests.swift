@@ -248,7 +248,7 @@ private func snapshotEntries(_ directory: String) throws -> [[UInt8]] {
             guard let snapshot = recovery.snapshot, recovery.records.isEmpty else {
                 throw TestSupportError("\(directory) holds no snapshot alone")
             }
-            return snapshot.entries
+            return snapshot.entries.map(Array.init)
         } catch let error as JournalError where error.code == .locked && attempt < 20 {
             attempt += 1
             usleep(50_000)

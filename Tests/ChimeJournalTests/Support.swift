@@ -239,7 +239,7 @@ enum Content {
 
     /// The state a recovery describes, in the same form as `entries(through:)`.
     static func state(_ recovery: Recovery) -> [[UInt8]] {
-        (recovery.snapshot?.entries ?? []) + recovery.records.map(\.payload)
+        (recovery.snapshot?.entries.map(Array.init) ?? []) + recovery.records.map(\.payload)
     }
 }
 

@@ -30,7 +30,7 @@ enum Durability {
         let (journal, recovery) = try Journal.open(directory: directory)
         let engine = Engine(configuration: configuration)
         engine.beginRecovery()
-        for entry in recovery.snapshot?.entries ?? [] {
+        for entry in recovery.snapshot?.entries ?? SnapshotEntries() {
             try engine.restore(snapshotEntry: entry)
         }
         for record in recovery.records {

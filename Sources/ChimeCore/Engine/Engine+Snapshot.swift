@@ -65,16 +65,21 @@ extension Engine {
         pendingCount = 0
     }
 
+    /// Reads one snapshot entry held in an array of its own.
+    public func restore(snapshotEntry bytes: [UInt8]) throws(RecoveryError) {
+        try restore(snapshotEntry: bytes[...])
+    }
+
     /// Reads one snapshot entry, as ``EngineSnapshot/forEachEntry(_:)`` wrote it (format 2) or
     /// an earlier chimed did (format 1, JSON).
-    public func restore(snapshotEntry bytes: [UInt8]) throws(RecoveryError) {
+    public func restore(snapshotEntry bytes: ArraySlice<UInt8>) throws(RecoveryError) {
         guard bytes.first == UInt8(ascii: "{") else {
             try restoreBinary(bytes)
             return
         }
         let object: JSONObject
         do {
-            guard case .object(let o) = try JSON(parsing: bytes) else {
+            guard case .object(let o) = try JSON(parsing: Array(bytes)) else {
                 throw RecoveryError(description: "not an object")
             }
             object = o

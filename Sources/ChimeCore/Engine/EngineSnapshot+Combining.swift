@@ -8,12 +8,16 @@ extension EngineSnapshot {
     }
 
     /// The state that snapshot entries (as ``forEachEntry(_:)`` writes them) describe.
-    public init(entries: [[UInt8]]) throws(RecoveryError) {
+    public init<S: Sequence<ArraySlice<UInt8>>>(entries: S) throws(RecoveryError) {
         let engine = Engine()
         engine.beginRecovery()
         for entry in entries { try engine.restore(snapshotEntry: entry) }
         engine.finishRecovery()
         self = engine.snapshot
+    }
+
+    public init(entries: [[UInt8]]) throws(RecoveryError) {
+        try self.init(entries: entries.lazy.map { $0[...] })
     }
 
     /// One snapshot made of the devices of `parts` that `isIncluded` selects: how devices move

@@ -72,7 +72,7 @@ extension Engine {
     /// Before the entries of a snapshot are restored: finds how many notifications each larger
     /// device has (entries come device by device), so that its table is sized once instead of
     /// growing again and again.
-    public func reserveCapacity(forSnapshotEntries entries: [[UInt8]]) {
+    public func reserveCapacity<S: Sequence<ArraySlice<UInt8>>>(forSnapshotEntries entries: S) {
         var counts: [String: Int] = [:]
         var run: ArraySlice<UInt8> = []
         var count = 0
@@ -81,9 +81,11 @@ extension Engine {
         }
         for entry in entries where entry.first == SnapshotCoding.notification && entry.count >= 5 {
             // The device id: a little-endian UInt32 length, then its bytes.
-            let length = Int(entry[1]) | Int(entry[2]) << 8 | Int(entry[3]) << 16 | Int(entry[4]) << 24
+            let at = entry.startIndex
+            let length =
+                Int(entry[at + 1]) | Int(entry[at + 2]) << 8 | Int(entry[at + 3]) << 16 | Int(entry[at + 4]) << 24
             guard length <= entry.count - 5 else { continue }
-            let id = entry[5..<(5 + length)]
+            let id = entry[(at + 5)..<(at + 5 + length)]
             if id.elementsEqual(run) {
                 count += 1
             } else {
@@ -97,7 +99,7 @@ extension Engine {
     }
 
     /// Reads a format 2 entry (see ``SnapshotCoding``).
-    func restoreBinary(_ bytes: [UInt8]) throws(RecoveryError) {
+    func restoreBinary(_ bytes: ArraySlice<UInt8>) throws(RecoveryError) {
         var r = ByteReader(bytes)
         switch try r.u8() {
         case SnapshotCoding.header:
@@ -288,10 +290,11 @@ struct ByteWriter {
 
 /// Reads what ``ByteWriter`` wrote; running past the end is an error, never a crash.
 struct ByteReader {
-    let data: [UInt8]
+    let data: ArraySlice<UInt8>
+    /// From the start of `data` (whose indices need not start at 0).
     var offset = 0
 
-    init(_ data: [UInt8]) { self.data = data }
+    init(_ data: ArraySlice<UInt8>) { self.data = data }
 
     var atEnd: Bool { offset == data.count }
     var remaining: Int { data.count - offset }
@@ -316,7 +319,8 @@ struct ByteReader {
         let n = Int(try i32())
         try check(n)
         defer { offset += n }
-        return exactCopy(data[offset..<(offset + n)])
+        let start = data.startIndex + offset
+        return exactCopy(data[start..<(start + n)])
     }
 
     mutating func string() throws(RecoveryError) -> String {
