@@ -157,6 +157,35 @@ private struct TwoSegments {
         }
     }
 
+    /// A segment whose records a snapshot holds is not read at start-up (it is kept only in case
+    /// that snapshot is damaged): damage there does not stop the journal, `verify` still reports
+    /// it, and once the snapshot is gone it is refused like any other.
+    @Test func damageInASegmentTheSnapshotCoversIsLeftForVerify() throws {
+        let setup = try TwoSegments()
+        defer { setup.scratch.remove() }
+        let directory = setup.copy("covered")
+        let options = JournalOptions(fsync: .none, segmentBytes: 200)
+        do {
+            let (journal, _) = try Journal.open(directory: directory, options: options)
+            try journal.snapshotStandard()
+            try journal.close()
+        }
+        #expect(Disk.segments(directory).contains(setup.older))
+        Disk.flipBit(directory + "/" + setup.older, at: 30, bit: 1)
+
+        let (journal, recovery) = try Journal.open(directory: directory, options: options)
+        try journal.close()
+        #expect(recovery.snapshot?.sequence == setup.last)
+        #expect(Content.state(recovery) == Content.entries(through: setup.last))
+        let report = try JournalTools.verify(directory: directory)
+        #expect(report.problem?.file == setup.older, "\(report)")
+
+        for snapshot in Disk.snapshots(directory) {
+            try FileManager.default.removeItem(atPath: directory + "/" + snapshot)
+        }
+        try expectCorrupt(directory, file: setup.older, offset: nil)
+    }
+
     @Test func truncatedOlderSegmentIsRefused() throws {
         let setup = try TwoSegments()
         defer { setup.scratch.remove() }
