@@ -355,3 +355,41 @@ extension Engine {
         return h.ok(device, .device, "{}")["badge"].flatMap { if case .int(let n) = $0 { Int(n) } else { nil } }
     }
 }
+
+/// Recovery arms the one-shots of a snapshot as it restores them: the journal after the snapshot
+/// must still be able to change them (a zone change, a pause, a cancel, a delivery).
+@Suite struct RecoveryArmingTests {
+    @Test func journalAfterTheSnapshotStillChangesWhatTheSnapshotArmed() {
+        var h = Harness()
+        h.ok("d1", .device, #"{"timeZone":"Europe/Paris"}"#)
+        h.ok("d1", .schedule, #"{"id":"local","fireDate":"2026-12-01T22:00:00","timeZone":"device"}"#)
+        h.ok("d1", .schedule, #"{"id":"paused","fireDate":"2026-12-01T12:00:00Z"}"#)
+        h.ok("d1", .schedule, #"{"id":"cancelled","fireDate":"2026-12-01T12:00:00Z"}"#)
+        h.ok("d1", .schedule, #"{"id":"soon","after":60}"#)
+        h.ok("d1", .schedule, #"{"id":"kept","fireDate":"2026-12-01T13:30:00Z"}"#)
+        var entries: [[UInt8]] = []
+        h.engine.snapshot.forEachEntry { entries.append($0) }
+        let mark = h.journal.count
+
+        h.ok("d1", .device, #"{"timeZone":"Asia/Tokyo"}"#)
+        h.ok("d1", .pause, #"{"ids":["paused"]}"#)
+        h.ok("d1", .cancel, #"{"ids":["cancelled"]}"#)
+        #expect(h.advance(seconds: 120).compactMap { $0["id"]?.stringValue } == ["soon"])
+
+        let recovered = Engine(configuration: h.engine.configuration)
+        recovered.beginRecovery()
+        for entry in entries { try! recovered.restore(snapshotEntry: entry) }
+        for entry in h.journal[mark...] { recovered.apply(entry) }
+        recovered.finishRecovery()
+        recovered.setConnected(true)
+        #expect(h.list("d1", engine: recovered) == h.list("d1"))
+        let local = h.list("d1", engine: recovered).first { $0["id"] == "local" }
+        #expect(local?["nextFireDate"] == "2026-12-01T13:00:00Z")  // 22:00 in Tokyo, not Paris
+
+        // Through the day: the recovered engine fires what the original would, once each.
+        var r = h
+        r.engine = recovered
+        let fired = r.advance(to: "2026-12-02T00:00:00Z").compactMap { $0["id"]?.stringValue }
+        #expect(fired == ["local", "kept"])
+    }
+}

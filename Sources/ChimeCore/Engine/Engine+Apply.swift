@@ -182,7 +182,26 @@ extension Engine {
         n.deferred = false
         n.next = nil
         n.armedDue = nil
-        guard !replaying, n.enabled, !n.done, !n.removed else { return }
+        if replaying {
+            toArm.append(n)
+            return
+        }
+        armNow(n, device)
+    }
+
+    /// Arms a notification restored from a snapshot: a plain one-shot at once (its occurrence
+    /// is its fire date, which nothing in the journal after the snapshot can change without
+    /// arming it again, and it is in the cache now), anything else when recovery ends.
+    func armRestored(_ n: StoredNotification, _ device: DeviceState) {
+        if !n.isRepeating && n.extras?.exdates == nil {
+            armNow(n, device)
+        } else {
+            toArm.append(n)
+        }
+    }
+
+    private func armNow(_ n: StoredNotification, _ device: DeviceState) {
+        guard n.enabled, !n.done, !n.removed else { return }
         if !n.isRepeating && n.extras?.exdates == nil {
             // A plain one-shot: its one occurrence, unless already sent in this run.
             guard n.sentThrough == nil else { return }

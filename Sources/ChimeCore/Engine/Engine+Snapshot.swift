@@ -59,6 +59,7 @@ extension Engine {
     /// ``finishRecovery()``.
     public func beginRecovery() {
         replaying = true
+        arming = true
         devices = [:]
         heap.removeAll()
         inflight = [:]
@@ -119,6 +120,7 @@ extension Engine {
                 n.done = try r.bool("done") ?? false
                 if let old = device.notifications[n.id] { detach(old, from: device) }
                 attach(n, to: device)
+                arm(n, device)
             } else {
                 if let name = try r.string("timeZone") {
                     guard let zone = Zone(identifier: name) else { throw .invalid("timeZone", "unknown zone \(name)") }
@@ -138,16 +140,16 @@ extension Engine {
         }
     }
 
-    /// Ends recovery: computes every notification's next occurrence and sets the timers.
+    /// Ends recovery: computes the next occurrence of every notification that restoring did not
+    /// already arm (see ``arm(_:_:)``) and orders the timers.
     public func finishRecovery() {
         replaying = false
         lastRestoredDevice = nil
         restoreReservations = [:]
-        arming = true
-        for device in devices.values {
-            for n in device.notifications.values { arm(n, device) }
-            dropIfEmpty(device)
-        }
+        var armed = Set<ObjectIdentifier>()
+        for n in toArm where !n.removed && armed.insert(ObjectIdentifier(n)).inserted { arm(n, n.device) }
+        toArm = []
+        for device in devices.values { dropIfEmpty(device) }
         arming = false
         heap.heapify()
     }

@@ -75,6 +75,9 @@ public final class Engine {
     var restoreReservations: [String: Int] = [:]
     /// Timers are being set for everything at once: collected, then ordered in one pass.
     var arming = false
+    /// During recovery: notifications to arm when it ends (`finishRecovery`), as the journal
+    /// after the snapshot may still change them.
+    var toArm: [StoredNotification] = []
     /// How many listed notifications are held, over all devices.
     public internal(set) var pendingCount = 0
 

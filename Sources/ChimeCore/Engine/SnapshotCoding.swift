@@ -202,6 +202,7 @@ extension Engine {
             n.lastFiredRaw = lastFired
             if let old = device.notifications[id] { detach(old, from: device) }
             attach(n, to: device)
+            armRestored(n, device)
         default:
             throw RecoveryError(description: "unknown snapshot entry kind \(bytes.first ?? 0)")
         }
