@@ -154,7 +154,13 @@ import Testing
         let cancelledDeliveries = f.deliveries(device).filter { cancelled.contains($0["id"]?.stringValue ?? "") }
         #expect(cancelledDeliveries.isEmpty, "\(context)")
         #expect(f.worker?.process.isRunning == true)
-        // Snapshots were taken (and survived the kills); the directory reads back clean.
+        // Snapshots still work after all those kills (the kills may have interrupted every one
+        // taken so far), and the directory reads back clean.
+        f.worker?.process.signal(SIGUSR1)
+        let written = await f.worker?.process.waitForLine(onStandardError: true, timeout: .seconds(30)) {
+            $0.contains("snapshot written")
+        }
+        #expect(written != nil, "\(context)\n\(f.worker?.log.suffix(3000) ?? "")")
         let files = try FileManager.default.contentsOfDirectory(atPath: f.data.path)
         #expect(files.contains { $0.hasPrefix("snapshot-") && $0.hasSuffix(".snap") }, "\(files); \(context)")
         let report = try JournalTools.verify(directory: f.data.path)

@@ -434,10 +434,9 @@ final class DeviceState {
     }
 }
 
-/// userInfo members (key and value, as JSON) to the ids of the notifications that carry them,
-/// so that a selector on a device with many notifications does not scan them all. Sets, changed
-/// in place, so that adding or removing one notification costs the same however many share a
-/// member.
+/// userInfo members (key and value, as JSON) to the notifications that carry them, so that a
+/// selector on a device with many notifications does not scan them all. Adding or removing one
+/// notification costs the same however many share a member.
 struct UserInfoIndex {
     /// Devices with more listed notifications than this are matched through an index.
     static let threshold = 1024
@@ -453,7 +452,7 @@ struct UserInfoIndex {
     /// (it reads the whole device instead), and their lists would be most of the index.
     private var common: Set<Member> = []
     /// Notifications removed since the index was built.
-    private(set) var removed = 0
+    private var removed = 0
     /// Listed notifications when the index was built, plus those inserted since.
     private var inserted = 0
 
