@@ -250,6 +250,10 @@ import Testing
             "status", "--worker", d.workerId, "--reply-topic", "chime/$reply/backend/probe", "--timeout", "5s",
         ]
         #expect(try await run("\(bin)/chime", probe, user: "backend") == .exited(0))
+        // Without --reply-topic, the CLI picks one in its user's reply space, which the ACL lets
+        // it read: a device command from the backend account is answered.
+        let listed = ["list", "--device", "phone-a", "--timeout", "5s"]
+        #expect(try await run("\(bin)/chime", listed, user: "backend") == .exited(0))
         // A device account cannot send the probe's command: not ready.
         #expect(try await run(entryPoint, ["health", "--timeout", "2s"], user: "phone-a") == .exited(1))
         // A stopped worker is not healthy.
