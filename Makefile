@@ -53,7 +53,7 @@ soak: bootstrap
 
 ## The performance benchmark (README, "Performance"): starts its own mosquitto and release chimed,
 ## prints a table, writes bench-results/results.json and plots the lateness to lateness.svg.
-## bench-quick runs smaller workloads (about two minutes) into quick.json and quick-lateness.svg.
+## bench-quick runs the workloads at a tenth of the size (about a minute) into quick.json and quick-lateness.svg.
 bench: release
 	.build/release/chime-bench system --json bench-results/results.json
 	scripts/plot-lateness bench-results/results.json bench-results/lateness.svg
