@@ -46,6 +46,10 @@ public final class TestBroker: Sendable {
     /// Holds `mosquitto.conf`, `mosquitto.log` and `mosquitto.db`; removed with the broker.
     public let directory: TemporaryDirectory
     private let process: Mutex<ChildProcess?>
+    /// While the broker is stopped: a socket bound to its port, not listening, so that connecting
+    /// is refused as when nothing listens, and no other test's broker takes the port before
+    /// `restart()`.
+    private let placeholder = Mutex<Int32?>(nil)
 
     /// `mqtt://127.0.0.1:PORT` (`mqtts://localhost:PORT` with TLS: the certificate names localhost).
     public var url: String {
@@ -101,6 +105,7 @@ public final class TestBroker: Sendable {
 
     deinit {
         process.withLock { $0?.kill() }
+        releasePort()
     }
 
     /// Whether the broker process runs.
@@ -121,6 +126,7 @@ public final class TestBroker: Sendable {
             child.kill()
             await child.waitForExit(timeout: .seconds(10))
         }
+        holdPort()
     }
 
     /// Kills the broker with SIGKILL (no goodbye, no persistence save) and waits.
@@ -128,6 +134,39 @@ public final class TestBroker: Sendable {
         guard let child = process.withLock({ $0 }) else { return }
         child.kill()
         await child.waitForExit(timeout: .seconds(10))
+        holdPort()
+    }
+
+    /// Binds the stopped broker's port (best effort: a failure only leaves the port free).
+    private func holdPort() {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        guard bound else {
+            close(fd)
+            return
+        }
+        placeholder.withLock { old in
+            if let old { close(old) }
+            old = fd
+        }
+    }
+
+    private func releasePort() {
+        placeholder.withLock { fd in
+            if let fd { close(fd) }
+            fd = nil
+        }
     }
 
     /// Freezes the broker (SIGSTOP): connections stay open but nothing is read or answered.
@@ -158,6 +197,7 @@ public final class TestBroker: Sendable {
     }
 
     private func launch() async throws {
+        releasePort()
         let configPath = directory.appending("mosquitto.conf")
         try configurationText().write(toFile: configPath, atomically: true, encoding: .utf8)
         let child = try ChildProcess("mosquitto", arguments: ["-c", configPath])
