@@ -62,7 +62,11 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "ChimeCoreTests", dependencies: ["ChimeCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "ChimeCoreTests",
+            dependencies: ["ChimeCore", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "ChimeJournalTests",
             dependencies: ["ChimeJournal", "ChimeTestSupport"],

@@ -1,3 +1,4 @@
+import ChimeTestSupport
 import ChimeTime
 import Foundation
 
@@ -184,19 +185,6 @@ struct RecurrenceBenchmark {
     func format(_ value: Double) -> String { String(format: "%.2f", value) }
     func pad(_ text: String, _ width: Int) -> String {
         text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
-    }
-}
-
-/// A small deterministic generator, so runs ask the same instants.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

@@ -1,17 +1,6 @@
 import ChimeCore
+import ChimeTestSupport
 import Testing
-
-/// A deterministic random source for tests.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 func instant(_ text: String) -> Instant {
     guard case .instant(let i)? = DateTimeValue(iso8601: text) else { fatalError("bad instant \(text)") }
@@ -23,7 +12,7 @@ struct Harness {
     var engine: Engine
     var journal: [JournalEntry] = []
     var now: Instant
-    var random = SplitMix64(state: 42)
+    var random = SplitMix64(seed: 42)
     var decoder = CommandDecoder()
     /// Deliveries published and not acknowledged, in order.
     var unacked: [Delivery] = []

@@ -1,3 +1,4 @@
+import ChimeTestSupport
 import Testing
 
 @testable import ChimeJournal
@@ -9,7 +10,7 @@ import Testing
     private static let options = JournalOptions(fsync: .always, segmentBytes: 400, snapshotAfterBytes: 600)
 
     /// Runs a workload until the power fails; returns the greatest committed sequence.
-    private static func workload(_ disk: SimulatedDisk, random: inout SplitMix, committed: inout UInt64) {
+    private static func workload(_ disk: SimulatedDisk, random: inout SplitMix64, committed: inout UInt64) {
         do {
             let (journal, recovery) = try Journal.open(directory: "/data", options: options, fileSystem: disk)
             guard Content.state(recovery) == Content.entries(through: recovery.lastSequence) else { return }
@@ -30,7 +31,7 @@ import Testing
     func committedRecordsSurvivePowerLoss(batch: Int) throws {
         for run in 0..<20 {
             let seed = UInt64(batch * 1000 + run)
-            var random = SplitMix(seed: seed)
+            var random = SplitMix64(seed: seed)
             var disk = SimulatedDisk()
             var committed: UInt64 = 0
             // Several generations: crash, recover, go on, crash again.

@@ -1,4 +1,5 @@
 import ChimeJournal
+import ChimeTestSupport
 import Synchronization
 
 /// An in-memory ``FileSystem`` that models what survives a power loss.
@@ -47,7 +48,7 @@ final class SimulatedDisk: FileSystem {
 
     /// The disk as found after the power loss.
     func afterPowerLoss(seed: UInt64) -> SimulatedDisk {
-        var random = SplitMix(seed: seed)
+        var random = SplitMix64(seed: seed)
         return state.withLock { old in
             var new = State()
             new.nextInode = old.nextInode
@@ -255,21 +256,4 @@ final class SimulatedDisk: FileSystem {
     }
 
     func names(_ directory: String) -> [String] { state.withLock { ($0.entries[directory] ?? [:]).keys.sorted() } }
-}
-
-/// A small deterministic random generator (SplitMix64), so every failure names a seed to replay.
-struct SplitMix: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A number in `0..<bound` (0 when bound is 0).
-    mutating func below(_ bound: Int) -> Int { bound <= 0 ? 0 : Int(next() % UInt64(bound)) }
 }

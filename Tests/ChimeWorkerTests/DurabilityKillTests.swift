@@ -68,7 +68,7 @@ import Testing
 
         let model = Model()
         let traffic = Task {
-            var random = SplitMix(state: seed ^ 0x5EED)
+            var random = SplitMix64(seed: seed ^ 0x5EED)
             var serial = 0
             await withTaskGroup(of: Void.self) { group in
                 while !Task.isCancelled {
@@ -103,7 +103,7 @@ import Testing
             }
         }
 
-        var random = SplitMix(state: seed)
+        var random = SplitMix64(seed: seed)
         var killed = 0
         var snapshots = 0
         while killed < kills {

@@ -194,12 +194,12 @@ struct Mutation: Sendable {
 /// Seeded mutations of valid commands: bit flips, truncations, type swaps, huge numbers, deep
 /// nesting, invalid UTF-8, wrong topics, invalid device ids, oversized payloads, random RRULEs.
 struct MutationGenerator {
-    var random: SplitMix
+    var random: SplitMix64
     let devices: [String]
     var serial = 0
 
     init(seed: UInt64, devices: [String]) {
-        random = SplitMix(state: seed)
+        random = SplitMix64(seed: seed)
         self.devices = devices
     }
 

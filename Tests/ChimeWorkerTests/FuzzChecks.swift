@@ -1,10 +1,15 @@
 import ChimeCore
 
+// In the test target; the fuzz build compiles SplitMix64.swift in with this file instead.
+#if canImport(ChimeTestSupport)
+import ChimeTestSupport
+#endif
+
 /// The properties the fuzz targets in `Fuzz/` check, shared with the regression tests
 /// (`FuzzRegressionTests`) so that every input a fuzzer ever found is checked again by `make test`.
 ///
-/// `scripts/fuzz` compiles this file into the fuzz targets with ChimeTime and ChimeCore; it must
-/// import nothing else. Each check returns a description of the first violated property, or nil.
+/// `scripts/fuzz` compiles this file into the fuzz targets with ChimeTime, ChimeCore and
+/// ChimeTestSupport's `SplitMix64.swift`; it must import nothing else. Each check returns a description of the first violated property, or nil.
 enum FuzzChecks {
     /// A violated property: stops a check at once.
     struct Violation: Error, CustomStringConvertible {
@@ -56,7 +61,7 @@ enum FuzzChecks {
         }
         let (engine, setup) = try prepared()
         var journal = setup
-        var random = SplitMix(state: 2)
+        var random = SplitMix64(seed: 2)
         let entry: JournalEntry
         switch engine.decide(request, now: now, random: &random) {
         case .reply(let reply):
@@ -127,7 +132,7 @@ enum FuzzChecks {
     static func prepared() throws(Violation) -> (Engine, [JournalEntry]) {
         let engine = Engine(configuration: engineConfiguration)
         var journal: [JournalEntry] = []
-        var random = SplitMix(state: 1)
+        var random = SplitMix64(seed: 1)
         let setup: [(Operation, String)] = [
             (.device, #"{"timeZone":"Europe/Paris","badge":3,"quietHours":{"start":"22:00","end":"07:00"}}"#),
             (.schedule, #"{"id":"a","after":60,"alertBody":"a","badge":"+1","userInfo":{"k":"v"}}"#),
@@ -148,7 +153,7 @@ enum FuzzChecks {
 
     /// What a client reads of the device: its settings and every notification, as reply bytes.
     static func observed(_ engine: Engine) throws(Violation) -> [UInt8] {
-        var random = SplitMix(state: 0)
+        var random = SplitMix64(seed: 0)
         var bytes: [UInt8] = []
         let reads: [(Operation, Command)] = [
             (.device, .device(DeviceUpdate())), (.list, .list(match: nil, limit: 1000, cursor: nil)),
@@ -283,17 +288,5 @@ enum FuzzChecks {
             }
             occurrence = following
         }
-    }
-}
-
-/// SplitMix64: a deterministic generator, so that an input reproduces.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

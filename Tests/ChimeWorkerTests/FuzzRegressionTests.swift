@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeTestSupport
 import Foundation
 import Testing
 
@@ -45,7 +46,7 @@ import Testing
     /// reject: the whole `list` reply became unreadable.
     @Test func listShowsEnabledOnceForANotificationScheduledPaused() throws {
         let engine = Engine()
-        var random = SplitMix(state: 7)
+        var random = SplitMix64(seed: 7)
         let now = Instant(milliseconds: 1_781_517_600_000)
         let decoder = CommandDecoder()
         func decide(_ op: ChimeCore.Operation, _ payload: String) -> Decision {
@@ -123,7 +124,7 @@ extension FuzzRegressionTests {
     @Test(arguments: ["med", String(repeating: "x", count: 128)])
     func aSnapshotWithAPendingSnoozeRestores(id: String) throws {
         let engine = Engine()
-        var random = SplitMix(state: 7)
+        var random = SplitMix64(seed: 7)
         let now = Instant(milliseconds: 1_781_517_600_000)
         let decoder = CommandDecoder()
         for (op, payload) in [
