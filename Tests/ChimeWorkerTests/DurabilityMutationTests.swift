@@ -127,7 +127,7 @@ import Testing
         }
         #expect(errorCount > total / 2, "only \(errorCount) errors of \(total); \(context)")
         // No second reply to anything: unclaimed messages on the reply topic would be one.
-        let extra = f.received.withLock { $0.filter { $0.topic == replyTopic } }
+        let extra = f.commands.received.withLock { $0.filter { $0.topic == replyTopic } }
         #expect(extra.isEmpty, "\(extra.count) replies nobody waited for; \(context)")
 
         // The worker is up, serving, and each device unchanged unless a change to it was ok.

@@ -45,7 +45,7 @@ import Testing
         #expect(fired >= due)
         #expect(fired.milliseconds - due.milliseconds < 1000)
         // MQTT 5 properties of a delivery.
-        let message = f.received.withLock { $0.first { $0.topic == "chime/phone-1/notifications" } }
+        let message = f.commands.received.withLock { $0.first { $0.topic == "chime/phone-1/notifications" } }
         #expect(message?.contentType == "application/json")
         #expect(message?.userProperties.contains(MQTTUserProperty("fire-id", d["fireId"]?.stringValue ?? "")) == true)
         // A fired one-shot is gone.

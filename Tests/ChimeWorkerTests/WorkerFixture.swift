@@ -13,9 +13,10 @@ final class WorkerFixture: Sendable {
     let topics = Topics(prefix: "chime")
     let extraArguments: [String]
     let current: Mutex<Chimed?>
-    let client: MQTTRequester
-    /// Every message on the client's subscriptions that was not a reply, in arrival order.
-    let received = Mutex<[MQTTMessage]>([])
+    /// The test's client: commands with a Response Topic, deliveries, and every other message it
+    /// receives (`commands.received`).
+    let commands: CommandClient
+    var client: MQTTRequester { commands.requester }
 
     static func start(
         extra: [String] = [],
@@ -24,25 +25,18 @@ final class WorkerFixture: Sendable {
         -> WorkerFixture
     {
         let broker = try await TestBroker.start(brokerConfiguration)
-        let fixture = try WorkerFixture(broker: broker, extra: extra)
+        let fixture = try await WorkerFixture(broker: broker, extra: extra)
         try await fixture.startWorker()
-        try await fixture.client.connect(timeout: .seconds(10))
-        let stream = fixture.client.messages
-        Task {
-            for await message in stream { fixture.received.withLock { $0.append(message) } }
-        }
         return fixture
     }
 
-    private init(broker: TestBroker, extra: [String]) throws {
+    private init(broker: TestBroker, extra: [String]) async throws {
         self.broker = broker
         self.data = try TemporaryDirectory(prefix: "chime-data")
         self.workerId = "test-\(UInt32.random(in: 0...UInt32.max))"
         self.extraArguments = extra
         self.current = Mutex(nil)
-        self.client = try MQTTRequester(
-            options: broker.clientOptions(clientId: "tester-\(UInt32.random(in: 0...UInt32.max))")
-        )
+        self.commands = try await CommandClient(broker: broker, clientId: "tester-\(UInt32.random(in: 0...UInt32.max))")
     }
 
     var worker: Chimed? { current.withLock { $0 } }
@@ -69,7 +63,7 @@ final class WorkerFixture: Sendable {
     }
 
     func stop() async {
-        client.stop()
+        commands.stop()
         await killWorker()
         await broker.stop()
     }
@@ -83,30 +77,17 @@ final class WorkerFixture: Sendable {
     ) async throws
         -> JSONObject
     {
-        try await send(topic: topics.command(device, op), payload)
+        try await commands.send(device, op, payload, timeout: timeout)
     }
 
     func send(topic: String, _ payload: String, timeout: Duration = .seconds(10)) async throws -> JSONObject {
-        let reply = try await client.request(
-            topic: topic,
-            payload: Array(payload.utf8),
-            responseTopic: "test/replies/\(workerId)",
-            timeout: timeout
-        )
-        guard case .object(let o) = try JSON(parsing: reply.payload) else {
-            throw TestSupportError("reply is not an object")
-        }
-        return o
+        try await commands.send(topic: topic, Array(payload.utf8), timeout: timeout)
     }
 
     /// The `result` of an ok reply; throws with the reply otherwise.
     @discardableResult
     func ok(_ device: String, _ op: ChimeCore.Operation, _ payload: String) async throws -> JSONObject {
-        let reply = try await send(device, op, payload)
-        guard reply["ok"] == true, case .object(let result)? = reply["result"] else {
-            throw TestSupportError("expected ok, got \(JSON.object(reply).text)")
-        }
-        return result
+        try await commands.ok(device, op, payload)
     }
 
     func list(_ device: String) async throws -> [JSONObject] {
@@ -116,16 +97,11 @@ final class WorkerFixture: Sendable {
     }
 
     func subscribeDeliveries(_ device: String) async throws {
-        try await client.subscribe(topics.notifications(device), qos: 1, timeout: .seconds(10))
+        try await commands.subscribeDeliveries(device)
     }
 
     /// The deliveries received so far for `device`, as JSON.
-    func deliveries(_ device: String) -> [JSONObject] {
-        let topic = topics.notifications(device)
-        return received.withLock { $0.filter { $0.topic == topic } }.compactMap {
-            (try? JSON(parsing: $0.payload))?.objectValue
-        }
-    }
+    func deliveries(_ device: String) -> [JSONObject] { commands.deliveries(device) }
 
     /// Waits until `count` deliveries for `device` have arrived (or the timeout passes), and
     /// returns what arrived.
