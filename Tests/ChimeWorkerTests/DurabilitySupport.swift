@@ -2,17 +2,18 @@ import ChimeCore
 import ChimeJournal
 import ChimeMQTT
 import ChimeTestSupport
-import ChimeWorker
 import Foundation
 import Synchronization
 import Testing
 
+@testable import ChimeWorker
+
 /// Helpers shared by the durability tests: rebuilding the state of a data directory as chimed does,
 /// reading it, an in-process worker, and a file system that fails on demand.
 enum Durability {
-    /// Rebuilds the engine from a data directory exactly as `Worker.run()` does: recover the
-    /// journal, restore the snapshot, apply the records after it, finish recovery. The journal is
-    /// closed again (and the directory unlocked) before this returns.
+    /// Rebuilds the engine from a data directory with the worker's own recovery (`Journal.open`,
+    /// then `Engine.recovered`). The journal is closed again (and the directory unlocked) before
+    /// this returns.
     static func recover(
         _ directory: String,
         configuration: EngineConfiguration = EngineConfiguration(minRepeatSeconds: 1)
@@ -28,16 +29,13 @@ enum Durability {
         configuration: EngineConfiguration = EngineConfiguration(minRepeatSeconds: 1)
     ) throws -> (journal: Journal, engine: Engine, recovery: Recovery) {
         let (journal, recovery) = try Journal.open(directory: directory)
-        let engine = Engine(configuration: configuration)
-        engine.beginRecovery()
-        for entry in recovery.snapshot?.entries ?? SnapshotEntries() {
-            try engine.restore(snapshotEntry: entry)
+        do {
+            let engine = try Engine.recovered(from: recovery, configuration: configuration, directory: directory)
+            return (journal, engine, recovery)
+        } catch {
+            try? journal.close()
+            throw error
         }
-        for record in recovery.records {
-            engine.apply(try JournalEntry.decode(kind: record.type, payload: record.payload))
-        }
-        engine.finishRecovery()
-        return (journal, engine, recovery)
     }
 
     /// The `result` of a read command answered by `engine` (a read never writes).
