@@ -127,11 +127,9 @@ struct MQTTRequesterTests {
 
     @Test("connect times out while nothing listens; stop() fails the waits and finishes the stream")
     func connectTimeoutAndStop() async throws {
-        // Port 1: no test broker takes it (a stopped broker's port could be taken by another
-        // test's broker at once).
-        var options = MQTTOptions(host: "127.0.0.1", port: 1)
-        options.clientId = "patient"
-        let requester = try MQTTRequester(options: options)
+        let broker = try await TestBroker.start()
+        await broker.stop()  // its port stays bound, not listening, until a restart
+        let requester = try MQTTRequester(options: broker.clientOptions(clientId: "patient"))
         await #expect(throws: MQTTError(.timeout)) {
             try await requester.connect(timeout: .milliseconds(200))
         }
