@@ -1,9 +1,11 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// One list of settings for every target, so the whole package compiles the same way.
+/// One list of settings for every target, so the whole package compiles the same way. Warnings
+/// are errors: the build stays warning-free.
 let swiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny")
+    .enableUpcomingFeature("ExistentialAny"),
+    .unsafeFlags(["-warnings-as-errors"]),
 ]
 
 let package = Package(

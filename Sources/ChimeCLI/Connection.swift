@@ -21,8 +21,8 @@ struct ConnectionOptions: Sendable {
         .init(
             "reply-topic",
             env: false,
-            "MQTT 5 Response Topic (default: P/$reply/<user>/<random> with a user name, which the deploy ACL "
-                + "lets that user read; chime-cli/<random>/reply without)"
+            "MQTT 5 Response Topic (default: P/{device}/replies/cli-<random> with a user name, which the "
+                + "deploy ACL lets the device and backends read; chime-cli/<random>/reply without)"
         ),
         .init("ca-file", "with mqtts://: PEM file of the CA certificates to trust instead of the system's"),
     ]
@@ -34,7 +34,10 @@ struct ConnectionOptions: Sendable {
     var mqtt: MQTTOptions
     var topics: Topics
     var timeout: Duration
-    var replyTopic: String
+    /// `--reply-topic`, when given.
+    var fixedReplyTopic: String?
+    /// Makes this invocation's default reply topics its own.
+    let nonce: String
 
     init(_ flags: Flags) throws(UsageError) {
         brokerURL = flags["broker"] ?? "mqtt://127.0.0.1:1883"
@@ -64,18 +67,22 @@ struct ConnectionOptions: Sendable {
         mqtt.keepAlive = 30
         mqtt.reconnectDelay = .milliseconds(200) ... .seconds(5)
         var random = SystemRandomNumberGenerator()
-        let nonce = String(random.next() as UInt64, radix: 36)
+        nonce = String(random.next() as UInt64, radix: 36)
         if let given = flags["reply-topic"] {
-            replyTopic = given
-        } else if let user = mqtt.username, !user.isEmpty {
-            // The deploy ACL gives every backend and tool account this private reply space.
-            replyTopic = "\(prefix)/$reply/\(user)/cli-\(nonce)"
-        } else {
-            replyTopic = "chime-cli/\(nonce)/reply"
+            guard !given.isEmpty, !given.contains("+"), !given.contains("#") else {
+                throw UsageError("--reply-topic must be a topic without wildcards")
+            }
+            fixedReplyTopic = given
         }
-        guard !replyTopic.isEmpty, !replyTopic.contains("+"), !replyTopic.contains("#") else {
-            throw UsageError("--reply-topic must be a topic without wildcards")
-        }
+    }
+
+    /// The Response Topic for a command on `device`. With a user name (the deploy ACL), the
+    /// device's own reply space: chimed honours no Response Topic inside another device's topics
+    /// (PROTOCOL.md section 4), and the ACL lets backends read every device's replies.
+    func replyTopic(for device: String) -> String {
+        if let fixedReplyTopic { return fixedReplyTopic }
+        if let user = mqtt.username, !user.isEmpty { return topics.replies(device) + "/cli-\(nonce)" }
+        return "chime-cli/\(nonce)/reply"
     }
 
     /// `--device`, required.
@@ -176,7 +183,7 @@ final class Connection: Sendable {
                 message = try await requester.request(
                     topic: topic,
                     payload: JSON.object(payload).bytes,
-                    responseTopic: options.replyTopic,
+                    responseTopic: options.replyTopic(for: device),
                     properties: properties,
                     timeout: options.timeout
                 )

@@ -146,17 +146,62 @@ struct DataDirectory: Sendable {
         }
     }
 
-    /// Creates the directory if it is missing (its parent must exist), and `fsync`s the parent
+    /// Creates the directory and any missing parents, and `fsync`s the parent of each one made,
     /// so the new directory, and so every record later synced inside it, survives a power loss.
     func create() throws(JournalError) {
+        let trimmed = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+        let slash = trimmed.lastIndex(of: "/")
+        let parent = slash.map { $0 == trimmed.startIndex ? "/" : String(trimmed[..<$0]) } ?? "."
         do {
-            try fs.makeDirectory(path)
+            try fs.makeDirectory(trimmed)
         } catch {
             if error == .fileExists { return }
-            throw JournalError(.badDirectory, "cannot create data directory \(path)", errno: error)
+            guard error == .noSuchFile, parent != trimmed, slash != nil else {
+                throw JournalError(.badDirectory, "cannot create data directory \(path)", errno: error)
+            }
+            try DataDirectory(fs: fs, path: parent).create()
+            do {
+                try fs.makeDirectory(trimmed)
+            } catch  where error == .fileExists {
+                return
+            } catch {
+                throw JournalError(.badDirectory, "cannot create data directory \(path)", errno: error)
+            }
         }
-        let trimmed = path.hasSuffix("/") ? String(path.dropLast()) : path
-        let parent = trimmed.lastIndex(of: "/").map { String(trimmed[..<$0]) } ?? "."
-        try DataDirectory(fs: fs, path: parent.isEmpty ? "/" : parent).syncDirectory()
+        try DataDirectory(fs: fs, path: parent).syncDirectory()
+    }
+}
+
+/// What is at a path, for tools that must tell a missing directory from an empty one.
+public enum DirectoryContents: Hashable, Sendable {
+    case missing
+    case notADirectory
+    case entries([String])
+}
+
+extension JournalTools {
+    /// Looks at `path` without changing anything.
+    /// - Throws: `.io` when it exists but cannot be listed.
+    public static func contents(
+        of path: String,
+        fileSystem: any FileSystem = SystemFileSystem()
+    ) throws(JournalError) -> DirectoryContents {
+        do {
+            return .entries(try fileSystem.listDirectory(path))
+        } catch {
+            switch error {
+            case .noSuchFile: return .missing
+            case .notDirectory: return .notADirectory
+            default: throw JournalError(.io, "cannot list \(path)", errno: error)
+            }
+        }
+    }
+
+    /// Creates a data directory and its missing parents, durably (see ``Journal/open(directory:options:fileSystem:)``).
+    public static func createDirectory(
+        _ path: String,
+        fileSystem: any FileSystem = SystemFileSystem()
+    ) throws(JournalError) {
+        try DataDirectory(fs: fileSystem, path: path).create()
     }
 }

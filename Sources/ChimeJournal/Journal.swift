@@ -73,7 +73,7 @@ public struct SnapshotEntries: RandomAccessCollection, Hashable, Sendable {
     public init() {}
 
     public init(_ entries: [[UInt8]]) {
-        for entry in entries { append(UnsafeRawBufferPointer(start: entry, count: entry.count)) }
+        for entry in entries { entry.withUnsafeBytes { append($0) } }
     }
 
     mutating func reserveCapacity(bytes count: Int) { bytes.reserveCapacity(count) }

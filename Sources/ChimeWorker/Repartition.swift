@@ -99,7 +99,7 @@ public func repartition(
         try checkInput(path, fileSystem: fileSystem)
     }
     for path in outputs {
-        try checkOutput(path)
+        try checkOutput(path, fileSystem: fileSystem)
     }
 
     // Recover every input, keeping each journal open (and so locked) until the end.
@@ -189,8 +189,7 @@ private func canonicalPath(_ path: String) -> String {
 /// An input must be an existing data directory: a typo must not read as an empty partition,
 /// whose devices would silently be left behind.
 private func checkInput(_ path: String, fileSystem: any FileSystem) throws(RepartitionError) {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+    guard case .entries = try? JournalTools.contents(of: path, fileSystem: fileSystem) else {
         throw RepartitionError("input \(path) is not a directory")
     }
     let report: VerifyReport
@@ -206,15 +205,18 @@ private func checkInput(_ path: String, fileSystem: any FileSystem) throws(Repar
 
 /// An output must not exist yet, or be an empty directory: repartitioning never merges into or
 /// overwrites state.
-private func checkOutput(_ path: String) throws(RepartitionError) {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return }
-    guard isDirectory.boolValue else { throw RepartitionError("output \(path) exists and is not a directory") }
+private func checkOutput(_ path: String, fileSystem: any FileSystem) throws(RepartitionError) {
     let names: [String]
     do {
-        names = try FileManager.default.contentsOfDirectory(atPath: path)
+        switch try JournalTools.contents(of: path, fileSystem: fileSystem) {
+        case .missing: return
+        case .notADirectory: throw RepartitionError("output \(path) exists and is not a directory")
+        case .entries(let entries): names = entries
+        }
+    } catch let error as RepartitionError {
+        throw error
     } catch {
-        throw RepartitionError("cannot list output \(path): \(error.localizedDescription)")
+        throw RepartitionError("cannot list output \(path): \(error)")
     }
     guard names.isEmpty else {
         throw RepartitionError("output \(path) is not empty (\(names.sorted().prefix(3).joined(separator: ", ")))")
@@ -233,9 +235,9 @@ private func replay(_ recovery: Recovery, in path: String) throws(RepartitionErr
 /// Writes `state` as the first snapshot of a fresh journal in `path`.
 private func write(_ state: EngineSnapshot, to path: String, fileSystem: any FileSystem) throws(RepartitionError) {
     do {
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try JournalTools.createDirectory(path, fileSystem: fileSystem)
     } catch {
-        throw RepartitionError("cannot create output \(path): \(error.localizedDescription)")
+        throw RepartitionError("cannot create output \(path): \(error.message)")
     }
     do throws(JournalError) {
         let (journal, recovery) = try openJournal(path, fileSystem: fileSystem)

@@ -10,8 +10,11 @@ extension Topics {
     /// Topic are honoured:
     /// - the command's own device's replies topic or a topic below it (`P/{deviceId}/replies/...`),
     ///   which the deploy ACL lets that device read;
-    /// - a level-two name starting with `$` other than `$worker` (no device id starts with `$`),
-    ///   such as `P/$reply/{username}/...`, the deploy ACL's reply space for backends and tools.
+    /// - `P/$reply/{deviceId}/...`, the same device's space under `$reply`.
+    ///
+    /// Another `$reply/X/...` is refused: MQTT does not tell chimed who published a command, so
+    /// honouring it would let any device write replies (with Correlation Data of its choosing) into
+    /// the reply space of account X.
     ///
     /// Topics outside the prefix are left to the broker's ACL. A Response Topic that is not honoured
     /// is replaced by `P/{deviceId}/replies`, so the command still gets its one reply.
@@ -19,9 +22,9 @@ extension Topics {
         guard topic.hasPrefix(prefix + "/") else { return true }
         let rest = topic.dropFirst(prefix.count + 1)
         let owner = rest.prefix { $0 != "/" }
-        if owner.hasPrefix("$") { return owner != "$worker" }
-        guard owner == deviceId else { return false }
         let below = rest.dropFirst(owner.count)
+        if owner == "$reply" { return below.hasPrefix("/\(deviceId)/") }
+        guard owner == deviceId else { return false }
         return below == "/replies" || below.hasPrefix("/replies/")
     }
 }

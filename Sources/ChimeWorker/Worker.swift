@@ -47,16 +47,6 @@ public final class Worker: Sendable {
         let journal: Journal
         let recovery: Recovery
         do {
-            try FileManager.default.createDirectory(
-                atPath: configuration.dataDirectory,
-                withIntermediateDirectories: true
-            )
-        } catch {
-            throw WorkerError(
-                "cannot create data directory \(configuration.dataDirectory): \(error.localizedDescription)"
-            )
-        }
-        do {
             (journal, recovery) = try Journal.open(
                 directory: configuration.dataDirectory,
                 options: JournalOptions(fsync: configuration.fsync, snapshotAfterBytes: configuration.snapshotBytes),

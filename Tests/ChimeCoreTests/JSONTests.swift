@@ -42,9 +42,51 @@ import Testing
 
     @Test func numbers() throws {
         #expect(try JSON(parsing: "-9223372036854775808") == .int(Int64.min))
-        #expect(try JSON(parsing: "9223372036854775808") == .double(9_223_372_036_854_775_808))
+        #expect(try JSON(parsing: "9.223372036854776e18") == .double(9_223_372_036_854_775_808))
         #expect(try JSON(parsing: "1e3") == .int(1000))
         #expect(JSON.double(2.5).text == "2.5")
         #expect(JSON.double(100).text == "100")
+    }
+
+    /// Every number Chime accepts comes back as the same value; the others are refused.
+    @Test(arguments: [
+        "0.1", "0.10", "-0.5", "1e-5", "0.00001", "1.5e300", "123456789012345.6", "-0.0", "5e-324",
+        "1.7976931348623157e308", "1E+2", "9007199254740992",
+    ])
+    func exactNumbersRoundTrip(_ text: String) throws {
+        let value = try JSON(parsing: text)
+        #expect(try JSON(parsing: value.bytes) == value)
+    }
+
+    @Test(arguments: [
+        "12345678901234567890", "12345678901234567891", "-12345678901234567890", "1.0000000000000000001",
+        "0.1000000000000000055511151231257827", "1e-400", "9007199254740993.0", "18446744073709551616",
+    ])
+    func inexactNumbersAreRefused(_ text: String) {
+        let alone = #expect(throws: JSONParseError.self) { try JSON(parsing: text) }
+        #expect(alone?.code == .inexactNumber)
+        let inside = #expect(throws: JSONParseError.self) { try JSON(parsing: #"{"order":\#(text)}"#) }
+        #expect(inside?.code == .inexactNumber)
+    }
+
+    /// Duplicate keys are found whether the object is small (scanned) or large (a set).
+    @Test(arguments: [2, 16, 17, 100, 50_000])
+    func duplicateKeysInObjectsOfAnySize(_ count: Int) throws {
+        let members = (0..<count).map { "\"k\($0)\":\($0)" }
+        let unique = try JSON(parsing: "{" + members.joined(separator: ",") + "}")
+        #expect(unique.objectValue?.count == count)
+        #expect(throws: JSONParseError.self) {
+            try JSON(parsing: "{" + (members + ["\"k\(count - 1)\":0"]).joined(separator: ",") + "}")
+        }
+        #expect(throws: JSONParseError.self) {
+            try JSON(parsing: "{" + (members + ["\"k0\":0"]).joined(separator: ",") + "}")
+        }
+    }
+
+    @Test func depthLimitIsAParameter() throws {
+        let nested = String(repeating: "[", count: 70) + String(repeating: "]", count: 70)
+        let error = #expect(throws: JSONParseError.self) { try JSON(parsing: nested) }
+        #expect(error?.code == .tooDeep)
+        #expect(try JSON(parsing: nested, maximumDepth: 70).depth == 70)
     }
 }

@@ -80,7 +80,19 @@ import Testing
         defer { scratch.remove() }
         Disk.write(scratch.path("file"), [1])
         #expect(throws: JournalError.badDirectory) { try Journal.open(directory: scratch.path("file")) }
-        #expect(throws: JournalError.badDirectory) { try Journal.open(directory: scratch.path("missing/deeper")) }
+        #expect(throws: JournalError.badDirectory) { try Journal.open(directory: scratch.path("file/deeper")) }
+    }
+
+    /// Missing parents are created (chimed's `--data-dir /var/lib/chime/data` on a new machine).
+    @Test func missingParentsAreCreated() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let (journal, recovery) = try Journal.open(directory: scratch.path("missing/deeper/data"))
+        #expect(recovery.records.isEmpty)
+        try journal.close()
+        #expect(try JournalTools.contents(of: scratch.path("missing/deeper")) == .entries(["data"]))
+        #expect(try JournalTools.contents(of: scratch.path("nothing")) == .missing)
+        #expect(try JournalTools.contents(of: scratch.path("file")) == .notADirectory)
     }
 
     @Test func secondOpenIsLockedUntilClose() throws {

@@ -129,6 +129,15 @@ extension JSON {
         return false
     }
 
+    /// How many levels of arrays and objects the value nests: 0 for a scalar, 1 for `[]` or `{"a":1}`.
+    public var depth: Int {
+        switch self {
+        case .array(let a): return 1 + (a.lazy.map(\.depth).max() ?? 0)
+        case .object(let o): return 1 + (o.members.lazy.map(\.value.depth).max() ?? 0)
+        default: return 0
+        }
+    }
+
     /// A short name of the value's type, for error messages ("expected a string, got a number").
     public var typeDescription: String {
         switch self {

@@ -1,22 +1,51 @@
-/// Why a payload is not JSON, and where.
+/// Why a payload is not JSON (or not JSON Chime can keep exactly), and where.
 public struct JSONParseError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of problem: equality compares codes, so tests can build the expected error.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: Hashable, Sendable { case syntax, tooDeep, inexactNumber }
+        private let value: Value
+        /// Not JSON (RFC 8259).
+        public static let syntax = Code(value: .syntax)
+        /// Nested deeper than the parser's depth limit.
+        public static let tooDeep = Code(value: .tooDeep)
+        /// A number that a 64-bit integer or float cannot hold exactly (it would come back changed).
+        public static let inexactNumber = Code(value: .inexactNumber)
+        public var description: String { "\(value)" }
+    }
+
+    public var code: Code
     /// Byte offset of the problem in the input.
     public var offset: Int
     public var reason: String
+
+    public init(_ code: Code = .syntax, offset: Int, reason: String) {
+        self.code = code
+        self.offset = offset
+        self.reason = reason
+    }
 
     public var description: String { "\(reason) at byte \(offset)" }
 }
 
 extension JSON {
     /// The deepest nesting of arrays and objects a payload may have. Parsing is recursive, so this
-    /// bound is what keeps a payload of ten thousand `[` from overflowing the stack.
+    /// bound is what keeps a payload of ten thousand `[` from overflowing the stack. Commands are
+    /// parsed with it; what Chime writes itself (journal records, snapshots, replies) wraps a
+    /// command's values in at most a few more levels, which the limits on those values leave room
+    /// for (see `NotificationCoding.maximumUserInfoDepth`).
     public static let maximumDepth = 64
 
     /// Parses a complete JSON text (RFC 8259, strict: no comments, no trailing commas, valid UTF-8,
-    /// no lone surrogates, no duplicate keys).
-    public init(parsing bytes: [UInt8]) throws(JSONParseError) {
+    /// no lone surrogates, no duplicate keys), in time linear in its length.
+    ///
+    /// Numbers are kept exactly or refused: an integer within 64 bits stays an integer; any other
+    /// number must be one that a 64-bit float holds exactly as written (at most 17 significant
+    /// digits that survive the conversion), else ``JSONParseError/Code/inexactNumber``, so that
+    /// what is stored and sent back is what was received (`12345678901234567890` is refused
+    /// rather than turned into `1.2345678901234567e+19`).
+    public init(parsing bytes: [UInt8], maximumDepth: Int = JSON.maximumDepth) throws(JSONParseError) {
         self = try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in
-            var parser = JSONParser(buffer)
+            var parser = JSONParser(buffer, maximumDepth: maximumDepth)
             parser.skipWhitespace()
             let value = try parser.parseValue(depth: 0)
             parser.skipWhitespace()
@@ -25,18 +54,26 @@ extension JSON {
         }
     }
 
-    public init(parsing text: String) throws(JSONParseError) {
-        try self.init(parsing: Array(text.utf8))
+    public init(parsing text: String, maximumDepth: Int = JSON.maximumDepth) throws(JSONParseError) {
+        try self.init(parsing: Array(text.utf8), maximumDepth: maximumDepth)
     }
 }
 
 private struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
+    let maximumDepth: Int
     var index = 0
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    init(_ bytes: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
+        self.bytes = bytes
+        self.maximumDepth = maximumDepth
+    }
 
     func error(_ reason: String) -> JSONParseError { JSONParseError(offset: index, reason: reason) }
+
+    func tooDeep() -> JSONParseError {
+        JSONParseError(.tooDeep, offset: index, reason: "nested deeper than \(maximumDepth) levels")
+    }
 
     mutating func skipWhitespace() {
         while index < bytes.count {
@@ -51,10 +88,10 @@ private struct JSONParser {
         guard index < bytes.count else { throw error("unexpected end of input") }
         switch bytes[index] {
         case UInt8(ascii: "{"):
-            guard depth < JSON.maximumDepth else { throw error("nested deeper than \(JSON.maximumDepth) levels") }
+            guard depth < maximumDepth else { throw tooDeep() }
             return .object(try parseObject(depth: depth + 1))
         case UInt8(ascii: "["):
-            guard depth < JSON.maximumDepth else { throw error("nested deeper than \(JSON.maximumDepth) levels") }
+            guard depth < maximumDepth else { throw tooDeep() }
             return .array(try parseArray(depth: depth + 1))
         case UInt8(ascii: "\""):
             return .string(try parseString())
@@ -87,6 +124,9 @@ private struct JSONParser {
     mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONObject {
         index += 1  // {
         var object = JSONObject()
+        // Duplicate keys: a scan while the object is small, a set once it is not, so that an object
+        // of n members costs O(n) and not O(n²).
+        var keys: Set<String>?
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -102,9 +142,14 @@ private struct JSONParser {
             index += 1
             skipWhitespace()
             let value = try parseValue(depth: depth)
-            if object[key] != nil {
-                throw JSONParseError(offset: keyOffset, reason: "duplicate key \"\(key)\"")
+            let duplicate: Bool
+            if keys != nil {
+                duplicate = !keys!.insert(key).inserted
+            } else {
+                duplicate = object.members.contains { $0.key == key }
+                if object.count == Self.keyScanLimit { keys = Set(object.keys + [key]) }
             }
+            if duplicate { throw JSONParseError(offset: keyOffset, reason: "duplicate key \"\(key)\"") }
             object.append(key, value)
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input in an object") }
@@ -118,6 +163,9 @@ private struct JSONParser {
             }
         }
     }
+
+    /// Objects with more members than this check for duplicate keys in a set.
+    static let keyScanLimit = 16
 
     mutating func parseArray(depth: Int) throws(JSONParseError) -> [JSON] {
         index += 1  // [
@@ -284,8 +332,60 @@ private struct JSONParser {
         guard let value = Double(text), value.isFinite else {
             throw JSONParseError(offset: start, reason: "number out of range")
         }
+        guard DecimalDigits(text) == DecimalDigits(value.description) else {
+            throw JSONParseError(
+                .inexactNumber,
+                offset: start,
+                reason:
+                    "the number \(text.prefix(40)) cannot be kept exactly (a 64-bit integer or float would change it; send it as a string)"
+            )
+        }
         return .double(value)
     }
 
     @inline(__always) func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
+}
+
+/// A decimal number as its significant digits and the power of ten of the first one, so that
+/// `0.10`, `1e-1` and `.1e0` compare equal and `12345678901234567890` differs from
+/// `1.2345678901234567e+19`.
+private struct DecimalDigits: Equatable {
+    var negative = false
+    var digits: [UInt8] = []
+    var exponent = 0
+
+    /// - Parameter text: a JSON number, or a Swift `Double.description` (`1e-05`, `100.0`).
+    init(_ text: String) {
+        var pointSeen = false
+        var position = 0  // digits before the point, counting leading zeros
+        var leadingZeros = 0
+        var mantissaDone = false
+        var exponentText = ""
+        for b in text.utf8 {
+            if mantissaDone {
+                exponentText.unicodeScalars.append(Unicode.Scalar(b))
+                continue
+            }
+            switch b {
+            case UInt8(ascii: "-"): negative = true
+            case UInt8(ascii: "."): pointSeen = true
+            case UInt8(ascii: "e"), UInt8(ascii: "E"): mantissaDone = true
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                if !pointSeen { position += 1 }
+                if digits.isEmpty && b == UInt8(ascii: "0") {
+                    leadingZeros += 1
+                } else {
+                    digits.append(b)
+                }
+            default: break
+            }
+        }
+        while digits.last == UInt8(ascii: "0") { digits.removeLast() }
+        if digits.isEmpty {
+            // Zero: its sign and exponent do not matter.
+            negative = false
+            return
+        }
+        exponent = position - leadingZeros + (Int(exponentText) ?? 0)
+    }
 }

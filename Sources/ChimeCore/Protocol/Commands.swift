@@ -93,6 +93,8 @@ public struct CommandDecoder: Sendable {
         let json: JSON
         do {
             json = try JSON(parsing: payload)
+        } catch  where error.code == .inexactNumber {
+            return .failure(Failure(requestId: nil, error: ChimeError(.invalidArgument, "\(error)")))
         } catch {
             return .failure(Failure(requestId: nil, error: ChimeError(.malformedJSON, "not valid JSON: \(error)")))
         }
@@ -261,6 +263,7 @@ public struct CommandDecoder: Sendable {
         guard !userInfo.isEmpty else {
             throw .invalid(r.name("userInfo"), "must name at least one key (use {\"all\": true} for everything)")
         }
+        try NotificationCoding.checkUserInfo(userInfo, at: r.name("userInfo"), limits: limits)
         return userInfo
     }
 

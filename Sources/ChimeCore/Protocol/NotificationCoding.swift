@@ -13,6 +13,28 @@ enum NotificationCoding {
     static let fieldsAndRequestId = fields.union(["requestId"])
 
     static let maxSeconds: Double = 315_360_000
+
+    /// How deeply a `userInfo` object may nest (itself counting as 1). Journal records, snapshots,
+    /// `list` replies and deliveries put it at most 5 levels inside their own objects, so with this
+    /// bound everything Chime accepts it can also read back within ``JSON/maximumDepth``.
+    public static let maximumUserInfoDepth = 32
+
+    /// Checks the limits on a client's `userInfo` (in a notification or a `match` selector):
+    /// its serialized size and its nesting.
+    static func checkUserInfo(_ userInfo: JSONObject, at field: String, limits: CommandLimits) throws(ChimeError) {
+        let size = JSON.object(userInfo).bytes.count
+        guard size <= limits.maxUserInfoBytes else {
+            throw ChimeError(
+                .payloadTooLarge,
+                field: field,
+                "\(field): \(size) bytes serialized, more than --max-userinfo-bytes \(limits.maxUserInfoBytes)"
+            )
+        }
+        let depth = JSON.object(userInfo).depth
+        guard depth <= maximumUserInfoDepth else {
+            throw .invalid(field, "nested \(depth) levels deep, more than \(maximumUserInfoDepth)")
+        }
+    }
     static let snoozeSuffix = "~snooze"
 
     /// Decodes a notification. `limits` nil means the object comes from the journal: limits that
@@ -121,16 +143,7 @@ enum NotificationCoding {
         spec.category = try r.string("category")
         spec.badge = try decodeBadge(r)
         if let userInfo = try r.object("userInfo") {
-            if let limits {
-                let size = JSON.object(userInfo).bytes.count
-                guard size <= limits.maxUserInfoBytes else {
-                    throw ChimeError(
-                        .payloadTooLarge,
-                        field: r.name("userInfo"),
-                        "\(r.name("userInfo")): \(size) bytes serialized, more than --max-userinfo-bytes \(limits.maxUserInfoBytes)"
-                    )
-                }
-            }
+            if let limits { try checkUserInfo(userInfo, at: r.name("userInfo"), limits: limits) }
             spec.userInfo = userInfo
         }
         spec.expiresAfter = try r.seconds("expiresAfter", min: 0, minInclusive: false, max: maxSeconds)
