@@ -92,6 +92,7 @@ import Testing
         try journal.close()
         #expect(try JournalTools.contents(of: scratch.path("missing/deeper")) == .entries(["data"]))
         #expect(try JournalTools.contents(of: scratch.path("nothing")) == .missing)
+        Disk.write(scratch.path("file"), [1])
         #expect(try JournalTools.contents(of: scratch.path("file")) == .notADirectory)
     }
 
