@@ -117,7 +117,7 @@ final class LoadClient: Sendable {
             switch event {
             case .connected: shared.value.withLock { $0.connected = true }
             case .disconnected: shared.value.withLock { $0.connected = false }
-            case .subscribed(let id): shared.value.withLock { _ = $0.subscribed.insert(id) }
+            case .subscribed(let id, _): shared.value.withLock { _ = $0.subscribed.insert(id) }
             case .message(let m):
                 let ok = m.payload.starts(with: Array(#"{"ok":true"#.utf8))
                 let now = monotonicSeconds()
@@ -228,7 +228,7 @@ final class DeliveryCollector: Sendable {
         client = try MQTTClient(options: options) { event in
             switch event {
             case .connected: shared.value.withLock { $0.connected = true }
-            case .subscribed(let id): shared.value.withLock { _ = $0.subscribed.insert(id) }
+            case .subscribed(let id, _): shared.value.withLock { _ = $0.subscribed.insert(id) }
             case .message(let m):
                 let now = monotonicSeconds()
                 var arrival: Double?

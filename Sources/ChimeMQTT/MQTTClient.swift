@@ -370,8 +370,8 @@ final class EventRouter: Sendable {
             mapped = .message(message)
         case .publish(let messageId, let reasonCode):
             mapped = .published(messageId: messageId, reasonCode: reasonCode)
-        case .subscribe(let messageId, _):
-            mapped = .subscribed(messageId: messageId)
+        case .subscribe(let messageId, let grantedQoS):
+            mapped = .subscribed(messageId: messageId, grantedQoS: grantedQoS)
         }
         if let handler = handler.withLock({ $0 }) {
             handler.call(mapped)

@@ -47,16 +47,20 @@ public final class MQTTRequester: Sendable {
         try await slot.wait(timeout: timeout, what)
     }
 
-    /// Subscribes and waits for the SUBACK. The filter is subscribed again after every reconnect.
+    /// Subscribes and waits for the SUBACK. A granted filter is subscribed again after every reconnect.
+    /// - Returns: the SUBACK's code for the filter: the granted QoS, or 0x80 and above when the broker
+    ///   refused it (0x87: not authorized).
     /// - Throws: `.noConnection` when not connected, `.timeout` without a SUBACK in time.
-    public func subscribe(_ filter: String, qos: Int = 1, timeout: Duration) async throws(MQTTError) {
+    @discardableResult
+    public func subscribe(_ filter: String, qos: Int = 1, timeout: Duration) async throws(MQTTError) -> Int32 {
         let slot = OneShot<Int32>()
         let messageId = try shared.track(slot, in: \.subscribeAcks) { () throws(MQTTError) -> Int32 in
             try client.subscribe(filter, qos: qos)
         }
         defer { shared.state.withLock { $0.subscribeAcks.waiters[messageId] = nil } }
-        _ = try await slot.wait(timeout: timeout, "no SUBACK for '\(filter)'")
-        shared.state.withLock { $0.filters[filter] = qos }
+        let code = try await slot.wait(timeout: timeout, "no SUBACK for '\(filter)'")
+        if code < 0x80 { shared.state.withLock { $0.filters[filter] = qos } }
+        return code
     }
 
     /// Publishes and, for QoS 1 and 2, waits for the broker's acknowledgement.
@@ -301,9 +305,10 @@ private final class Shared: Sendable {
         case .published(let messageId, let reasonCode):
             let waiter = state.withLock { $0.publishAcks.acknowledge(messageId, reasonCode) }
             waiter?.resolve(.success(reasonCode))
-        case .subscribed(let messageId):
-            let waiter = state.withLock { $0.subscribeAcks.acknowledge(messageId, 0) }
-            waiter?.resolve(.success(0))
+        case .subscribed(let messageId, let grantedQoS):
+            let code = grantedQoS.first { $0 >= 0x80 } ?? 0
+            let waiter = state.withLock { $0.subscribeAcks.acknowledge(messageId, code) }
+            waiter?.resolve(.success(code))
         }
     }
 

@@ -17,6 +17,9 @@ public struct MQTTMessage: Sendable, Hashable {
     public var payload: [UInt8]
     public var qos: Int
     public var retain: Bool
+    /// The packet identifier the broker sent it with (0 for QoS 0). A broker that sends a QoS 1
+    /// message again (after a reconnection) uses the same identifier.
+    public var messageId: Int32 = 0
     /// MQTT 5 Response Topic: where the sender wants the reply.
     public var responseTopic: String?
     /// MQTT 5 Correlation Data: opaque bytes to copy into the reply.
@@ -129,6 +132,7 @@ public enum MQTTEvent: Sendable {
     /// subscribers" is success, 0x80 and above a refusal such as 0x87 not authorized). For QoS 0 it
     /// reports that the message was written to the socket, with reason 0.
     case published(messageId: Int32, reasonCode: Int32)
-    /// The broker acknowledged our SUBSCRIBE `messageId` (SUBACK).
-    case subscribed(messageId: Int32)
+    /// The broker answered our SUBSCRIBE `messageId` (SUBACK): the QoS granted to each filter,
+    /// in order, or a refusal code (0x80 and above, such as 0x87 not authorized).
+    case subscribed(messageId: Int32, grantedQoS: [Int32])
 }

@@ -227,6 +227,7 @@ final class Mosquitto: @unchecked Sendable {
             qos: Int(message.qos),
             retain: message.retain
         )
+        copy.messageId = message.mid
         var property = properties
         while let current = property {
             readProperty(current, into: &copy)

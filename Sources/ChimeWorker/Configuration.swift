@@ -20,6 +20,8 @@ public struct WorkerConfiguration: Sendable {
     public var fsync: FsyncPolicy
     public var engine: EngineConfiguration
     public var limits: CommandLimits
+    /// `--device-rate` and `--device-burst`: the engine time each device may use.
+    public var deviceBudget: DeviceBudget
     /// `--stats-interval` in seconds; 0 turns stats off.
     public var statsInterval: Int
     /// `--snapshot-bytes`: journal bytes written since the last snapshot that trigger the next.
@@ -38,6 +40,12 @@ public struct WorkerConfiguration: Sendable {
         .init("max-pending-per-device", default: "1000", "notifications a device may hold"),
         .init("max-command-bytes", default: "262144", "largest command payload"),
         .init("max-userinfo-bytes", default: "4096", "largest serialized userInfo"),
+        .init(
+            "device-rate",
+            default: "250",
+            "milliseconds of engine time per second one device may use (past it: rate_limited); 0: no limit"
+        ),
+        .init("device-burst", default: "1000", "milliseconds of engine time one device may use at once"),
         .init("stats-interval", default: "10", "seconds between stats publications; 0 turns them off"),
         .init("snapshot-bytes", default: "268435456", "journal bytes since the last snapshot that trigger the next"),
         .init("log-level", default: "info", "trace, debug, info, notice, warning, error"),
@@ -84,6 +92,10 @@ public struct WorkerConfiguration: Sendable {
         limits = CommandLimits(
             maxCommandBytes: try flags.integer("max-command-bytes", in: 256...268_435_456),
             maxUserInfoBytes: try flags.integer("max-userinfo-bytes", in: 2...16_777_216)
+        )
+        deviceBudget = DeviceBudget(
+            rate: Double(try flags.integer("device-rate", in: 0...1000)),
+            burst: Double(try flags.integer("device-burst", in: 1...60_000))
         )
         statsInterval = try flags.integer("stats-interval", in: 0...86_400)
         snapshotBytes = try flags.integer("snapshot-bytes", in: 65_536...(1 << 40))

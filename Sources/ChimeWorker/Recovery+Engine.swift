@@ -28,12 +28,12 @@ extension Engine {
         // The records are decoded on another thread while the snapshot is restored here: decoding
         // is pure, and on a large directory both take a good part of the start-up.
         let records = recovery.records
-        let decoded = Mutex<[Result<JournalEntry, JournalEntryError>]?>(nil)
+        let decoded = Mutex<[Result<(entry: JournalEntry, key: CommandKey?), JournalEntryError>]?>(nil)
         let decoding = DispatchGroup()
         DispatchQueue.global().async(group: decoding) {
             let entries = records.map { record in
                 Result { () throws(JournalEntryError) in
-                    try JournalEntry.decode(kind: record.type, payload: record.payload)
+                    try JournalEntry.decodeRecord(kind: record.type, payload: record.payload)
                 }
             }
             decoded.withLock { $0 = entries }
@@ -57,7 +57,8 @@ extension Engine {
         let entries = decoded.withLock { $0 ?? [] }
         for (i, (record, entry)) in zip(records, entries).enumerated() {
             do {
-                engine.apply(try entry.get())
+                let (entry, key) = try entry.get()
+                engine.apply(entry, key: key)
             } catch {
                 throw WorkerError(
                     "journal record \(record.sequence) in \(directory) cannot be read: \(error); "

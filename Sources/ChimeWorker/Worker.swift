@@ -165,6 +165,7 @@ final class WorkerLoop {
     let journal: Journal
     let client: MQTTClient
     let decoder: CommandDecoder
+    var budget: DeviceBudget
     var random = SystemRandomNumberGenerator()
 
     /// Replies waiting for the journal commit that makes their commands durable.
@@ -174,6 +175,8 @@ final class WorkerLoop {
     var connected = false
     /// The message id of the command subscription, to know when it is in place.
     var subscription: Int32?
+    /// When to ask again for a command subscription the broker refused.
+    var resubscribeAt: ContinuousClock.Instant?
     var stopping = false
     var stopDeadline: ContinuousClock.Instant?
     /// A delivery record could not be journaled: memory is ahead of the journal until a
@@ -204,6 +207,7 @@ final class WorkerLoop {
         self.journal = journal
         self.client = client
         self.decoder = CommandDecoder(limits: configuration.limits)
+        self.budget = configuration.deviceBudget
     }
 
     static func statusPayload(state: String, configuration: WorkerConfiguration, extra: JSONObject = [:]) -> [UInt8] {
@@ -234,17 +238,10 @@ final class WorkerLoop {
                         stopDeadline = .now + .seconds(5)
                     }
                 }
+                // A long batch of commands does not hold up what falls due meanwhile.
+                if ContinuousClock.now - lastTick >= Self.tickInterval { tick() }
             }
-            if !stopping {
-                let now = wallClock()
-                let room = Self.maxDeliveriesInFlight - engine.inflightCount
-                for output in engine.tick(now: now, limit: room) {
-                    switch output {
-                    case .publish(let delivery): publish(delivery)
-                    case .write(let entry): record(entry)
-                    }
-                }
-            }
+            tick()
             do {
                 let syncing = journal.hasUnsyncedData
                 let before = ContinuousClock.now
@@ -256,6 +253,7 @@ final class WorkerLoop {
                 throw WorkerError("journal sync failed, exiting so that recovery reads what is on disk: \(error)")
             }
             flushReplies()
+            if let at = resubscribeAt, connected, ContinuousClock.now >= at { subscribe() }
             maybeSnapshot()
             maybePublishStats()
             if stopping && (engine.inflightCount == 0 || !connected || ContinuousClock.now >= stopDeadline!) {
@@ -263,6 +261,23 @@ final class WorkerLoop {
             }
         }
         try shutdown()
+    }
+
+    /// When the engine last delivered what was due.
+    var lastTick = ContinuousClock.now
+    /// The longest the loop handles commands without delivering what fell due meanwhile.
+    static let tickInterval: Duration = .milliseconds(10)
+
+    func tick() {
+        lastTick = .now
+        guard !stopping else { return }
+        let room = Self.maxDeliveriesInFlight - engine.inflightCount
+        for output in engine.tick(now: wallClock(), limit: room) {
+            switch output {
+            case .publish(let delivery): publish(delivery)
+            case .write(let entry): record(entry)
+            }
+        }
     }
 
     /// Deliveries published and not yet acknowledged, at most. More would only queue up inside
@@ -291,11 +306,7 @@ final class WorkerLoop {
             stats.reconnects += 1
             logger.info("connected", ["sessionPresent": "\(sessionPresent)"])
             // Subscribe on every connection: a broker that lost its sessions forgets them.
-            do {
-                subscription = try client.subscribe(configuration.topics.commandFilter, qos: 1)
-            } catch {
-                logger.error("cannot subscribe after connecting: \(error)")
-            }
+            subscribe()
             engine.setConnected(!stopping)
         case .disconnected(let reason):
             connected = false
@@ -303,14 +314,36 @@ final class WorkerLoop {
             if !stopping { logger.warning("disconnected from the broker; reconnecting", ["reason": "\(reason)"]) }
         case .message(let message):
             command(message)
-        case .published(let messageId, _):
+        case .published(let messageId, let reasonCode):
             guard let token = tokensByMessageId.removeValue(forKey: messageId) else { return }
+            if reasonCode >= 0x80 {
+                // Refused (an ACL, a quota): not delivered. It stays due and is retried later.
+                stats.refusedDeliveries += 1
+                let retry = engine.publishRefused(token, now: wallClock())
+                logger.warning(
+                    "the broker refused a delivery; it stays due",
+                    ["reason": "0x\(String(reasonCode, radix: 16))", "retryMs": "\(retry ?? 0)"]
+                )
+                return
+            }
             if let entry = engine.acknowledged(token) {
                 stats.deliveries += 1
                 record(entry)
             }
-        case .subscribed(let messageId):
+        case .subscribed(let messageId, let grantedQoS):
             guard messageId == subscription else { return }
+            if let refusal = grantedQoS.first(where: { $0 >= 0x80 }) ?? (grantedQoS.isEmpty ? 0x80 : nil) {
+                // Not online: commands cannot reach us. Ask again in a while (an ACL can be fixed
+                // and reloaded without a reconnection).
+                stats.subscriptionRefusals += 1
+                subscription = nil
+                resubscribeAt = .now + .seconds(10)
+                logger.error(
+                    "the broker refused the command subscription: no command can reach this worker (check the broker's ACL for its account)",
+                    ["filter": configuration.topics.commandFilter, "reason": "0x\(String(refusal, radix: 16))"]
+                )
+                return
+            }
             // Online only once commands can reach us.
             _ = try? client.publish(
                 topic: configuration.topics.workerStatus(configuration.workerId),
@@ -323,6 +356,15 @@ final class WorkerLoop {
                 retain: true
             )
             logger.notice("serving", ["commands": configuration.topics.commandFilter])
+        }
+    }
+
+    func subscribe() {
+        resubscribeAt = nil
+        do {
+            subscription = try client.subscribe(configuration.topics.commandFilter, qos: 1)
+        } catch {
+            logger.error("cannot subscribe after connecting: \(error)")
         }
     }
 
@@ -347,6 +389,31 @@ final class WorkerLoop {
             queueReply(Reply(op: address.opName, requestId: nil, outcome: .failure(problem)), to: replyTo)
             return
         }
+        // Each device pays for the engine time its commands take; one that has used its share is
+        // refused before its command is even parsed.
+        let now = wallClock()
+        let admission = budget.admits(address.deviceId, now: now)
+        guard admission.admitted else {
+            stats.rateLimited += 1
+            if let replyTo {
+                let error = ChimeError(
+                    .rateLimited,
+                    "device \(address.deviceId) used its share of the worker (--device-rate \(Int(budget.rate)) ms/s); "
+                        + "try again in \(admission.retryAfterMs) ms"
+                )
+                queueReply(Reply(op: address.opName, requestId: nil, outcome: .failure(error)), to: replyTo)
+            }
+            return
+        }
+        let started = ContinuousClock.now
+        defer {
+            let cost = ContinuousClock.now - started
+            budget.charge(
+                address.deviceId,
+                milliseconds: Double(cost.components.attoseconds) / 1e15 + Double(cost.components.seconds) * 1000,
+                now: now
+            )
+        }
         let op = address.op!
         let request: Request
         switch decoder.decode(deviceId: address.deviceId, op: op, payload: message.payload) {
@@ -363,13 +430,25 @@ final class WorkerLoop {
                 )
             }
             return
-        case .success(let r):
+        case .success(var r):
+            r.key = CommandKey.of(
+                op: op.rawValue,
+                payload: message.payload,
+                correlationData: message.correlationData,
+                hasRequestId: r.requestId != nil,
+                packetId: message.messageId,
+                qos: message.qos
+            )
             request = r
         }
         guard let replyTo else { return }
-        switch engine.decide(request, now: wallClock(), random: &random) {
+        switch engine.decide(request, now: now, random: &random) {
         case .reply(let reply):
             if !reply.isOK { stats.errors += 1 }
+            if case .success(let result) = reply.outcome, result["duplicate"] == true {
+                stats.duplicates += 1
+                logger.info("a command was received again and not applied again", ["device": address.deviceId])
+            }
             queueReply(reply, to: replyTo)
         case .write(let entry):
             if diverged {
@@ -383,7 +462,7 @@ final class WorkerLoop {
                 return
             }
             do {
-                try journal.append(type: entry.kind.rawValue, payload: entry.encode())
+                try journal.append(type: entry.kind.rawValue, payload: entry.encode(key: request.key))
             } catch {
                 stats.errors += 1
                 logger.error("journal write failed; command refused", ["error": "\(error)"])
@@ -396,7 +475,7 @@ final class WorkerLoop {
                 )
                 return
             }
-            let result = engine.apply(entry) ?? [:]
+            let result = engine.apply(entry, key: request.key) ?? [:]
             queueReply(Reply(request: request, result: result), to: replyTo)
         }
     }

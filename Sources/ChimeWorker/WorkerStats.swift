@@ -56,6 +56,14 @@ final class WorkerStats {
     var deliveries = 0
     var lateDeliveries = 0
     var reconnects = 0
+    /// Deliveries the broker refused (PUBACK reason 0x80 or more); each stays due and is retried.
+    var refusedDeliveries = 0
+    /// SUBACKs that refused the command subscription.
+    var subscriptionRefusals = 0
+    /// Commands answered `rate_limited`.
+    var rateLimited = 0
+    /// Commands recognised as a redelivery of one already applied, and not applied again.
+    var duplicates = 0
     /// Milliseconds from when a delivery was due to when it was published.
     var lateness = Histogram()
     /// Milliseconds each journal sync took.
@@ -73,6 +81,10 @@ final class WorkerStats {
             "lateness": .object(lateness.json),
             "fsync": .object(fsync.json),
             "reconnects": .int(Int64(reconnects)),
+            "refusedDeliveries": .int(Int64(refusedDeliveries)),
+            "subscriptionRefusals": .int(Int64(subscriptionRefusals)),
+            "rateLimited": .int(Int64(rateLimited)),
+            "duplicates": .int(Int64(duplicates)),
         ]
     }
 }

@@ -63,7 +63,7 @@ public final class MQTTEventRecorder: Sendable {
     }
 
     public var subscribed: Set<Int32> {
-        Set(all.compactMap { if case .subscribed(let id) = $0 { id } else { nil } })
+        Set(all.compactMap { if case .subscribed(let id, _) = $0 { id } else { nil } })
     }
 
     /// Forgets what was recorded.

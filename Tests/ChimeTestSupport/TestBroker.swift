@@ -174,6 +174,11 @@ public final class TestBroker: Sendable {
         process.withLock { $0?.signal(SIGSTOP) }
     }
 
+    /// Makes the broker read its password and ACL files again (SIGHUP).
+    public func reload() {
+        process.withLock { $0?.signal(SIGHUP) }
+    }
+
     /// Thaws a paused broker (SIGCONT).
     public func resume() {
         process.withLock { $0?.signal(SIGCONT) }

@@ -100,6 +100,7 @@ extension WorkerFixture {
 extension JSONObject {
     /// `error.code` of a reply.
     var errorCode: String? { self["error"]?.objectValue?["code"]?.stringValue }
+    var errorField: String? { self["error"]?.objectValue?["field"]?.stringValue }
     var isOK: Bool { self["ok"] == true }
 }
 

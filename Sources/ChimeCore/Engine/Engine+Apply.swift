@@ -2,8 +2,13 @@ extension Engine {
     /// Applies a journal entry: the one way durable state changes, live and in recovery.
     ///
     /// Returns the `result` of the reply for command entries (nil for delivery records).
+    /// - Parameter key: the command's ``CommandKey``, journaled with it: a later command with the
+    ///   same key is a duplicate (``decide(_:now:random:)``).
     @discardableResult
-    public func apply(_ entry: JournalEntry) -> JSONObject? {
+    public func apply(_ entry: JournalEntry, key: CommandKey? = nil) -> JSONObject? {
+        if let key, let at = entry.commandTime {
+            commandKeys.insert(key, device: entry.deviceId, at: at.milliseconds)
+        }
         switch entry {
         case .schedule(let deviceId, let at, let replaced, let notifications):
             let device = device(deviceId)
@@ -145,6 +150,7 @@ extension Engine {
         device.notifications.removeValue(forKey: n.id)
         n.removed = true
         n.armedDue = nil
+        if !refusals.isEmpty { refusals.removeValue(forKey: ObjectIdentifier(n)) }
         if n.isListed {
             device.listedCount -= 1
             pendingCount -= 1

@@ -185,6 +185,7 @@ extension Engine {
     public func acknowledged(_ token: UInt64) -> JournalEntry? {
         guard let f = inflight.removeValue(forKey: token) else { return nil }
         let n = f.notification
+        if !refusals.isEmpty { refusals.removeValue(forKey: ObjectIdentifier(n)) }
         if let device = devices[n.deviceId], let i = device.inflightBadges.firstIndex(where: { $0.token == token }) {
             device.inflightBadges.remove(at: i)
         }
@@ -205,15 +206,42 @@ extension Engine {
     /// A delivery could not be handed to the MQTT client (not connected, queue full): forget
     /// it and arm its notification again from its durable state, so it is sent later.
     public func publishFailed(_ token: UInt64) {
-        guard let f = inflight.removeValue(forKey: token) else { return }
+        _ = rearm(token)
+    }
+
+    /// The broker refused a delivery (a PUBACK reason code of 0x80 or more: not authorized, quota
+    /// exceeded, ...): it is not delivered, so its occurrence stays due and is sent again, after
+    /// ``refusalBackoff(attempt:)``, doubling with each refusal in a row.
+    /// - Returns: the delay before the retry, in milliseconds (nil for an unknown token).
+    @discardableResult
+    public func publishRefused(_ token: UInt64, now: Instant) -> Int64? {
+        guard let n = rearm(token), !n.removed else { return nil }
+        let key = ObjectIdentifier(n)
+        let attempt = (refusals[key] ?? 0) + 1
+        refusals[key] = attempt
+        let delay = Self.refusalBackoff(attempt: attempt)
+        if let due = n.armedDue { setTimer(n, max(due, now.milliseconds + delay)) }
+        return delay
+    }
+
+    /// The wait before retrying a delivery refused `attempt` times in a row: 1 s, doubling, at
+    /// most 5 minutes (PROTOCOL.md section 7).
+    public static func refusalBackoff(attempt: Int) -> Int64 {
+        min(1000 << Int64(min(attempt - 1, 20)), 300_000)
+    }
+
+    /// Forgets an in-flight delivery and arms its notification from its durable state.
+    private func rearm(_ token: UInt64) -> StoredNotification? {
+        guard let f = inflight.removeValue(forKey: token) else { return nil }
         let n = f.notification
-        guard let device = devices[n.deviceId] else { return }
+        guard let device = devices[n.deviceId] else { return nil }
         device.inflightBadges.removeAll { $0.token == token }
         if !n.removed && n.version == f.version {
             n.sentThrough = nil
             arm(n, device)
         }
         dropIfEmpty(device)
+        return n
     }
 
     func fireId(_ id: String, _ o: Occurrence) -> String { "\(id)@\(o.instant.rfc3339())" }

@@ -12,13 +12,15 @@ public struct EngineSnapshot: Sendable {
     let devices: [Device]
     let notifications: [(notification: StoredNotification, state: DurableState)]
     let nextVersion: UInt64
+    /// Each device's recent command keys (``CommandKeyWindow``).
+    let commandKeys: [String: [(key: CommandKey, at: Int64)]]
 
-    /// The current snapshot format (2: binary entries, see ``SnapshotCoding``). Readers accept
-    /// this and every earlier one (1: JSON entries).
-    public static let format: Int64 = 2
+    /// The current snapshot format (3: binary entries with command keys, see ``SnapshotCoding``).
+    /// Readers accept this and every earlier one (2: binary entries, 1: JSON entries).
+    public static let format: Int64 = 3
 
     /// How many entries ``forEachEntry(_:)`` produces.
-    public var entryCount: Int { 1 + devices.count + notifications.count }
+    public var entryCount: Int { 1 + devices.count + notifications.count + commandKeys.count }
 
     /// Calls `body` with each snapshot entry: a header, then each device, then each
     /// notification.
@@ -31,6 +33,7 @@ public struct EngineSnapshot: Sendable {
             SnapshotCoding.encode(n, state, into: &w)
             try body(w.bytes)
         }
+        for (device, keys) in commandKeys { try body(SnapshotCoding.encode(commandKeys: keys, of: device)) }
     }
 }
 
@@ -52,7 +55,12 @@ extension Engine {
             )
             for n in device.notifications.values { notifications.append((n, n.durable)) }
         }
-        return EngineSnapshot(devices: list, notifications: notifications, nextVersion: nextVersion)
+        return EngineSnapshot(
+            devices: list,
+            notifications: notifications,
+            nextVersion: nextVersion,
+            commandKeys: commandKeys.devices
+        )
     }
 
     /// Starts recovery: state is rebuilt with ``restore(snapshotEntry:)`` and ``apply(_:)``, then
@@ -61,6 +69,7 @@ extension Engine {
         replaying = true
         arming = true
         devices = [:]
+        commandKeys.removeAll()
         heap.removeAll()
         inflight = [:]
         pendingCount = 0

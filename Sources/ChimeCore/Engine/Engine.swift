@@ -64,6 +64,11 @@ public final class Engine {
     var nextVersion: UInt64 = 1
     var heap = TimerHeap()
     var inflight: [UInt64: InFlight] = [:]
+    /// Notifications whose last delivery the broker refused, with how many times in a row: their
+    /// retries back off (``publishRefused(_:now:)``). Cleared by an acknowledged delivery.
+    var refusals: [ObjectIdentifier: Int] = [:]
+    /// The keys of recently applied commands, to recognise redeliveries.
+    var commandKeys = CommandKeyWindow()
     var nextToken: UInt64 = 1
     var connected = false
     /// While replaying the journal, derived state (next occurrences, timers) is left for
@@ -120,6 +125,11 @@ public final class Engine {
     /// Decides what a command does. Reads and errors are answered at once; changes come back
     /// as a journal entry. Nothing changes until the entry is applied.
     public func decide(_ request: Request, now: Instant, random: inout some RandomNumberGenerator) -> Decision {
+        if request.op.changesState, let key = request.key,
+            commandKeys.contains(key, device: request.deviceId, now: now)
+        {
+            return .reply(Reply(request: request, result: ["duplicate": true]))
+        }
         do throws(ChimeError) {
             switch request.command {
             case .schedule(let notifications, let replace, let batch):

@@ -30,7 +30,9 @@ extension EngineSnapshot {
         var devices: [String: Device] = [:]
         var notifications: [String: [(notification: StoredNotification, state: DurableState)]] = [:]
         var nextVersion: UInt64 = 1
+        var commandKeys: [String: [(key: CommandKey, at: Int64)]] = [:]
         for part in parts {
+            for (device, keys) in part.commandKeys where isIncluded(device) { commandKeys[device] = keys }
             nextVersion = max(nextVersion, part.nextVersion)
             var fromPart: [String: [(notification: StoredNotification, state: DurableState)]] = [:]
             for entry in part.notifications where isIncluded(entry.notification.deviceId) {
@@ -44,7 +46,8 @@ extension EngineSnapshot {
         self.init(
             devices: Array(devices.values),
             notifications: notifications.values.flatMap { $0 },
-            nextVersion: nextVersion
+            nextVersion: nextVersion,
+            commandKeys: commandKeys
         )
     }
 }

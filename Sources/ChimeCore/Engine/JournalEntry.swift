@@ -16,6 +16,16 @@ public enum JournalEntry: Hashable, Sendable {
     /// An occurrence passed over: expired, or missed under `misfire: skip`.
     case dropped(OccurrenceRecord)
 
+    /// When the worker received the command, for command entries; nil for delivery records.
+    public var commandTime: Instant? {
+        switch self {
+        case .schedule(_, let at, _, _), .cancel(_, let at, _), .setEnabled(_, let at, _, _), .device(_, let at, _),
+            .snooze(_, let at, _, _):
+            return at
+        case .delivered, .dropped: return nil
+        }
+    }
+
     public var deviceId: String {
         switch self {
         case .schedule(let d, _, _, _), .cancel(let d, _, _), .setEnabled(let d, _, _, _), .device(let d, _, _),
@@ -121,9 +131,22 @@ extension JournalEntry {
         return o
     }
 
-    public func encode() -> [UInt8] { JSON.object(json).bytes }
+    /// The record payload; `key`, the command's ``CommandKey``, goes in it as `"key"`.
+    public func encode(key: CommandKey? = nil) -> [UInt8] {
+        var o = json
+        if let key { o.append("key", .string(key.description)) }
+        return JSON.object(o).bytes
+    }
 
     public static func decode(kind rawKind: UInt8, payload: [UInt8]) throws(JournalEntryError) -> JournalEntry {
+        try decodeRecord(kind: rawKind, payload: payload).entry
+    }
+
+    /// The entry and the command key a record holds.
+    public static func decodeRecord(
+        kind rawKind: UInt8,
+        payload: [UInt8]
+    ) throws(JournalEntryError) -> (entry: JournalEntry, key: CommandKey?) {
         guard let kind = Kind(rawValue: rawKind) else {
             throw JournalEntryError(description: "unknown record type \(rawKind)")
         }
@@ -139,7 +162,12 @@ extension JournalEntry {
             throw JournalEntryError(description: "\(kind.name) record: \(error)")
         }
         do throws(ChimeError) {
-            return try decode(kind, FieldReader(object))
+            var key: CommandKey?
+            if let hex = try FieldReader(object).string("key") {
+                guard let k = CommandKey(hex: hex) else { throw .invalid("key", "not 16 hex digits") }
+                key = k
+            }
+            return (try decode(kind, FieldReader(object)), key)
         } catch {
             throw JournalEntryError(description: "\(kind.name) record: \(error.message)")
         }

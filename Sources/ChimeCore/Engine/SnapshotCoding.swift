@@ -11,11 +11,26 @@ enum SnapshotCoding {
     static let header = UInt8(ascii: "H")
     static let device = UInt8(ascii: "D")
     static let notification = UInt8(ascii: "N")
+    /// A device's recent command keys (format 3): the device id, a `UInt32` count, then each key
+    /// as a `UInt64` and its receive time as an `Int64`, oldest first.
+    static let commandKeys = UInt8(ascii: "K")
+
+    static func encode(commandKeys keys: [(key: CommandKey, at: Int64)], of deviceId: String) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(commandKeys)
+        w.string(deviceId)
+        w.u32(UInt32(keys.count))
+        for (key, at) in keys {
+            w.u64(key.value)
+            w.i64(at)
+        }
+        return w.bytes
+    }
 
     static func encodeHeader(nextVersion: UInt64) -> [UInt8] {
         var w = ByteWriter()
         w.u8(header)
-        w.u8(2)
+        w.u8(UInt8(EngineSnapshot.format))
         w.u64(nextVersion)
         return w.bytes
     }
@@ -123,6 +138,15 @@ extension Engine {
                 }
                 device.quietHours = QuietHours(start: times[0], end: times[1])
             }
+        case SnapshotCoding.commandKeys:
+            let deviceId = try r.string()
+            let count = Int(try r.u32())
+            guard count <= CommandKeyWindow.perDevice else {
+                throw RecoveryError(description: "device \(deviceId): \(count) command keys, more than a window holds")
+            }
+            var keys: [(key: CommandKey, at: Int64)] = []
+            for _ in 0..<count { keys.append((CommandKey(try r.u64()), try r.i64())) }
+            commandKeys.restore(device: deviceId, keys: keys)
         case SnapshotCoding.notification:
             // Entries come device by device: look the device up once per run of them.
             let deviceId = try r.string()
@@ -278,6 +302,8 @@ struct ByteWriter {
         withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
+    mutating func u32(_ v: UInt32) { i32(Int32(bitPattern: v)) }
+
     mutating func bytes<C: Collection<UInt8>>(_ b: C) {
         i32(Int32(b.count))
         bytes.append(contentsOf: b)
@@ -315,6 +341,7 @@ struct ByteReader {
     mutating func u64() throws(RecoveryError) -> UInt64 { try load(UInt64.self) }
     mutating func i64() throws(RecoveryError) -> Int64 { try load(Int64.self) }
     mutating func i32() throws(RecoveryError) -> Int32 { try load(Int32.self) }
+    mutating func u32() throws(RecoveryError) -> UInt32 { try load(UInt32.self) }
 
     mutating func bytes() throws(RecoveryError) -> [UInt8] {
         let n = Int(try i32())

@@ -12,6 +12,7 @@ public struct ChimeError: Error, Hashable, Sendable, CustomStringConvertible {
             case neverFires = "never_fires"
             case notFound = "not_found"
             case quotaExceeded = "quota_exceeded"
+            case rateLimited = "rate_limited"
             case unavailable = "unavailable"
             case `internal` = "internal"
         }
@@ -35,6 +36,9 @@ public struct ChimeError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let notFound = Code(.notFound)
         /// The device would hold more than `--max-pending-per-device` notifications.
         public static let quotaExceeded = Code(.quotaExceeded)
+        /// The device used up its share of the worker (`--device-rate`); the message says when to
+        /// try again. Nothing was changed.
+        public static let rateLimited = Code(.rateLimited)
         /// The journal cannot take writes; nothing was changed.
         public static let unavailable = Code(.unavailable)
         /// A bug: the worker could not handle a valid command.

@@ -39,12 +39,16 @@ public struct Request: Hashable, Sendable {
     public var op: Operation
     public var requestId: String?
     public var command: Command
+    /// What tells a redelivery of this command from a new one (set by the worker from the MQTT
+    /// message); nil: it cannot be told.
+    public var key: CommandKey?
 
-    public init(deviceId: String, op: Operation, requestId: String? = nil, command: Command) {
+    public init(deviceId: String, op: Operation, requestId: String? = nil, command: Command, key: CommandKey? = nil) {
         self.deviceId = deviceId
         self.op = op
         self.requestId = requestId
         self.command = command
+        self.key = key
     }
 }
 
@@ -54,6 +58,11 @@ public struct CommandLimits: Hashable, Sendable {
     public var maxCommandBytes: Int = 262_144
     /// `--max-userinfo-bytes`.
     public var maxUserInfoBytes: Int = 4096
+
+    /// How deeply a `userInfo` object may nest (itself counting as 1). Journal records, snapshots,
+    /// `list` replies and deliveries put it at most 5 levels inside their own objects, so with this
+    /// bound everything Chime accepts it can also read back within ``JSON/maximumDepth``.
+    public static let maximumUserInfoDepth = 32
 
     public init(maxCommandBytes: Int = 262_144, maxUserInfoBytes: Int = 4096) {
         self.maxCommandBytes = maxCommandBytes

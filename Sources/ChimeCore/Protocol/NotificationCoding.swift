@@ -14,11 +14,6 @@ enum NotificationCoding {
 
     static let maxSeconds: Double = 315_360_000
 
-    /// How deeply a `userInfo` object may nest (itself counting as 1). Journal records, snapshots,
-    /// `list` replies and deliveries put it at most 5 levels inside their own objects, so with this
-    /// bound everything Chime accepts it can also read back within ``JSON/maximumDepth``.
-    public static let maximumUserInfoDepth = 32
-
     /// Checks the limits on a client's `userInfo` (in a notification or a `match` selector):
     /// its serialized size and its nesting.
     static func checkUserInfo(_ userInfo: JSONObject, at field: String, limits: CommandLimits) throws(ChimeError) {
@@ -31,8 +26,8 @@ enum NotificationCoding {
             )
         }
         let depth = JSON.object(userInfo).depth
-        guard depth <= maximumUserInfoDepth else {
-            throw .invalid(field, "nested \(depth) levels deep, more than \(maximumUserInfoDepth)")
+        guard depth <= CommandLimits.maximumUserInfoDepth else {
+            throw .invalid(field, "nested \(depth) levels deep, more than \(CommandLimits.maximumUserInfoDepth)")
         }
     }
     static let snoozeSuffix = "~snooze"

@@ -1,6 +1,10 @@
 /// The operations a client may publish to `P/{deviceId}/cmd/{op}`.
 public enum Operation: String, Hashable, Sendable, CaseIterable {
     case schedule, cancel, pause, resume, list, preview, device, snooze
+
+    /// Whether the operation can change state (and so must not be applied twice). A `device` or
+    /// `cancel` that changes nothing is not journaled, so it is never taken for a duplicate.
+    public var changesState: Bool { self != .list && self != .preview }
 }
 
 /// Device ids: 1 to 128 characters from `A-Z a-z 0-9 _ . : @ -`, not starting with `$`.

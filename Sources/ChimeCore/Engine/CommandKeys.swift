@@ -1,0 +1,128 @@
+/// What makes two commands the same command, for telling an MQTT redelivery (or a client's retry)
+/// from a new command (PROTOCOL.md section 4, "Idempotency").
+///
+/// A 64-bit FNV-1a digest of the operation, the payload and the MQTT 5 Correlation Data; when the
+/// command carries neither a `requestId` nor Correlation Data, also of the MQTT packet identifier,
+/// which a broker keeps when it sends a message again. The digest is stored in the journal, so it
+/// must never change between versions: it is not Swift's (per-process seeded) `Hasher`.
+public struct CommandKey: Hashable, Sendable, CustomStringConvertible {
+    public var value: UInt64
+
+    public init(_ value: UInt64) { self.value = value }
+
+    /// The key of a command as it arrived, or nil when a redelivery cannot be told from a new
+    /// command: QoS 0 without `requestId` or Correlation Data (a broker never sends QoS 0 twice,
+    /// and every such message has packet identifier 0).
+    public static func of(
+        op: String,
+        payload: [UInt8],
+        correlationData: [UInt8]?,
+        hasRequestId: Bool,
+        packetId: Int32,
+        qos: Int
+    ) -> CommandKey? {
+        let keyed = hasRequestId || correlationData != nil
+        guard keyed || qos > 0 else { return nil }
+        var h = FNV1a()
+        h.add(op.utf8)
+        h.add(0)
+        h.add(payload)
+        h.add(correlationData == nil ? 0 : 1)
+        h.add(correlationData ?? [])
+        if !keyed { withUnsafeBytes(of: packetId.littleEndian) { h.add($0) } }
+        return CommandKey(h.value)
+    }
+
+    /// Sixteen hex digits, as the journal stores it.
+    public var description: String {
+        let hex = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    public init?(hex: String) {
+        guard hex.utf8.count == 16, let v = UInt64(hex, radix: 16) else { return nil }
+        value = v
+    }
+}
+
+private struct FNV1a {
+    var value: UInt64 = 0xcbf2_9ce4_8422_2325
+
+    mutating func add(_ byte: UInt8) {
+        value = (value ^ UInt64(byte)) &* 0x100_0000_01b3
+    }
+
+    mutating func add<S: Sequence<UInt8>>(_ bytes: S) {
+        for b in bytes { add(b) }
+    }
+}
+
+/// The keys of the state-changing commands applied recently: a command whose key is here is a
+/// duplicate and is not applied again.
+///
+/// Bounded three ways (PROTOCOL.md section 4): the newest ``perDevice`` keys of each device, none
+/// older than ``maximumAge`` (by the journal's receive times, so replay rebuilds the same window),
+/// and at most ``total`` over all devices, the oldest going first.
+struct CommandKeyWindow: Sendable {
+    static let perDevice = 64
+    static let total = 1_000_000
+    static let maximumAge: Int64 = 86_400_000
+
+    /// Each device's keys, oldest first.
+    private(set) var devices: [String: [(key: CommandKey, at: Int64)]] = [:]
+    /// Every insertion, oldest first (from `head`): what expires next. An entry whose key its
+    /// device already dropped (past `perDevice`) is skipped when it comes up.
+    private var order: [(device: String, key: CommandKey, at: Int64)] = []
+    private var head = 0
+
+    var count: Int { order.count - head }
+
+    /// Keys read from a snapshot, device by device, to be put in time order before first use.
+    private var staged: [(device: String, key: CommandKey, at: Int64)] = []
+
+    mutating func contains(_ key: CommandKey, device: String, now: Instant) -> Bool {
+        if !staged.isEmpty { insertStaged() }
+        guard let keys = devices[device] else { return false }
+        let oldest = now.milliseconds - Self.maximumAge
+        return keys.contains { $0.key == key && $0.at >= oldest }
+    }
+
+    mutating func insert(_ key: CommandKey, device: String, at: Int64) {
+        if !staged.isEmpty { insertStaged() }
+        var keys = devices.removeValue(forKey: device) ?? []
+        if keys.count == Self.perDevice { keys.removeFirst() }
+        keys.append((key, at))
+        devices[device] = keys
+        order.append((device, key, at))
+        while count > 0 && (count > Self.total || order[head].at < at - Self.maximumAge) {
+            let old = order[head]
+            head += 1
+            if var keys = devices[old.device], let i = keys.firstIndex(where: { $0.key == old.key && $0.at == old.at })
+            {
+                keys.remove(at: i)
+                devices[old.device] = keys.isEmpty ? nil : keys
+            }
+        }
+        // Reclaim the expired prefix once it is the larger part.
+        if head > 1024 && head * 2 > order.count {
+            order.removeFirst(head)
+            head = 0
+        }
+    }
+
+    /// A device's keys from a snapshot, oldest first. Devices come in any order: the window is
+    /// rebuilt in time order when it is next used.
+    mutating func restore(device: String, keys: [(key: CommandKey, at: Int64)]) {
+        for (key, at) in keys { staged.append((device, key, at)) }
+    }
+
+    private mutating func insertStaged() {
+        let keys = staged.sorted { $0.at < $1.at }
+        staged = []
+        for k in keys { insert(k.key, device: k.device, at: k.at) }
+    }
+
+    mutating func removeAll() {
+        self = CommandKeyWindow()
+    }
+}

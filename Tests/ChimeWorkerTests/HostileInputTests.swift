@@ -1,0 +1,304 @@
+import ChimeCore
+import ChimeMQTT
+import ChimeTestSupport
+import Foundation
+import Testing
+
+/// The findings of a hostile review, each against the real chimed and mosquitto: what chimed
+/// acknowledges it can read back, numbers stay exact, no device writes into another's replies,
+/// refused deliveries are not lost, a redelivered command is applied once, and a flooding device
+/// is slowed down while others are served.
+@Suite(.serialized) struct HostileInputTests {
+    /// `{"k":{"k":...{"k":1}...}}`, `depth` levels deep.
+    static func nested(_ depth: Int) -> String {
+        String(repeating: #"{"k":"#, count: depth - 1) + #"{"k":1}"# + String(repeating: "}", count: depth - 1)
+    }
+
+    @Test func whateverIsAcknowledgedIsReadBackAfterARestart() async throws {
+        let f = try await WorkerFixture.start()
+        defer { Task { await f.stop() } }
+        let deepest = CommandLimits.maximumUserInfoDepth
+        // The deepest accepted, alone and in a batch (one more level of wrapping in the command).
+        try await f.ok("deep", .schedule, #"{"id":"a","after":3600,"userInfo":\#(Self.nested(deepest))}"#)
+        try await f.ok(
+            "deep",
+            .schedule,
+            #"{"notifications":[{"id":"b","after":3600,"userInfo":\#(Self.nested(deepest))}]}"#
+        )
+        // One level more, and what used to be acknowledged and then refused at recovery.
+        for depth in [deepest + 1, 62, 63] {
+            let reply = try await f.send(
+                "deep",
+                .schedule,
+                #"{"id":"c","after":3600,"userInfo":\#(Self.nested(depth))}"#
+            )
+            #expect(reply.errorCode == "invalid_argument", "depth \(depth): \(JSON.object(reply).text)")
+            #expect(reply.errorField == "userInfo")
+        }
+        let before = try await f.list("deep")
+        #expect(before.count == 2)
+
+        // A snapshot holds one, the journal after it the other.
+        try await f.ok("deep", .schedule, #"{"id":"d","after":3600,"userInfo":\#(Self.nested(deepest))}"#)
+        f.worker?.process.signal(SIGUSR1)
+        #expect(
+            await f.worker?.process.waitForLine(onStandardError: true, timeout: .seconds(20)) {
+                $0.contains("snapshot written")
+            } != nil
+        )
+        try await f.ok("deep", .schedule, #"{"id":"e","after":3600,"userInfo":\#(Self.nested(deepest))}"#)
+        let listed = try await f.list("deep")
+        await f.killWorker()
+        // verify reads everything chimed will (exit 0), and chimed starts.
+        let verify = try ChildProcess(try builtProduct("chime"), arguments: ["journal", "verify", f.data.path])
+        try verify.start()
+        #expect(await verify.waitForExit(timeout: .seconds(30)) == .exited(0), "\(verify.standardOutputLines)")
+        try await f.startWorker()
+        #expect(try await f.list("deep") == listed)
+        #expect(listed.count == 4)
+        #expect(listed.allSatisfy { $0["userInfo"].map { JSON.object(["u": $0]).depth } == deepest + 1 })
+    }
+
+    @Test func numbersAreKeptExactlyOrRefused() async throws {
+        let f = try await WorkerFixture.start()
+        defer { Task { await f.stop() } }
+        let refused = try await f.send(
+            "n",
+            .schedule,
+            #"{"id":"x","after":3600,"userInfo":{"order":12345678901234567890}}"#
+        )
+        #expect(refused.errorCode == "invalid_argument", "\(JSON.object(refused).text)")
+        #expect(try await f.list("n").isEmpty)
+
+        // 2^53 + 1 and 2^53 are different integers, though a double cannot tell them apart.
+        try await f.ok("n", .schedule, #"{"id":"a","after":3600,"userInfo":{"order":9007199254740993}}"#)
+        try await f.ok("n", .schedule, #"{"id":"b","after":3600,"userInfo":{"order":9007199254740992}}"#)
+        try await f.ok("n", .schedule, #"{"id":"c","after":3600,"userInfo":{"price":0.1,"big":1.5e300}}"#)
+        let cancelled = try await f.ok("n", .cancel, #"{"match":{"userInfo":{"order":9007199254740993}}}"#)
+        #expect(cancelled["cancelled"] == ["a"])
+        let rows = try await f.list("n")
+        #expect(rows.map { $0["id"] } == ["b", "c"])
+        #expect(rows.first?["userInfo"] == ["order": .int(9_007_199_254_740_992)])
+        #expect(JSON.object(rows.last?["userInfo"]?.objectValue ?? [:]).text == #"{"price":0.1,"big":1.5e+300}"#)
+    }
+
+    @Test func aDeviceCannotAimItsRepliesIntoAnotherDevicesReplySpace() async throws {
+        let f = try await WorkerFixture.start()
+        defer { Task { await f.stop() } }
+        try await f.client.subscribe("chime/phone-a/replies", timeout: .seconds(10))
+        try await f.client.subscribe("chime/$reply/#", timeout: .seconds(10))
+        // Its own space under $reply is honoured: the positive control.
+        var properties = MQTTPublishProperties()
+        properties.responseTopic = "chime/$reply/phone-a/x"
+        try await f.client.publish(
+            topic: "chime/phone-a/cmd/list",
+            payload: Array(#"{"requestId":"own"}"#.utf8),
+            properties: properties,
+            timeout: .seconds(10)
+        )
+        properties.responseTopic = "chime/$reply/backend/x"
+        try await f.client.publish(
+            topic: "chime/phone-a/cmd/list",
+            payload: Array(#"{"requestId":"other"}"#.utf8),
+            properties: properties,
+            timeout: .seconds(10)
+        )
+        func replies(_ topic: String) -> [String] {
+            f.commands.received.withLock { messages in
+                messages.filter { $0.topic == topic }.compactMap {
+                    (try? JSON(parsing: $0.payload))?.objectValue?["requestId"]?.stringValue
+                }
+            }
+        }
+        #expect(await Durability.eventually { replies("chime/phone-a/replies") == ["other"] })
+        #expect(replies("chime/$reply/phone-a/x") == ["own"])
+        #expect(replies("chime/$reply/backend/x").isEmpty)
+    }
+
+    @Test func anObjectWithManyKeysIsAnsweredAndOthersAreServed() async throws {
+        let f = try await WorkerFixture.start()
+        defer { Task { await f.stop() } }
+        let members = (0..<23_000).map { "\"k\($0)\":1" }.joined(separator: ",")
+        let reply = try await f.send("big", .schedule, "{" + members + "}")
+        #expect(reply.errorCode == "unknown_field")
+        let duplicate = try await f.send("big", .schedule, "{" + members + ",\"k22999\":2}")
+        #expect(duplicate.errorCode == "malformed_json")
+        #expect(try await f.ok("other", .schedule, #"{"id":"fine","after":3600}"#)["scheduled"] != nil)
+    }
+
+    /// A broker ACL that refuses chimed's deliveries to one device: they stay due, are retried
+    /// with backoff, survive a restart, and go out once the ACL allows them.
+    @Test func aRefusedDeliveryStaysDueUntilTheBrokerTakesIt() async throws {
+        let acl = try TemporaryDirectory(prefix: "chime-acl")
+        let aclFile = acl.appending("acl")
+        func writeACL(blocking: Bool) throws {
+            let lines =
+                blocking ? ["topic deny chime/blocked/notifications", "topic readwrite #"] : ["topic readwrite #"]
+            try (lines.joined(separator: "\n") + "\n").write(toFile: aclFile, atomically: true, encoding: .utf8)
+        }
+        try writeACL(blocking: true)
+        let f = try await WorkerFixture.start(
+            brokerConfiguration: .init(extraLines: ["allow_anonymous true", "acl_file \(aclFile)"])
+        )
+        defer { Task { await f.stop() } }
+        try await f.subscribeDeliveries("blocked")
+        try await f.subscribeDeliveries("open")
+        try await f.ok("blocked", .schedule, #"{"id":"held","after":0.5}"#)
+        try await f.ok("open", .schedule, #"{"id":"control","after":0.5}"#)
+        #expect(await f.commands.waitForDelivery("open", id: "control") != nil)
+        let refusals = { (chimed: Chimed?) in
+            chimed?.process.standardErrorLines.filter { $0.contains("the broker refused a delivery") }.count ?? 0
+        }
+        // Refused, then retried after a second (the first backoff).
+        #expect(await Durability.eventually { refusals(f.worker) >= 2 })
+        #expect(try await f.list("blocked").count == 1, "a refused one-shot is still pending")
+
+        // Not journaled as delivered: after a restart it is refused again.
+        await f.stopWorker()
+        try await f.startWorker()
+        #expect(await Durability.eventually { refusals(f.worker) >= 1 })
+        #expect(f.deliveries("blocked").isEmpty)
+
+        try writeACL(blocking: false)
+        f.broker.reload()
+        let delivered = await f.commands.waitForDelivery("blocked", id: "held", timeout: .seconds(30))
+        #expect(delivered?["late"] == true)
+        #expect(try await Durability.eventually { try await f.list("blocked").isEmpty })
+    }
+
+    /// A SUBACK that refuses the command subscription (mosquitto's dynamic security plugin with
+    /// subscriptions denied by default): chimed does not announce itself online, says why, and
+    /// asks again a while later.
+    @Test func aRefusedCommandSubscriptionIsNotServing() async throws {
+        let plugin = "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
+        try #require(FileManager.default.fileExists(atPath: plugin), "Debian's mosquitto package ships \(plugin)")
+        let config = try TemporaryDirectory(prefix: "chime-dynsec")
+        let file = config.appending("dynsec.json")
+        try #"""
+        {"defaultACLAccess":{"publishClientSend":true,"publishClientReceive":true,"subscribe":false,"unsubscribe":true},
+         "clients":[],"groups":[{"groupname":"anon","roles":[]}],"roles":[],"anonymousGroup":"anon"}
+        """#.write(toFile: file, atomically: true, encoding: .utf8)
+        let broker = try await TestBroker.start(
+            .init(extraLines: ["allow_anonymous true", "plugin \(plugin)", "plugin_opt_config_file \(file)"])
+        )
+        defer { Task { await broker.stop() } }
+        let data = try TemporaryDirectory(prefix: "chime-data")
+        let chimed = try Chimed(broker: broker, dataDirectory: data.path, workerId: "refused")
+        try chimed.process.start()
+        defer { chimed.process.kill() }
+        let refusals = { chimed.process.standardErrorLines.filter { $0.contains("refused the command subscription") } }
+        #expect(await Durability.eventually(timeout: .seconds(30)) { refusals().count >= 2 }, "\(chimed.log)")
+        #expect(refusals().first?.contains("reason=0x87") == true)
+        #expect(!chimed.log.contains(" serving "))
+        #expect(chimed.log.contains(" connected "), "the positive control: it did connect")
+    }
+
+    /// The broker sends a command again when chimed applied it but its PUBACK never arrived
+    /// (here: chimed frozen while the broker restarts, so the PUBACK goes to a dead connection).
+    /// With a requestId, and without one (the broker keeps the packet id), it is applied once.
+    @Test(arguments: [true, false])
+    func aRedeliveredCommandIsAppliedOnce(withRequestId: Bool) async throws {
+        let f = try await WorkerFixture.start(brokerConfiguration: .init(persistence: true, verboseLog: true))
+        defer { Task { await f.stop() } }
+        let chimed = try #require(f.worker)
+        try await f.client.subscribe("chime/twice/replies", timeout: .seconds(10))
+        let payload = withRequestId ? #"{"after":3600,"requestId":"once"}"# : #"{"after":3600}"#
+
+        chimed.process.signal(SIGSTOP)
+        try await f.client.publish(
+            topic: "chime/twice/cmd/schedule",
+            payload: Array(payload.utf8),
+            timeout: .seconds(10)
+        )
+        // The broker has sent it to the frozen chimed (it is in chimed's socket, unacknowledged).
+        let clientId = "chimed-\(f.workerId)"
+        #expect(await Durability.eventually { f.broker.log.contains("Sending PUBLISH to \(clientId)") })
+        await f.broker.stop()
+        chimed.process.signal(SIGCONT)
+        try await f.broker.restart()
+
+        let replies = {
+            f.commands.received.withLock { $0.filter { $0.topic == "chime/twice/replies" } }.compactMap {
+                (try? JSON(parsing: $0.payload))?.objectValue
+            }
+        }
+        // The redelivery is answered as a duplicate.
+        #expect(
+            await Durability.eventually(timeout: .seconds(30)) {
+                chimed.log.contains("a command was received again and not applied again")
+            }
+        )
+        #expect(try await f.list("twice").count == 1)
+        #expect(replies().allSatisfy { $0["ok"] == true })
+        #expect(f.broker.log.contains("Sending PUBLISH to \(clientId) (d1"), "the broker sent it again")
+    }
+
+    /// The keys that recognise a redelivery survive a snapshot and a kill -9.
+    @Test func theDuplicateWindowSurvivesSnapshotsAndRestarts() async throws {
+        let f = try await WorkerFixture.start()
+        defer { Task { await f.stop() } }
+        try await f.client.subscribe("chime/keys/replies", timeout: .seconds(10))
+        func publish(_ payload: String) async throws {
+            try await f.client.publish(
+                topic: "chime/keys/cmd/schedule",
+                payload: Array(payload.utf8),
+                timeout: .seconds(10)
+            )
+        }
+        func replyCount() -> Int {
+            f.commands.received.withLock { $0.filter { $0.topic == "chime/keys/replies" }.count }
+        }
+        try await publish(#"{"after":3600,"requestId":"in-snapshot"}"#)
+        #expect(await Durability.eventually { replyCount() == 1 })
+        f.worker?.process.signal(SIGUSR1)
+        #expect(
+            await f.worker?.process.waitForLine(onStandardError: true, timeout: .seconds(20)) {
+                $0.contains("snapshot written")
+            } != nil
+        )
+        try await publish(#"{"after":3600,"requestId":"in-journal"}"#)
+        #expect(await Durability.eventually { replyCount() == 2 })
+        await f.killWorker()
+        try await f.startWorker()
+
+        try await publish(#"{"after":3600,"requestId":"in-snapshot"}"#)
+        try await publish(#"{"after":3600,"requestId":"in-journal"}"#)
+        // The same requestId with another payload is another command.
+        try await publish(#"{"after":7200,"requestId":"in-journal"}"#)
+        #expect(await Durability.eventually { replyCount() == 5 })
+        let last = f.commands.received.withLock { $0.filter { $0.topic == "chime/keys/replies" } }.suffix(3).compactMap
+        {
+            (try? JSON(parsing: $0.payload))?.objectValue?["result"]?.objectValue
+        }
+        #expect(last.map { $0["duplicate"] == true } == [true, true, false])
+        #expect(try await f.list("keys").count == 3)
+    }
+
+    /// A device that floods is answered `rate_limited` while another device is served.
+    @Test func aFloodingDeviceIsRateLimitedAndOthersAreServed() async throws {
+        let f = try await WorkerFixture.start(extra: ["--device-rate", "10", "--device-burst", "20"])
+        defer { Task { await f.stop() } }
+        try await f.client.subscribe("chime/flood/replies", timeout: .seconds(10))
+        for i in 0..<100 {
+            try await f.client.publish(
+                topic: "chime/flood/cmd/preview",
+                payload: Array(
+                    #"{"notification":{"fireDate":"2026-01-01T00:00:00Z","rrule":"FREQ=DAILY"},"count":1000,"requestId":"\#(i)"}"#
+                        .utf8
+                ),
+                qos: 0,
+                timeout: .seconds(10)
+            )
+        }
+        let replies = {
+            f.commands.received.withLock { $0.filter { $0.topic == "chime/flood/replies" } }.compactMap {
+                (try? JSON(parsing: $0.payload))?.objectValue
+            }
+        }
+        #expect(await Durability.eventually { replies().count == 100 })
+        let limited = replies().filter { $0.errorCode == "rate_limited" }
+        #expect(limited.count >= 50, "\(limited.count) of 100 rate limited")
+        #expect(replies().contains { $0["ok"] == true })
+        #expect(try await f.ok("bystander", .schedule, #"{"id":"n","after":3600}"#)["scheduled"] != nil)
+    }
+}
