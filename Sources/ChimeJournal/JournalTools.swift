@@ -97,6 +97,32 @@ public enum JournalTools {
         return report(scan)
     }
 
+    /// What a worker would recover from `directory`, read without the lock and without changing
+    /// anything (a torn tail is left for the worker to truncate): for checks that go beyond the
+    /// journal's own structure, such as replaying the records.
+    /// - Throws: `.corrupt` when the worker would refuse to start.
+    public static func read(
+        directory: String,
+        fileSystem: any FileSystem = SystemFileSystem()
+    ) throws(JournalError) -> Recovery {
+        let dir = DataDirectory(fs: fileSystem, path: directory)
+        var records: [JournalRecord] = []
+        let scan = try DirectoryScan.scan(dir, mode: .init(loadSnapshot: true, skipCoveredSegments: true)) {
+            sequence,
+            type,
+            payload,
+            after in
+            if after { records.append(JournalRecord(sequence: sequence, type: type, payload: Array(copying: payload))) }
+        }
+        if let problem = scan.problem { throw JournalError(.corrupt, problem.line) }
+        return Recovery(
+            snapshot: scan.usedSnapshot.map { Recovery.Snapshot(sequence: $0.sequence, entries: scan.snapshotEntries) },
+            records: records,
+            warnings: scan.warnings,
+            lastSequence: scan.lastSequence
+        )
+    }
+
     /// Calls `body` with every valid record in the segments, oldest first (including records a
     /// snapshot already covers; snapshots are not dumped). Stops before a torn tail.
     /// - Throws: `.corrupt` naming file and offset after the records before the damage were dumped.

@@ -12,7 +12,7 @@ extension Engine {
     ///     there are, for start-up logging.
     ///   - timings: the milliseconds each phase took (`snapshotMs`, `journalMs`, `armMs`).
     /// - Throws: ``WorkerError`` naming the snapshot or record that cannot be read.
-    static func recovered(
+    public static func recovered(
         from recovery: Recovery,
         configuration: EngineConfiguration = EngineConfiguration(),
         directory: String,

@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeJournal
 import ChimeMQTT
 import ChimeTestSupport
 import Foundation
@@ -57,6 +58,28 @@ import Testing
         #expect(try await f.list("deep") == listed)
         #expect(listed.count == 4)
         #expect(listed.allSatisfy { $0["userInfo"].map { JSON.object(["u": $0]).depth } == deepest + 1 })
+    }
+
+    /// A directory whose structure is sound but whose records chimed cannot read (as the old
+    /// deep-userInfo records were): verify fails, as chimed's start does.
+    @Test func verifyFailsWhereChimedCannotStart() async throws {
+        let data = try TemporaryDirectory(prefix: "chime-data")
+        let (journal, _) = try Journal.open(directory: data.path)
+        let deep = Self.nested(63)
+        let record =
+            #"{"device":"d","at":0,"notifications":[{"id":"x","fireDate":"2026-12-01T00:00:00Z","userInfo":\#(deep)}]}"#
+        try journal.append(type: JournalEntry.Kind.schedule.rawValue, payload: Array(record.utf8))
+        try journal.commit()
+        try journal.close()
+        let verify = try ChildProcess(try builtProduct("chime"), arguments: ["journal", "verify", data.path])
+        try verify.start()
+        #expect(await verify.waitForExit(timeout: .seconds(30)) == .exited(1))
+        #expect(verify.standardErrorLines.joined().contains("cannot be replayed"), "\(verify.standardErrorLines)")
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.stop() } }
+        let chimed = try Chimed(broker: broker, dataDirectory: data.path, workerId: "unreadable")
+        try chimed.process.start()
+        #expect(await chimed.process.waitForExit(timeout: .seconds(30)) == .exited(1), "chimed refuses it too")
     }
 
     @Test func numbersAreKeptExactlyOrRefused() async throws {

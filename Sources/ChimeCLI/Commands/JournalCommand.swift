@@ -115,6 +115,18 @@ struct JournalCommand: Command {
         if !report.isOpenable {
             throw CLIFailure(.failed, "\(directory) is damaged: chimed will not open it; see `chime journal repair`")
         }
+        // The structure is sound; chimed must also be able to read every entry back. Rebuild the
+        // state as chimed's start-up does.
+        do {
+            let recovery = try JournalTools.read(directory: directory)
+            let engine = try Engine.recovered(from: recovery, directory: directory)
+            console.out(
+                "replayed: \(recovery.snapshot?.entries.count ?? 0) snapshot entries and \(recovery.records.count) "
+                    + "records into \(engine.pendingCount) notifications on \(engine.deviceCount) devices"
+            )
+        } catch {
+            throw CLIFailure(.failed, "\(directory) cannot be replayed, chimed will not start from it: \(error)")
+        }
     }
 
     func dump(_ console: Console) throws(CLIFailure) {
