@@ -175,6 +175,10 @@ final class WorkerLoop {
     var connected = false
     /// The message id of the command subscription, to know when it is in place.
     var subscription: Int32?
+    /// When the broker reported our session taken over, within the last ``takeoverWindow``.
+    var takeovers: [ContinuousClock.Instant] = []
+    /// Why the worker stops with an error once it has shut down.
+    var fatal: WorkerError?
     /// When to ask again for a command subscription the broker refused.
     var resubscribeAt: ContinuousClock.Instant?
     var stopping = false
@@ -210,10 +214,14 @@ final class WorkerLoop {
         self.budget = configuration.deviceBudget
     }
 
+    /// Tells this process from another one with the same worker id, in the retained status.
+    static let instance = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+
     static func statusPayload(state: String, configuration: WorkerConfiguration, extra: JSONObject = [:]) -> [UInt8] {
         var o: JSONObject = [
             "state": .string(state),
             "workerId": .string(configuration.workerId),
+            "instance": .string(instance),
             "partition": .string(configuration.partition.description),
         ]
         for (k, v) in extra { o[k] = v }
@@ -261,6 +269,7 @@ final class WorkerLoop {
             }
         }
         try shutdown()
+        if let fatal { throw fatal }
     }
 
     /// When the engine last delivered what was due.
@@ -311,7 +320,20 @@ final class WorkerLoop {
         case .disconnected(let reason):
             connected = false
             engine.setConnected(false)
-            if !stopping { logger.warning("disconnected from the broker; reconnecting", ["reason": "\(reason)"]) }
+            if reason == Self.sessionTakenOver {
+                tookOver(because: "another client connected with this worker's client id and took its session")
+            } else if !stopping {
+                logger.warning("disconnected from the broker; reconnecting", ["reason": "\(reason)"])
+            }
+        case .message(let message) where message.topic == statusTopic:
+            // Our own retained status: written by another process when its instance is not ours. One
+            // that started before us is a previous run of this worker (killed before its will went
+            // out), not a second worker: only the older of two concurrent workers gives way.
+            guard case .object(let status)? = try? JSON(parsing: message.payload),
+                status["state"] == "online", let other = status["instance"]?.stringValue, other != Self.instance,
+                let otherStart = status["startedAt"]?.stringValue, otherStart >= startedAt.rfc3339()
+            else { return }
+            tookOver(because: "another chimed announced itself online with this worker id (instance \(other))")
         case .message(let message):
             command(message)
         case .published(let messageId, let reasonCode):
@@ -359,9 +381,42 @@ final class WorkerLoop {
         }
     }
 
+    /// MQTT 5 DISCONNECT reason 0x8E: another client connected with our client id.
+    static let sessionTakenOver: Int32 = 0x8E
+    /// Takeovers within ``takeoverWindow`` after which the worker gives up: two workers with one
+    /// id (or a client that took the id) would otherwise knock each other off for ever.
+    static let maxTakeovers = 5
+    static let takeoverWindow: Duration = .seconds(60)
+
+    /// Another client took our session: say so, and past the limit stop with a one-line reason so
+    /// that a supervisor shows it instead of a flapping pair of workers.
+    func tookOver(because cause: String) {
+        let now = ContinuousClock.now
+        takeovers.removeAll { now - $0 > Self.takeoverWindow }
+        takeovers.append(now)
+        stats.takeovers += 1
+        let clientId = configuration.broker.clientId ?? ""
+        logger.error(
+            "\(cause); is a second chimed running with --worker-id \(configuration.workerId)?",
+            ["clientId": clientId, "takeovers": "\(takeovers.count)", "withinSeconds": "60"]
+        )
+        if takeovers.count >= Self.maxTakeovers && fatal == nil {
+            fatal = WorkerError(
+                "the worker id \(configuration.workerId) (client id \(clientId)) was taken over \(takeovers.count) times "
+                    + "within 60 s: another client or a second chimed uses it; stopping"
+            )
+            stopping = true
+            stopDeadline = .now
+        }
+    }
+
+    var statusTopic: String { configuration.topics.workerStatus(configuration.workerId) }
+
     func subscribe() {
         resubscribeAt = nil
         do {
+            // Another process's retained status under our worker id tells of a second worker.
+            _ = try client.subscribe(statusTopic, qos: 1)
             subscription = try client.subscribe(configuration.topics.commandFilter, qos: 1)
         } catch {
             logger.error("cannot subscribe after connecting: \(error)")
@@ -633,7 +688,8 @@ final class WorkerLoop {
     }
 
     func shutdown() throws(WorkerError) {
-        if connected {
+        // After a takeover the status topic belongs to the other holder of this worker id.
+        if connected && fatal == nil {
             _ = try? client.publish(
                 topic: configuration.topics.workerStatus(configuration.workerId),
                 payload: Self.statusPayload(state: "offline", configuration: configuration),

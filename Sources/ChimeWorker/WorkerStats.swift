@@ -60,6 +60,8 @@ final class WorkerStats {
     var refusedDeliveries = 0
     /// SUBACKs that refused the command subscription.
     var subscriptionRefusals = 0
+    /// Times the broker said another client took our session (MQTT 5 reason 0x8E).
+    var takeovers = 0
     /// Commands answered `rate_limited`.
     var rateLimited = 0
     /// Commands recognised as a redelivery of one already applied, and not applied again.
@@ -84,6 +86,7 @@ final class WorkerStats {
             "refusedDeliveries": .int(Int64(refusedDeliveries)),
             "subscriptionRefusals": .int(Int64(subscriptionRefusals)),
             "rateLimited": .int(Int64(rateLimited)),
+            "takeovers": .int(Int64(takeovers)),
             "duplicates": .int(Int64(duplicates)),
         ]
     }

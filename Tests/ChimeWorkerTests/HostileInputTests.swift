@@ -216,6 +216,49 @@ import Testing
         #expect(chimed.log.contains(" connected "), "the positive control: it did connect")
     }
 
+    /// Two chimed with one worker id knock each other off the broker (session taken over): one
+    /// of them stops with a one-line reason instead of flapping for ever, and the other serves.
+    @Test func twoWorkersWithOneIdEndInOneClearError() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.stop() } }
+        let first = try Chimed(
+            broker: broker,
+            dataDirectory: try TemporaryDirectory(prefix: "chime-a").path,
+            workerId: "same"
+        )
+        let second = try Chimed(
+            broker: broker,
+            dataDirectory: try TemporaryDirectory(prefix: "chime-b").path,
+            workerId: "same"
+        )
+        try await first.start()
+        try second.process.start()
+        defer {
+            first.process.kill()
+            second.process.kill()
+        }
+        var exited: (Chimed, ChildProcess.Termination)?
+        _ = await Durability.eventually(timeout: .seconds(90), every: .milliseconds(200)) { () -> Bool in
+            for chimed in [first, second] {
+                if let status = chimed.process.termination {
+                    exited = (chimed, status)
+                    return true
+                }
+            }
+            return false
+        }
+        let (loser, status) = try #require(exited, "neither worker stopped")
+        #expect(status == .exited(1))
+        #expect(loser.log.contains("was taken over 5 times"), "\(loser.log.suffix(2000))")
+        #expect(loser.log.contains("is a second chimed running with --worker-id same"))
+        // The other one goes on serving.
+        let winner = loser === first ? second : first
+        let client = try await CommandClient(broker: broker)
+        defer { client.stop() }
+        #expect(try await client.ok("d", .schedule, #"{"id":"n","after":3600}"#)["scheduled"] != nil)
+        #expect(winner.process.isRunning)
+    }
+
     /// The broker sends a command again when chimed applied it but its PUBACK never arrived
     /// (here: chimed frozen while the broker restarts, so the PUBACK goes to a dead connection).
     /// With a requestId, and without one (the broker keeps the packet id), it is applied once.
