@@ -596,6 +596,8 @@ extension Chimed {
             arguments: [
                 "--broker", url, "--data-dir", dataDirectory, "--worker-id", "bench", "--log-level", "info",
                 "--stats-interval", "0", "--max-pending-per-device", "2000000", "--fsync", "always",
+                // One device holds 880,000 notifications, loaded as fast as chimed takes them.
+                "--max-bytes-per-device", "1099511627776", "--device-rate", "0",
             ]
         )
     }

@@ -38,6 +38,11 @@ public struct WorkerConfiguration: Sendable {
         .init("fsync", default: "always", "always, interval:MS or none (see README: what each can lose)"),
         .init("min-repeat-seconds", default: "60", "reject repeats more often than this"),
         .init("max-pending-per-device", default: "1000", "notifications a device may hold"),
+        .init(
+            "max-bytes-per-device",
+            default: "1048576",
+            "bytes of notifications (content, userInfo, rules) a device may hold"
+        ),
         .init("max-command-bytes", default: "262144", "largest command payload"),
         .init("max-userinfo-bytes", default: "4096", "largest serialized userInfo"),
         .init(
@@ -87,7 +92,8 @@ public struct WorkerConfiguration: Sendable {
         self.fsync = fsync
         engine = EngineConfiguration(
             minRepeatSeconds: Int64(try flags.integer("min-repeat-seconds", in: 1...31_536_000)),
-            maxPendingPerDevice: try flags.integer("max-pending-per-device", in: 1...100_000_000)
+            maxPendingPerDevice: try flags.integer("max-pending-per-device", in: 1...100_000_000),
+            maxBytesPerDevice: try flags.integer("max-bytes-per-device", in: 1024...(1 << 40))
         )
         limits = CommandLimits(
             maxCommandBytes: try flags.integer("max-command-bytes", in: 256...268_435_456),

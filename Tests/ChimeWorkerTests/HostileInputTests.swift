@@ -368,3 +368,68 @@ import Testing
         #expect(try await f.ok("bystander", .schedule, #"{"id":"n","after":3600}"#)["scheduled"] != nil)
     }
 }
+
+/// Storage per device: a byte quota beside the count, and `list` pages no larger than a broker
+/// takes.
+@Suite(.serialized) struct DeviceStorageTests {
+    @Test func aDeviceFillingItsByteQuotaIsRefusedWhileAnotherIsServed() async throws {
+        let f = try await WorkerFixture.start(extra: ["--max-bytes-per-device", "65536"])
+        defer { Task { await f.stop() } }
+        let body = String(repeating: "x", count: 3000)
+        var scheduled = 0
+        var refused: JSONObject?
+        for i in 0..<40 {
+            let reply = try await f.send("full", .schedule, #"{"id":"n\#(i)","after":3600,"alertBody":"\#(body)"}"#)
+            if reply.isOK {
+                scheduled += 1
+            } else {
+                refused = reply
+                break
+            }
+        }
+        #expect(refused?.errorCode == "quota_exceeded", "\(refused.map { JSON.object($0).text } ?? "none refused")")
+        #expect((18...21).contains(scheduled), "\(scheduled) of 3 KB fit in 64 KB")
+        // Replacing one by a smaller one still fits; the bystander is served.
+        try await f.ok("full", .schedule, #"{"id":"n0","after":3600,"alertBody":"small"}"#)
+        try await f.ok("other", .schedule, #"{"id":"fine","after":3600,"alertBody":"\#(body)"}"#)
+        // The 3 KB that replacing n0 freed take one more, and then the device is full again.
+        try await f.ok("full", .schedule, #"{"id":"refill","after":3600,"alertBody":"\#(body)"}"#)
+        #expect(
+            try await f.send("full", .schedule, #"{"id":"more","after":3600,"alertBody":"\#(body)"}"#).errorCode
+                == "quota_exceeded"
+        )
+        // A restart rebuilds the same accounting.
+        await f.killWorker()
+        try await f.startWorker()
+        let again = try await f.send("full", .schedule, #"{"id":"more","after":3600,"alertBody":"\#(body)"}"#)
+        #expect(again.errorCode == "quota_exceeded")
+    }
+
+    @Test func listPagesStayUnderTheBrokersMessageSize() async throws {
+        let f = try await WorkerFixture.start(extra: ["--max-bytes-per-device", "1048576"])
+        defer { Task { await f.stop() } }
+        let body = String(repeating: "y", count: 60_000)
+        for i in 0..<8 {
+            try await f.ok("wide", .schedule, #"{"id":"w\#(i)","after":3600,"alertBody":"\#(body)"}"#)
+        }
+        var cursor: String?
+        var ids: [String] = []
+        var pages = 0
+        repeat {
+            let payload = cursor.map { #"{"limit":1000,"cursor":"\#($0)"}"# } ?? #"{"limit":1000}"#
+            let reply = try await f.commands.requester.request(
+                topic: "chime/wide/cmd/list",
+                payload: Array(payload.utf8),
+                responseTopic: f.commands.replyTopic,
+                timeout: .seconds(10)
+            )
+            #expect(reply.payload.count <= 262_144, "page \(pages) is \(reply.payload.count) bytes")
+            let result = try #require(try JSON(parsing: reply.payload).objectValue?["result"]?.objectValue)
+            ids += (result["notifications"]?.arrayValue ?? []).compactMap { $0.objectValue?["id"]?.stringValue }
+            cursor = result["cursor"]?.stringValue
+            pages += 1
+        } while cursor != nil && pages < 20
+        #expect(ids == (0..<8).map { "w\($0)" })
+        #expect(pages >= 3, "480 KB of notifications take more than one page")
+    }
+}

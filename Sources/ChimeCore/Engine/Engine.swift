@@ -4,6 +4,8 @@ public struct EngineConfiguration: Hashable, Sendable {
     public var minRepeatSeconds: Int64 = 60
     /// `--max-pending-per-device`.
     public var maxPendingPerDevice: Int = 1000
+    /// `--max-bytes-per-device`: the stored size of a device's notifications, at most.
+    public var maxBytesPerDevice: Int = 1_048_576
     /// A delivery sent this long or longer after its due time is `late`; an occurrence not sent
     /// within it was *missed* (PROTOCOL.md section 2, `misfire`).
     public var lateThreshold: Int64 = 1000
@@ -12,9 +14,10 @@ public struct EngineConfiguration: Hashable, Sendable {
     /// How far `missed` counts before it stops counting.
     public var maxMissedCount = 100_000
 
-    public init(minRepeatSeconds: Int64 = 60, maxPendingPerDevice: Int = 1000) {
+    public init(minRepeatSeconds: Int64 = 60, maxPendingPerDevice: Int = 1000, maxBytesPerDevice: Int = 1_048_576) {
         self.minRepeatSeconds = minRepeatSeconds
         self.maxPendingPerDevice = maxPendingPerDevice
+        self.maxBytesPerDevice = maxBytesPerDevice
     }
 }
 
@@ -204,6 +207,19 @@ public final class Engine {
                 "the device would hold \(listed) notifications, more than --max-pending-per-device \(configuration.maxPendingPerDevice)"
             )
         }
+        // Bytes: what stays, plus the new ones (measured as they will be listed, which is at least
+        // what is stored).
+        var bytes = device?.storedBytes ?? 0
+        for id in Set(replaced).union(resolved.map { $0.id! }) {
+            if let old = existing[id], old.isListed { bytes -= old.storedBytes }
+        }
+        for spec in resolved { bytes += JSON.object(NotificationCoding.encode(spec)).bytes.count }
+        if bytes > configuration.maxBytesPerDevice {
+            throw ChimeError(
+                .quotaExceeded,
+                "the device would hold \(bytes) bytes of notifications, more than --max-bytes-per-device \(configuration.maxBytesPerDevice)"
+            )
+        }
         return .write(.schedule(deviceId: request.deviceId, at: now, replaced: replaced, notifications: resolved))
     }
 
@@ -362,11 +378,29 @@ public final class Engine {
             page = ids[start..<end].compactMap { device.notifications[$0] }
             more = end < ids.count
         }
+        // A page also ends before its rows pass `maxListBytes` (it always holds one), so that no
+        // reply is larger than a broker takes.
+        var rows: [JSON] = []
+        var bytes = 0
+        for n in page {
+            let row = listJSON(n)
+            let size = JSON.object(row).bytes.count
+            if !rows.isEmpty && bytes + size > Self.maxListBytes {
+                more = true
+                break
+            }
+            rows.append(.object(row))
+            bytes += size
+        }
         return [
-            "notifications": .array(page.map { .object(listJSON($0)) }),
-            "cursor": more ? .string(page.last!.id) : .null,
+            "notifications": .array(rows),
+            "cursor": more ? .string(page[rows.count - 1].id) : .null,
         ]
     }
+
+    /// The most bytes of notifications one `list` reply carries (beyond its first row): the reply
+    /// stays under the shipped brokers' message size limit.
+    public static let maxListBytes = 196_608
 
     func listJSON(_ n: StoredNotification) -> JSONObject {
         var o = NotificationCoding.encode(n.spec)

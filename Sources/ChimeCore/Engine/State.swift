@@ -299,6 +299,10 @@ final class StoredNotification: @unchecked Sendable {
     /// `alertBody`, for tests and logs.
     var alertBody: String? { contentObject["alertBody"]?.stringValue }
     var isListed: Bool { !isSnooze }
+    /// What the notification counts against `--max-bytes-per-device`: its id, its content
+    /// (texts and userInfo, as delivered) and its schedule's extras (rule, exdates, ...),
+    /// serialized. Computed, not stored, to keep the object small; the same at attach and detach.
+    var storedBytes: Int { id.utf8.count + content.count + (extras.map { JSON.object($0.json).bytes.count } ?? 0) }
     var isRepeating: Bool { repeatUnit != nil || extras?.rrule != nil }
 
     var fireDate: DateTimeValue {
@@ -414,6 +418,8 @@ final class DeviceState {
     var notifications: [String: StoredNotification] = [:]
     /// How many listed (non-snooze) notifications the device holds, for the quota.
     var listedCount = 0
+    /// The ``StoredNotification/storedBytes`` of those, for `--max-bytes-per-device`.
+    var storedBytes = 0
     /// Badge changes of deliveries sent and not yet acknowledged, oldest first.
     var inflightBadges: [(token: UInt64, badge: Badge)] = []
     /// The listed ids in order, kept while nothing is added or removed (for `list` paging).
