@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeMQTT
 import ChimeTestSupport
+import ChimeWorker
 import Foundation
 import Synchronization
 import Testing
@@ -20,6 +21,18 @@ enum Repository {
     static let productionBrokerConfig = "deploy/mosquitto/mosquitto.conf"
     static let acl = "deploy/mosquitto/chime.acl"
     static let accountsScript = "scripts/chime-accounts"
+}
+
+/// chimed's defaults that the shipped broker limits are sized for.
+enum ChimedDefaults {
+    /// `--max-command-bytes`, as chimed declares it.
+    static let maxCommandBytes: Int = {
+        let spec = WorkerConfiguration.flagSpecs.first { $0.name == "max-command-bytes" }
+        guard let text = spec?.defaultValue, let value = Int(text) else {
+            fatalError("chimed declares no default --max-command-bytes")
+        }
+        return value
+    }()
 }
 
 /// A mosquitto configuration file read as `(key, rest of the line)` pairs, comments and blank lines

@@ -7,8 +7,9 @@ import Testing
 
 /// What a device account can do to everyone else on the production broker of deploy/mosquitto (its
 /// mosquitto.conf, its ACL verbatim, accounts made by scripts/chime-accounts), with the real chimed:
-/// it cannot take chimed's client id, its session or its connection. docs/production.md ("What a
-/// device account can and cannot do") says the same.
+/// it cannot take chimed's client id, its session or its connection, and the broker's limits stop
+/// what chimed would otherwise have to receive. docs/production.md ("What a device account can and
+/// cannot do") says the same.
 @Suite(.serialized) struct HostileDeviceAccountTests {
     /// The client ids a device would try: the one chimed asks for (`chimed-{worker id}`) and the one
     /// the shipped broker gives it (its user name, which is its worker id).
@@ -157,6 +158,90 @@ import Testing
         await watch.fence()
         #expect(watch.states == ["online"], "chimed's status went \(watch.states)")
         #expect(try await watch.reconnects() == reconnectsBefore)
+    }
+
+    @Test func theBrokerStopsOversizedPacketsBeforeChimedSeesThem() async throws {
+        let d = try await SecuredDeployment.start(devices: ["phone-evil", "phone-b"])
+        defer { Task { await d.stop() } }
+        let watch = try await WorkerWatch.start(d)
+        let reconnectsBefore = try await watch.reconnects()
+        let limit = try #require(
+            Int(
+                BrokerConfigLines(try Repository.text(Repository.productionBrokerConfig)).value("max_packet_size") ?? ""
+            )
+        )
+        let oversized = Array(repeating: UInt8(ascii: " "), count: limit + 1)
+
+        // An MQTT 5 client is told the limit at CONNACK: libmosquitto refuses to send the packet.
+        let evil5 = try await d.client("phone-evil")
+        #expect(throws: MQTTError.self) {
+            try evil5.requester.client.publish(topic: "chime/phone-evil/cmd/schedule", payload: oversized)
+        }
+        evil5.requester.stop()
+        // An MQTT 3.1.1 client is not told: the broker disconnects it when the packet arrives.
+        let evil311 = try await Attacker.connect(
+            d,
+            user: "phone-evil",
+            clientId: "evil",
+            cleanStart: true,
+            protocolVersion: .v311
+        )
+        defer { evil311.stop() }
+        try evil311.client.publish(topic: "chime/phone-evil/cmd/schedule", payload: oversized)
+        let dropped = await evil311.recorder.waitUntil(timeout: .seconds(20)) { !$0.disconnections.isEmpty }
+        #expect(dropped, "the broker kept the connection that sent \(limit + 1) bytes")
+        evil311.stop()
+
+        // Under the limit, chimed answers for itself: the largest command it takes is scheduled, and
+        // one byte more is refused with payload_too_large.
+        let b = try await d.client("phone-b")
+        let maxCommandBytes = ChimedDefaults.maxCommandBytes
+        let tooLarge = try await b.request(
+            "chime/phone-b/cmd/schedule",
+            Self.command(bytes: maxCommandBytes + 1, escape: "x"),
+            responseTopic: "chime/phone-b/replies/app"
+        )
+        #expect((tooLarge["error"]?.objectValue)?["code"] == "payload_too_large")
+        await watch.fence()
+        #expect(watch.states == ["online"], "chimed's status went \(watch.states)")
+        #expect(try await watch.reconnects() == reconnectsBefore)
+    }
+
+    @Test func theLargestDeliveryFitsUnderTheBrokersLimit() async throws {
+        // A command of --max-command-bytes whose alert texts are all "\b" (2 bytes each): chimed
+        // writes each as \u0008 (6 bytes), so its delivery is about three times the command. The
+        // broker's max_packet_size must let chimed publish it, or chimed could never deliver it.
+        let d = try await SecuredDeployment.start(devices: ["phone-b"])
+        defer { Task { await d.stop() } }
+        let b = try await d.client("phone-b")
+        try await b.requester.subscribe("chime/phone-b/notifications", timeout: .seconds(10))
+        let command = Self.command(bytes: ChimedDefaults.maxCommandBytes, escape: #"\b"#)
+        let scheduled = try await b.request(
+            "chime/phone-b/cmd/schedule",
+            command,
+            responseTopic: "chime/phone-b/replies/app"
+        )
+        #expect(scheduled["ok"] == true, "\(JSON.object(scheduled).text.prefix(300))")
+        let delivered = await b.wait(timeout: .seconds(20)) { messages in
+            messages.contains { $0.topic == "chime/phone-b/notifications" }
+        }
+        #expect(delivered, "no delivery: \(d.chimed.log.suffix(2000))")
+        let payload = b.messages.first { $0.topic == "chime/phone-b/notifications" }?.payload ?? []
+        #expect(payload.count > 3 * ChimedDefaults.maxCommandBytes - 4096, "the delivery is \(payload.count) bytes")
+    }
+
+    /// A schedule command of exactly `bytes` bytes: alert texts of `escape` repeated (each at most
+    /// the 65536 characters a string field may have), padded with spaces.
+    static func command(bytes: Int, escape: String) -> String {
+        var command = #"{"id":"big","after":1"#
+        for field in ["alertTitle", "alertBody", "alertAction", "category"] {
+            let frame = #","\#(field)":"""#.utf8.count + 2  // the closing quote, and the final }
+            let room = (bytes - command.utf8.count - frame) / escape.utf8.count
+            guard room > 0 else { break }
+            command += #","\#(field)":""# + String(repeating: escape, count: min(room, 65_536)) + #"""#
+        }
+        command += "}"
+        return command + String(repeating: " ", count: bytes - command.utf8.count)
     }
 }
 

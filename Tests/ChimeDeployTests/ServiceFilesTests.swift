@@ -156,7 +156,7 @@ import Testing
         #expect(missing.standardOutputLines.isEmpty)
     }
 
-    @Test func theShippedBrokerBindsClientIdsOnEveryListener() throws {
+    @Test func theShippedBrokerBindsClientIdsOnEveryListenerAndTakesChimedsLargestDelivery() throws {
         for file in [Repository.productionBrokerConfig, "deploy/compose/mosquitto.conf"] {
             // Every listener, the commented-out TLS one too, is followed by its own
             // use_username_as_clientid (a listener setting), commented out alike.
@@ -174,6 +174,12 @@ import Testing
             }
             #expect(open == nil, "\(file): \(open ?? "") has no use_username_as_clientid true")
         }
+        // A delivery can be three times its command (chimed writes the 2-byte escape \b as \u0008),
+        // plus its own fields: max_packet_size must let chimed publish it.
+        let maxCommandBytes = ChimedDefaults.maxCommandBytes
+        let config = BrokerConfigLines(try Repository.text(Repository.productionBrokerConfig))
+        let maxPacketSize = try #require(config.value("max_packet_size").flatMap { Int($0) })
+        #expect(maxPacketSize >= 3 * maxCommandBytes + 16_384)
     }
 
     @Test func chimedStartsThroughTheEntryPointAsAPodWould() async throws {
