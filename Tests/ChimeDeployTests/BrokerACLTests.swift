@@ -10,7 +10,7 @@ import Testing
     static let notAuthorized: Int32 = 0x87
 
     @Test func aDeviceCannotScheduleCancelOrListForAnother() async throws {
-        let d = try await SecuredDeployment.start(devices: ["phone-a", "phone-b"])
+        let d = try await SecuredDeployment.start(devices: ["phone-a", "phone-b", "phone-c"])
         defer { Task { await d.stop() } }
         let a = try await d.client("phone-a")
         let b = try await d.client("phone-b")
@@ -51,10 +51,11 @@ import Testing
             )
             #expect(code == Self.notAuthorized, "\(attempt.op): PUBACK reason \(code)")
         }
-        // ... and over MQTT 3.1.1, where it drops them without saying so.
-        let a311 = try await d.client("phone-a", protocolVersion: .v311)
+        // ... and over MQTT 3.1.1, where it drops them without saying so (from another device: an
+        // account has one connection at a time).
+        let c311 = try await d.client("phone-c", protocolVersion: .v311)
         for attempt in attempts {
-            try await a311.requester.publish(
+            try await c311.requester.publish(
                 topic: "chime/phone-b/cmd/\(attempt.op)",
                 payload: Array(attempt.payload.utf8),
                 timeout: .seconds(10)
@@ -66,7 +67,7 @@ import Testing
         let own = try await a.request("chime/phone-a/cmd/list", "{}", responseTopic: aReplies).okResult()
         #expect(own["notifications"]?.arrayValue?.isEmpty == true)
         #expect(a.messages.map(\.topic).isEmpty)
-        #expect(a311.messages.map(\.topic).isEmpty)
+        #expect(c311.messages.map(\.topic).isEmpty)
 
         // B's state is as it was.
         let after = try await b.request("chime/phone-b/cmd/list", "{}", responseTopic: bReplies).okResult()
@@ -182,7 +183,9 @@ import Testing
             #expect(listed["notifications"]?.arrayValue?.count == 1, "\(device)")
         }
 
-        // On MQTT 3.1.1 (no Response Topic) the backend reads the device's replies topic.
+        // On MQTT 3.1.1 (no Response Topic) the backend reads the device's replies topic. (One
+        // connection per account: this one would take over the first.)
+        backend.requester.stop()
         let old = try await d.client("backend", protocolVersion: .v311)
         try await old.requester.subscribe("chime/+/replies", timeout: .seconds(10))
         let reply = old.requester.expectMessage { $0.topic == "chime/phone-c/replies" }
@@ -196,8 +199,8 @@ import Testing
         #expect(answer["requestId"] == "old-backend")
 
         // The worker's status, for monitoring.
-        try await backend.requester.subscribe("chime/$worker/+/status", timeout: .seconds(10))
-        #expect(await backend.wait { $0.contains { $0.topic == "chime/$worker/\(d.workerId)/status" } })
+        try await old.requester.subscribe("chime/$worker/+/status", timeout: .seconds(10))
+        #expect(await old.wait { $0.contains { $0.topic == "chime/$worker/\(d.workerId)/status" } })
     }
 
     @Test func chimedServesUnderItsOwnAccountEndToEnd() async throws {
@@ -219,19 +222,21 @@ import Testing
         #expect(d.chimed.process.isRunning)
     }
 
-    @Test func theImageHealthCheckPassesUnderChimedsAccountAndTheBackendCanProbe() async throws {
+    @Test func theImageHealthCheckPassesUnderItsOwnAccountAndTheBackendCanProbe() async throws {
         let d = try await SecuredDeployment.start(devices: ["phone-a"])
         defer { Task { await d.stop() } }
         let bin = URL(fileURLWithPath: try builtProduct("chime")).deletingLastPathComponent().path
-        func run(_ executable: String, _ arguments: [String], user: String) async throws -> ChildProcess.Termination? {
+        func run(
+            _ executable: String,
+            _ arguments: [String],
+            environment: [String: String]
+        ) async throws -> ChildProcess.Termination? {
             let process = try ChildProcess(
                 executable,
                 arguments: arguments,
-                environment: [
-                    "PATH": "\(bin):/usr/bin:/bin",
-                    "CHIME_BROKER": "mqtt://\(user):\(d.passwords[user] ?? "")@\(d.broker.host):\(d.broker.port)",
-                    "CHIME_WORKER_ID": d.workerId,
-                ]
+                environment: ["PATH": "\(bin):/usr/bin:/bin", "CHIME_WORKER_ID": d.workerId].merging(environment) {
+                    $1
+                }
             )
             try process.start()
             let status = await process.waitForExit(timeout: .seconds(30))
@@ -243,23 +248,30 @@ import Testing
             return status
         }
         let entryPoint = Repository.path("deploy/container/chime-env")
-        // The container's HEALTHCHECK and Kubernetes probes, with chimed's own account.
-        #expect(try await run(entryPoint, ["health"], user: "chimed") == .exited(0))
+        func health(_ account: String, _ extra: [String] = []) async throws -> ChildProcess.Termination? {
+            try await run(
+                entryPoint,
+                ["health"] + extra,
+                environment: ["CHIME_BROKER": d.url("chimed"), "CHIME_HEALTH_BROKER": d.url(account)]
+            )
+        }
+        // The container's HEALTHCHECK and Kubernetes probes, with the health check's own account.
+        #expect(try await health(d.healthAccount) == .exited(0))
         // Monitoring from the backend account, in its reply space.
         let probe = [
             "status", "--worker", d.workerId, "--reply-topic", "chime/$reply/backend/probe", "--timeout", "5s",
         ]
-        #expect(try await run("\(bin)/chime", probe, user: "backend") == .exited(0))
+        #expect(try await run("\(bin)/chime", probe, environment: ["CHIME_BROKER": d.url("backend")]) == .exited(0))
         // Without --reply-topic, the CLI picks one in its user's reply space, which the ACL lets
         // it read: a device command from the backend account is answered.
         let listed = ["list", "--device", "phone-a", "--timeout", "5s"]
-        #expect(try await run("\(bin)/chime", listed, user: "backend") == .exited(0))
-        // A device account cannot send the probe's command: not ready.
-        #expect(try await run(entryPoint, ["health", "--timeout", "2s"], user: "phone-a") == .exited(1))
+        #expect(try await run("\(bin)/chime", listed, environment: ["CHIME_BROKER": d.url("backend")]) == .exited(0))
+        // A device account cannot read the worker's status nor send the probe's command: not ready.
+        #expect(try await health("phone-a", ["--timeout", "2s"]) == .exited(1))
         // A stopped worker is not healthy.
         d.chimed.process.terminate()
         await d.chimed.process.waitForExit(timeout: .seconds(20))
-        #expect(try await run(entryPoint, ["health", "--timeout", "2s"], user: "chimed") == .exited(1))
+        #expect(try await health(d.healthAccount, ["--timeout", "2s"]) == .exited(1))
     }
 
     @Test func anonymousClientsAndWrongPasswordsAreRefused() async throws {
@@ -300,6 +312,7 @@ import Testing
         let passwords = files.appending("chime.passwd")
         var accounts = Accounts(passwordFile: passwords, aclFile: acl)
         try await accounts.add("worker", "chimed")
+        try await accounts.add("worker", "host-1-of-2")
         try await accounts.add("backend", "crm")
         try await accounts.add("device", "phone-1")
         let given = try await Accounts.run(
@@ -315,18 +328,29 @@ import Testing
         let edited = try String(contentsOfFile: acl, encoding: .utf8)
         #expect(edited.hasPrefix(shipped))
         #expect(edited.dropFirst(shipped.count).contains("user crm\ntopic write chime/+/cmd/#\n"))
+        // A new worker's section names its own status topics only: the account is the worker id.
+        let worker =
+            edited.dropFirst(shipped.count).components(separatedBy: "user host-1-of-2\n").last?
+            .components(separatedBy: "\n\n").first ?? ""
+        #expect(worker.hasPrefix("topic read chime/+/cmd/#\n"), "\(worker)")
+        #expect(worker.hasSuffix("topic write chime/$worker/host-1-of-2/#"), "\(worker)")
+        #expect(!worker.contains("topic write chime/+/cmd/#"), "\(worker)")
         // Refusals: a device named like a backend or the worker, a name that is not one topic level,
         // an unknown role.
         for arguments in [
             ["add", "device", "crm"], ["add", "device", "chimed"], ["add", "device", "a/b"], ["add", "device", "+"],
-            ["add", "device", "$SYS"], ["add", "admin", "x"],
+            ["add", "device", "$SYS"], ["add", "admin", "x"], ["add", "worker", String(repeating: "w", count: 65)],
         ] {
             let refused = try await Accounts.run(arguments, passwordFile: passwords, aclFile: acl)
             #expect(refused.status != .exited(0), "\(arguments) was accepted")
             #expect(refused.output.isEmpty, "\(arguments) printed \(refused.output)")
         }
         let list = try await Accounts.run(["list"], passwordFile: passwords, aclFile: acl)
-        #expect(Set(list.output) == ["worker chimed", "backend crm", "device phone-1", "device phone-2"])
+        #expect(
+            Set(list.output) == [
+                "worker chimed", "worker host-1-of-2", "backend crm", "device phone-1", "device phone-2",
+            ]
+        )
         let attributes = try FileManager.default.attributesOfItem(atPath: passwords)
         #expect((attributes[.posixPermissions] as? Int) == 0o640)
 
@@ -346,7 +370,7 @@ import Testing
         let chimed = try Chimed(
             broker: broker,
             dataDirectory: data.path,
-            workerId: "accounts",
+            workerId: "chimed",
             extra: ["--broker", "mqtt://chimed:\(accounts.password("chimed"))@\(broker.host):\(broker.port)"]
         )
         try await chimed.start()

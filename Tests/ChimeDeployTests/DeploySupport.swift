@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeMQTT
 import ChimeTestSupport
+import ChimeWorker
 import Foundation
 import Synchronization
 import Testing
@@ -20,6 +21,18 @@ enum Repository {
     static let productionBrokerConfig = "deploy/mosquitto/mosquitto.conf"
     static let acl = "deploy/mosquitto/chime.acl"
     static let accountsScript = "scripts/chime-accounts"
+}
+
+/// chimed's defaults that the shipped broker limits are sized for.
+enum ChimedDefaults {
+    /// `--max-command-bytes`, as chimed declares it.
+    static let maxCommandBytes: Int = {
+        let spec = WorkerConfiguration.flagSpecs.first { $0.name == "max-command-bytes" }
+        guard let text = spec?.defaultValue, let value = Int(text) else {
+            fatalError("chimed declares no default --max-command-bytes")
+        }
+        return value
+    }()
 }
 
 /// A mosquitto configuration file read as `(key, rest of the line)` pairs, comments and blank lines
@@ -137,10 +150,14 @@ final class SecuredDeployment: Sendable {
     let broker: TestBroker
     let passwords: [String: String]
     let data: TemporaryDirectory
-    let workerId = "w-\(UInt32.random(in: 0...UInt32.max))"
+    /// chimed's worker id, and so the name of its account: the shipped broker names every client's
+    /// session after its user name (`use_username_as_clientid`).
+    let workerId = "chimed"
+    /// The account of the worker's health check (`chime-env health`), a backend account.
+    var healthAccount: String { "\(workerId)-health" }
     let chimed: Chimed
 
-    /// Accounts made: `chimed` (worker), `backend` (backend) and each of `devices`.
+    /// Accounts made: `chimed` (worker), `chimed-health` and `backend` (backends) and each of `devices`.
     static func start(devices: [String]) async throws -> SecuredDeployment {
         let files = try TemporaryDirectory(prefix: "chime-deploy")
         let acl = files.appending("chime.acl")
@@ -148,6 +165,7 @@ final class SecuredDeployment: Sendable {
         try shippedACL.write(to: URL(fileURLWithPath: acl))
         var accounts = Accounts(passwordFile: files.appending("chime.passwd"), aclFile: acl)
         try await accounts.add("worker", "chimed")
+        try await accounts.add("backend", "chimed-health")
         try await accounts.add("backend", "backend")
         for device in devices { try await accounts.add("device", device) }
         // The accounts above are the ACL's own: the script must have left it as shipped.
@@ -181,6 +199,19 @@ final class SecuredDeployment: Sendable {
         } catch {
             throw TestSupportError("\(error)\nbroker log:\n\(broker.log)")
         }
+    }
+
+    /// `mqtt://user:password@host:port` of this broker.
+    func url(_ user: String) -> String {
+        "mqtt://\(user):\(passwords[user] ?? "")@\(broker.host):\(broker.port)"
+    }
+
+    /// Starts chimed again, as it was started (same data directory, worker id and account), once the
+    /// first one has stopped. The caller stops it.
+    func startChimedAgain() async throws -> Chimed {
+        let again = try Chimed(executable: try builtProduct("chimed"), arguments: chimed.arguments)
+        try await again.start()
+        return again
     }
 
     /// Options for `user` with its password.

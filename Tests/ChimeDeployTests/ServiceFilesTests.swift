@@ -10,7 +10,9 @@ import Testing
 /// environment file starts chimed, the compose broker keeps the production settings.
 @Suite struct ServiceFilesTests {
     /// Settings chime-env reads itself (deploy/container/chime-env).
-    static let entryPointSettings: Set<String> = ["CHIME_PARTITION_COUNT", "CHIME_HOSTNAME", "CHIME_DATA_ROOT"]
+    static let entryPointSettings: Set<String> = [
+        "CHIME_PARTITION_COUNT", "CHIME_HOSTNAME", "CHIME_DATA_ROOT", "CHIME_HEALTH_BROKER", "CHIME_PASSWORD_DIR",
+    ]
     static let chimedSettings = Set(WorkerConfiguration.flagSpecs.filter(\.fromEnvironment).map(\.environmentName))
 
     @Test func everyChimeSettingNamedInDeployExists() throws {
@@ -112,6 +114,72 @@ import Testing
         #expect(await process.waitForExit(timeout: .seconds(10)) == .exited(2))
         #expect(process.standardOutputLines.isEmpty)
         #expect(process.standardErrorLines.joined().contains(words), "\(process.standardErrorLines)")
+    }
+
+    @Test func theEntryPointGivesEachPodItsOwnAccountsFromThePasswordDirectory() async throws {
+        let secrets = try TemporaryDirectory(prefix: "chime-passwords")
+        func run(_ environment: [String: String]) async throws -> ChildProcess {
+            let process = try ChildProcess(
+                Repository.path("deploy/container/chime-env"),
+                arguments: ["env"],
+                environment: [
+                    "PATH": "/usr/bin:/bin", "CHIME_HOSTNAME": "chimed-1", "CHIME_PARTITION_COUNT": "3",
+                    "CHIME_BROKER": "mqtts://emqx.chime.svc:8883", "CHIME_PASSWORD_DIR": secrets.path,
+                ].merging(environment) { $1 }
+            )
+            try process.start()
+            await process.waitForExit(timeout: .seconds(10))
+            return process
+        }
+        // As a Secret volume holds them: one file per account, maybe with a final newline.
+        try "worker-pw_1\n".write(toFile: secrets.appending("chimed-1-of-3"), atomically: true, encoding: .utf8)
+        try "health-pw.2".write(toFile: secrets.appending("chimed-1-of-3-health"), atomically: true, encoding: .utf8)
+        let pod = try await run([:])
+        #expect(pod.termination == .exited(0), "\(pod.standardErrorLines)")
+        let lines = Set(pod.standardOutputLines)
+        #expect(lines.contains("CHIME_BROKER=mqtts://chimed-1-of-3:worker-pw_1@emqx.chime.svc:8883"), "\(lines)")
+        #expect(lines.contains("CHIME_HEALTH_BROKER=mqtts://chimed-1-of-3-health:health-pw.2@emqx.chime.svc:8883"))
+
+        // Refused, with the reason: an account in the URL, a missing password, one that would need
+        // escaping in a URL.
+        let withUser = try await run(["CHIME_BROKER": "mqtt://chimed:pw@emqx:1883"])
+        #expect(withUser.termination == .exited(2))
+        #expect(withUser.standardErrorLines.joined().contains("names no account"))
+        try "p@ss".write(toFile: secrets.appending("chimed-1-of-3-health"), atomically: true, encoding: .utf8)
+        let escaped = try await run([:])
+        #expect(escaped.termination == .exited(2))
+        #expect(escaped.standardErrorLines.joined().contains("chimed-1-of-3-health: a password here is"))
+        try FileManager.default.removeItem(atPath: secrets.appending("chimed-1-of-3-health"))
+        let missing = try await run([:])
+        #expect(missing.termination == .exited(2))
+        #expect(missing.standardErrorLines.joined().contains("no password for account chimed-1-of-3-health"))
+        #expect(missing.standardOutputLines.isEmpty)
+    }
+
+    @Test func theShippedBrokerBindsClientIdsOnEveryListenerAndTakesChimedsLargestDelivery() throws {
+        for file in [Repository.productionBrokerConfig, "deploy/compose/mosquitto.conf"] {
+            // Every listener, the commented-out TLS one too, is followed by its own
+            // use_username_as_clientid (a listener setting), commented out alike.
+            var open: String?
+            for raw in try Repository.text(file).split(separator: "\n") {
+                let line = raw.trimmingCharacters(in: .whitespaces)
+                let setting = line.hasPrefix("#") ? String(line.dropFirst()) : line
+                if setting.hasPrefix("listener ") {
+                    #expect(open == nil, "\(file): \(open ?? "") has no use_username_as_clientid true")
+                    open = line
+                } else if setting == "use_username_as_clientid true", let listener = open {
+                    #expect(line.hasPrefix("#") == listener.hasPrefix("#"), "\(file): \(listener)")
+                    open = nil
+                }
+            }
+            #expect(open == nil, "\(file): \(open ?? "") has no use_username_as_clientid true")
+        }
+        // A delivery can be three times its command (chimed writes the 2-byte escape \b as \u0008),
+        // plus its own fields: max_packet_size must let chimed publish it.
+        let maxCommandBytes = ChimedDefaults.maxCommandBytes
+        let config = BrokerConfigLines(try Repository.text(Repository.productionBrokerConfig))
+        let maxPacketSize = try #require(config.value("max_packet_size").flatMap { Int($0) })
+        #expect(maxPacketSize >= 3 * maxCommandBytes + 16_384)
     }
 
     @Test func chimedStartsThroughTheEntryPointAsAPodWould() async throws {
