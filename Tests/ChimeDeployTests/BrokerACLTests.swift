@@ -107,7 +107,7 @@ import Testing
         _ = try await backend.request(
             "chime/phone-b/cmd/schedule",
             #"{"id":"from-backend","after":1,"alertBody":"hello B"}"#,
-            responseTopic: "chime/$reply/backend/r1"
+            responseTopic: "chime/phone-b/replies/r1"
         ).okResult()
         try await b.requester.publish(
             topic: "chime/phone-b/cmd/schedule",
@@ -170,8 +170,8 @@ import Testing
         let d = try await SecuredDeployment.start(devices: ["phone-b"])
         defer { Task { await d.stop() } }
         let backend = try await d.client("backend")
-        let replies = "chime/$reply/backend/jobs"
         for device in ["phone-b", "never-connected", "kiosk:42@lobby"] {
+            let replies = "chime/\(device)/replies/jobs"
             let scheduled = try await backend.request(
                 "chime/\(device)/cmd/schedule",
                 #"{"id":"n","after":3600}"#,
@@ -259,7 +259,7 @@ import Testing
         #expect(try await health(d.healthAccount) == .exited(0))
         // Monitoring from the backend account, in its reply space.
         let probe = [
-            "status", "--worker", d.workerId, "--reply-topic", "chime/$reply/backend/probe", "--timeout", "5s",
+            "status", "--worker", d.workerId, "--timeout", "5s",
         ]
         #expect(try await run("\(bin)/chime", probe, environment: ["CHIME_BROKER": d.url("backend")]) == .exited(0))
         // Without --reply-topic, the CLI picks one in its user's reply space, which the ACL lets
@@ -387,7 +387,7 @@ import Testing
         _ = try await crm.request(
             "chime/phone-2/cmd/schedule",
             #"{"id":"crm","after":3600}"#,
-            responseTopic: "chime/$reply/crm/1"
+            responseTopic: "chime/phone-2/replies/crm-1"
         ).okResult()
         let listed = try await phone.request("chime/phone-2/cmd/list", "{}", responseTopic: "chime/phone-2/replies/1")
             .okResult()

@@ -332,7 +332,7 @@ final class WorkerWatch: Sendable {
             let reply = try await client.request(
                 "chime/fence/cmd/list",
                 "{}",
-                responseTopic: "chime/$reply/backend/fence-\(n)",
+                responseTopic: "chime/fence/replies/backend-\(n)",
                 timeout: .seconds(10)
             )
             #expect(reply["ok"] == true, sourceLocation: sourceLocation)
