@@ -586,11 +586,13 @@ final class WorkerLoop {
             stats.lateness.record(lateness)
             if lateness >= configuration.engine.lateThreshold { stats.lateDeliveries += 1 }
         } catch {
+            // Retried with the backoff of a refusal: an error such as an oversized packet would
+            // otherwise repeat at full speed.
+            let retry = engine.publishRefused(delivery.token, now: wallClock())
             logger.warning(
                 "cannot publish a delivery; it will be retried",
-                ["fireId": delivery.fireId, "error": "\(error)"]
+                ["fireId": delivery.fireId, "error": "\(error)", "retryMs": "\(retry ?? 0)"]
             )
-            engine.publishFailed(delivery.token)
         }
     }
 

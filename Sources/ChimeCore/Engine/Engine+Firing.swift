@@ -203,15 +203,10 @@ extension Engine {
         )
     }
 
-    /// A delivery could not be handed to the MQTT client (not connected, queue full): forget
-    /// it and arm its notification again from its durable state, so it is sent later.
-    public func publishFailed(_ token: UInt64) {
-        _ = rearm(token)
-    }
-
     /// The broker refused a delivery (a PUBACK reason code of 0x80 or more: not authorized, quota
-    /// exceeded, ...): it is not delivered, so its occurrence stays due and is sent again, after
-    /// ``refusalBackoff(attempt:)``, doubling with each refusal in a row.
+    /// exceeded, ...), or the MQTT client could not take it (not connected, a packet too large):
+    /// it is not delivered, so its occurrence stays due and is sent again, after
+    /// ``refusalBackoff(attempt:)``, doubling with each failure in a row.
     /// - Returns: the delay before the retry, in milliseconds (nil for an unknown token).
     @discardableResult
     public func publishRefused(_ token: UInt64, now: Instant) -> Int64? {
