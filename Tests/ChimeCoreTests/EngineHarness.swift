@@ -113,11 +113,19 @@ struct Harness {
         return fresh
     }
 
+    /// Every notification of the device, page after page (a page also ends by size).
     func list(_ device: String, engine: Engine? = nil) -> [JSONObject] {
         var copy = self
         if let engine { copy.engine = engine }
-        let result = copy.ok(device, .list, #"{"limit": 1000}"#)
-        return result["notifications"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        var rows: [JSONObject] = []
+        var cursor: String?
+        repeat {
+            let payload = cursor.map { #"{"limit": 1000, "cursor": "\#($0)"}"# } ?? #"{"limit": 1000}"#
+            let result = copy.ok(device, .list, payload)
+            rows += result["notifications"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            cursor = result["cursor"]?.stringValue
+        } while cursor != nil
+        return rows
     }
 }
 
