@@ -111,12 +111,16 @@ struct JournalCommand: Command {
         } catch {
             throw CLIFailure(.failed, "journal verify: \(error.message)")
         }
-        console.out(report.description)
         if !report.isOpenable {
+            console.out(report.description)
             throw CLIFailure(.failed, "\(directory) is damaged: chimed will not open it; see `chime journal repair`")
         }
         // The structure is sound; chimed must also be able to read every entry back. Rebuild the
         // state as chimed's start-up does.
+        var lines = report.description.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        // The report ends with its verdict, which waits for the replay.
+        let verdict = lines.removeLast()
+        for line in lines { console.out(line) }
         do {
             let recovery = try JournalTools.read(directory: directory)
             let engine = try Engine.recovered(from: recovery, directory: directory)
@@ -127,6 +131,7 @@ struct JournalCommand: Command {
         } catch {
             throw CLIFailure(.failed, "\(directory) cannot be replayed, chimed will not start from it: \(error)")
         }
+        console.out(verdict)
     }
 
     func dump(_ console: Console) throws(CLIFailure) {
