@@ -5,8 +5,9 @@ import Testing
 
 /// What the fuzzers (`make fuzz`, `Fuzz/`) found, checked on every `make test`: each input in
 /// `Fixtures/fuzz/<target>/` and each checked-in seed in `Fuzz/corpus/<target>/` must satisfy the
-/// fuzz target's properties (``FuzzChecks``), and each finding has a test of its own below that
-/// states the bug in the protocol's terms.
+/// fuzz target's properties (``FuzzChecks``; the `readback` target's, ``ReadBackCheck``, are
+/// checked by `ReadBackTests`), and each finding has a test of its own below that states the bug
+/// in the protocol's terms.
 @Suite struct FuzzRegressionTests {
     static func inputs(_ target: String) throws -> [(name: String, bytes: [UInt8])] {
         let fixtures = try #require(Bundle.module.path(forResource: "Fixtures", ofType: nil))
@@ -23,22 +24,34 @@ import Testing
         return inputs
     }
 
-    @Test func everyCommandInputFoundOrSeededHoldsTheProperties() throws {
-        let inputs = try Self.inputs("commands")
+    /// Checks every input of `target` (more than 20 of them) with `check`, which returns the
+    /// violated property, or nil.
+    static func expectEveryInput(of target: String, holds check: ([UInt8]) -> String?) throws {
+        let inputs = try inputs(target)
         #expect(inputs.count > 20)
         for input in inputs {
-            let problem = FuzzChecks.command(input.bytes)
+            let problem = check(input.bytes)
             #expect(problem == nil, "\(input.name): \(problem ?? "")")
         }
     }
 
-    @Test func everyRecurrenceInputFoundOrSeededHoldsTheProperties() throws {
-        let inputs = try Self.inputs("recurrence")
-        #expect(inputs.count > 20)
-        for input in inputs {
-            let problem = FuzzChecks.recurrence(String(decoding: input.bytes, as: UTF8.self))
-            #expect(problem == nil, "\(input.name): \(problem ?? "")")
+    /// Expects the decoder to refuse `payload` with `invalid_argument` naming `field`.
+    static func expectRefused(_ payload: String, as op: ChimeCore.Operation = .schedule, field: String) {
+        guard case .failure(let failure) = CommandDecoder().decode(deviceId: "d", op: op, payload: Array(payload.utf8))
+        else {
+            Issue.record("\(payload) was accepted")
+            return
         }
+        #expect(failure.error.code == .invalidArgument, "\(payload)")
+        #expect(failure.error.field == field, "\(payload)")
+    }
+
+    @Test func everyCommandInputFoundOrSeededHoldsTheProperties() throws {
+        try Self.expectEveryInput(of: "commands", holds: FuzzChecks.command)
+    }
+
+    @Test func everyRecurrenceInputFoundOrSeededHoldsTheProperties() throws {
+        try Self.expectEveryInput(of: "recurrence") { FuzzChecks.recurrence(String(decoding: $0, as: UTF8.self)) }
     }
 
     /// A notification scheduled with `"enabled": false` was listed with `enabled` twice (the
@@ -85,19 +98,7 @@ extension FuzzRegressionTests {
     ])
     func everyByDayOrdinalIsChecked(rule: String) throws {
         #expect(throws: RecurrenceError(.invalidRule)) { try RecurrenceRule(parsing: rule) }
-        let payload = #"{"id":"r","fireDate":"2026-07-05T09:00:00Z","rrule":"\#(rule)"}"#
-        guard
-            case .failure(let failure) = CommandDecoder().decode(
-                deviceId: "d",
-                op: .schedule,
-                payload: Array(payload.utf8)
-            )
-        else {
-            Issue.record("\(rule) was accepted")
-            return
-        }
-        #expect(failure.error.code == .invalidArgument)
-        #expect(failure.error.field == "rrule")
+        Self.expectRefused(#"{"id":"r","fireDate":"2026-07-05T09:00:00Z","rrule":"\#(rule)"}"#, field: "rrule")
     }
 
     /// The same through chimed: whatever it acknowledges, it can start again on.
@@ -156,5 +157,54 @@ extension FuzzRegressionTests {
             return delivery.fireId
         }
         #expect(fired == ["\(id)~snooze@2026-06-15T10:10:00Z"])
+    }
+}
+
+extension FuzzRegressionTests {
+    /// An absolute date-time whose offset takes it out of the years 0001 to 9999 was accepted:
+    /// `0001-01-01T00:00:00+01:00` is 23:00 on 31 December of the year 0, which the journal wrote
+    /// as `0000-12-31T23:00:00Z` (and `9999-12-31T23:59:59-01:00` as `10000-01-01T00:59:59Z`), text
+    /// that its own reader refuses. chimed acknowledged the schedule, and then could not replay its
+    /// record (nor restore a snapshot holding such an `until` or exdate): it refused to start on
+    /// its own data directory. Found by the readback property (`ReadBackTests`).
+    @Test(arguments: [
+        ("fireDate", "0001-01-01T00:00:00+01:00"), ("fireDate", "9999-12-31T23:59:59-01:00"),
+        ("until", "9999-12-31T23:00:00-01:00"), ("exdates[0]", "0001-01-01T00:00:00+00:01"),
+    ])
+    func aDateTimeOutsideTheYears0001To9999IsRefused(field: String, value: String) throws {
+        #expect(DateTimeValue(iso8601: value) == nil)
+        let daily = #""fireDate":"2026-07-01T09:00:00Z","repeatInterval":"day""#
+        let members = [
+            "fireDate": #""fireDate":"\#(value)""#, "until": #"\#(daily),"until":"\#(value)""#,
+            "exdates[0]": #"\#(daily),"exdates":["\#(value)"]"#,
+        ]
+        Self.expectRefused(#"{"id":"y",\#(members[field]!)}"#, field: field)
+        // The ends of the range themselves are kept, and read back.
+        for edge in ["0001-01-01T00:00:00Z", "0001-01-01T00:00:00-23:59", "9999-12-31T23:59:59.999Z"] {
+            let value = try #require(DateTimeValue(iso8601: edge))
+            #expect(DateTimeValue(iso8601: value.description) == value)
+        }
+    }
+
+    /// A duration that must be more than 0 (`expiresAfter`, `after`, snooze's `after`) was checked
+    /// before being rounded to the millisecond Chime keeps: `"expiresAfter": 0.0004` (or `5e-324`)
+    /// passed as more than 0 and was stored as 0 ms, which the journal, reading it back under the
+    /// same bound, refused. chimed acknowledged the schedule, then refused to start. Found by the
+    /// readback property (`ReadBackTests`).
+    @Test(arguments: ["0.0004", "5e-324", "2.2250738585072014e-308"])
+    func aDurationThatRoundsToNoMillisecondIsRefused(seconds: String) throws {
+        Self.expectRefused(#"{"id":"y","after":60,"expiresAfter":\#(seconds)}"#, field: "expiresAfter")
+        Self.expectRefused(#"{"id":"y","after":\#(seconds)}"#, field: "after")
+        Self.expectRefused(#"{"id":"y","after":\#(seconds)}"#, as: .snooze, field: "after")
+        // Half a millisecond rounds to 1 ms, which is kept and read back.
+        let payload = Array(#"{"id":"y","after":60,"expiresAfter":0.0005}"#.utf8)
+        guard case .success(let request) = CommandDecoder().decode(deviceId: "d", op: .schedule, payload: payload),
+            case .schedule(let specs, _, _) = request.command
+        else {
+            Issue.record("half a millisecond was refused")
+            return
+        }
+        #expect(specs.first?.expiresAfter == 1)
+        #expect(ReadBackCheck.fuzz(payload) == nil)
     }
 }

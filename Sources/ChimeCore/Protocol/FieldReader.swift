@@ -56,7 +56,9 @@ struct FieldReader {
         return n
     }
 
-    /// A number of seconds, returned in milliseconds (rounded to the nearest).
+    /// A number of seconds, returned in milliseconds (rounded to the nearest). With `minInclusive`
+    /// false, the milliseconds too must be above `min`: `0.0004` is above 0 but would be kept as 0,
+    /// which the journal, reading it back with the same bounds, would refuse.
     func seconds(_ key: String, min: Double, minInclusive: Bool, max: Double) throws(ChimeError) -> Int64? {
         guard let value = object[key] else { return nil }
         let d: Double
@@ -70,7 +72,11 @@ struct FieldReader {
             let low = minInclusive ? ">= \(format(min))" : "> \(format(min))"
             throw .invalid(name(key), "must be \(low) and <= \(format(max)) seconds")
         }
-        return Int64((d * 1000).rounded())
+        let milliseconds = Int64((d * 1000).rounded())
+        guard minInclusive || Double(milliseconds) > min * 1000 else {
+            throw .invalid(name(key), "must be > \(format(min)) seconds once rounded to the millisecond")
+        }
+        return milliseconds
     }
 
     func object(_ key: String) throws(ChimeError) -> JSONObject? {
