@@ -130,6 +130,15 @@ public final class Worker: Sendable {
                 "connecting",
                 ["broker": redacted(configuration.brokerURL), "clientId": options.clientId ?? ""]
             )
+            if let user = options.username, !user.isEmpty, user != configuration.workerId {
+                // A broker that names sessions after accounts (the deploy configuration) ignores the
+                // client id, and its ACL lets a worker write only the status of its own name.
+                logger.notice(
+                    "the broker account differs from the worker id; with the deploy broker configuration name the "
+                        + "account after the worker id",
+                    ["user": user, "worker": configuration.workerId]
+                )
+            }
             try client.start()
         } catch {
             try? journal.close()
@@ -179,6 +188,8 @@ final class WorkerLoop {
     var takeovers: [ContinuousClock.Instant] = []
     /// Why the worker stops with an error once it has shut down.
     var fatal: WorkerError?
+    /// The message id of the retained `online` status, to hear whether the broker took it.
+    var statusMessageId: Int32?
     /// When to ask again for a command subscription the broker refused.
     var resubscribeAt: ContinuousClock.Instant?
     var stopping = false
@@ -336,6 +347,16 @@ final class WorkerLoop {
             tookOver(because: "another chimed announced itself online with this worker id (instance \(other))")
         case .message(let message):
             command(message)
+        case .published(let messageId, let reasonCode) where messageId == statusMessageId:
+            statusMessageId = nil
+            if reasonCode >= 0x80 {
+                logger.error(
+                    "the broker refused the worker's status: clients will not see it online (check that the ACL lets "
+                        + "this account write \(configuration.topics.workerStatus(configuration.workerId)); the deploy "
+                        + "ACL names each worker's account after its --worker-id)",
+                    ["reason": "0x\(String(reasonCode, radix: 16))"]
+                )
+            }
         case .published(let messageId, let reasonCode):
             guard let token = tokensByMessageId.removeValue(forKey: messageId) else { return }
             if reasonCode >= 0x80 {
@@ -367,7 +388,7 @@ final class WorkerLoop {
                 return
             }
             // Online only once commands can reach us.
-            _ = try? client.publish(
+            statusMessageId = try? client.publish(
                 topic: configuration.topics.workerStatus(configuration.workerId),
                 payload: Self.statusPayload(
                     state: "online",
