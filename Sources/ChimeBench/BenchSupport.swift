@@ -90,6 +90,8 @@ final class LoadClient: Sendable {
         var replies = 0
         var okReplies = 0
         var lastReply = 0.0
+        /// Replies by ``LoadClient/outcome(_:ok:)``, since the current run started.
+        var outcomes: [String: Int] = [:]
         /// Send times of requests in flight, by correlation number, for latency samples.
         var sentAt: [UInt64: Double] = [:]
         var latencies: [Double] = []
@@ -120,12 +122,14 @@ final class LoadClient: Sendable {
             case .subscribed(let id, _): shared.value.withLock { _ = $0.subscribed.insert(id) }
             case .message(let m):
                 let ok = m.payload.starts(with: Array(#"{"ok":true"#.utf8))
+                let outcome = LoadClient.outcome(m.payload, ok: ok)
                 let now = monotonicSeconds()
                 var number: UInt64 = 0
                 for b in m.correlationData ?? [] { number = number << 8 | UInt64(b) }
                 shared.value.withLock { s in
                     s.replies += 1
                     if ok { s.okReplies += 1 }
+                    s.outcomes[outcome, default: 0] += 1
                     s.lastReply = now
                     if let sent = s.sentAt.removeValue(forKey: number) { s.latencies.append(now - sent) }
                 }
@@ -148,24 +152,48 @@ final class LoadClient: Sendable {
 
     func stop() { client.stop() }
 
+    /// What one run got back: every figure counts that run's replies only.
     struct Result {
         var seconds: Double
         var replies: Int
         var ok: Int
         var latencies: Samples
+        var outcomes: [String: Int]
     }
 
     /// Sends every command (topic, payload) keeping at most `window` unanswered, and waits for all
     /// replies. `measureLatency` keeps the round-trip time of each.
     func run(_ commands: [(String, [UInt8])], measureLatency: Bool = false, timeout: Double = 600) throws -> Result {
+        try run(count: commands.count, measureLatency: measureLatency, timeout: timeout) { commands[$0] }
+    }
+
+    /// Sends `command(0)`, `command(1)`, ... (topic, payload), `count` of them or as many as go out
+    /// before `deadline` (monotonic seconds), keeping at most `window` unanswered, and waits for
+    /// the replies of all that were sent.
+    func run(
+        count: Int,
+        until deadline: Double = .infinity,
+        measureLatency: Bool = false,
+        timeout: Double = 600,
+        _ command: (Int) -> (String, [UInt8])
+    ) throws -> Result {
         let before = shared.value.withLock { s -> Int in
             s.latencies.removeAll()
+            s.okReplies = 0
+            s.outcomes.removeAll()
             return s.replies
         }
         let start = monotonicSeconds()
         var number: UInt64 = UInt64(before) << 20
-        for (topic, payload) in commands {
+        var sent = 0
+        while sent < count {
             window.wait()
+            if monotonicSeconds() >= deadline {
+                window.signal()
+                break
+            }
+            let (topic, payload) = command(sent)
+            sent += 1
             number += 1
             var properties = MQTTPublishProperties()
             properties.responseTopic = replyTopic
@@ -185,19 +213,38 @@ final class LoadClient: Sendable {
                 }
             }
         }
-        let expected = before + commands.count
+        let expected = before + sent
         guard waitUntil(timeout: timeout, { shared.value.withLock { $0.replies >= expected } }) else {
-            throw BenchError(
-                "only \(shared.value.withLock { $0.replies } - before) of \(commands.count) replies arrived"
-            )
+            throw BenchError("only \(shared.value.withLock { $0.replies } - before) of \(sent) replies arrived")
         }
         return shared.value.withLock { s in
             Result(
                 seconds: s.lastReply - start,
                 replies: s.replies - before,
                 ok: s.okReplies,
-                latencies: Samples(values: s.latencies)
+                latencies: Samples(values: s.latencies),
+                outcomes: s.outcomes
             )
+        }
+    }
+
+    /// What a reply says, for tallies: `ok` or its error code, after the part of its requestId
+    /// before a `.` when it has one (a reply to `"requestId":"keys.7"` refused `unknown_field` is
+    /// `keys unknown_field`). Reads only the head of the reply, where chimed writes these.
+    static func outcome(_ payload: [UInt8], ok: Bool) -> String {
+        payload.prefix(400).withUnsafeBufferPointer { p in
+            // The string after `key` up to its closing quote or, with `end`, up to `end` (nil when
+            // `end` does not come first).
+            func string(after key: StaticString, end: UInt8? = nil) -> String? {
+                guard let from = indexAfter(key, in: p) else { return nil }
+                var i = from
+                while i < p.count && p[i] != UInt8(ascii: "\"") && p[i] != end { i += 1 }
+                if end != nil && (i == p.count || p[i] != end) { return nil }
+                return String(decoding: UnsafeBufferPointer(rebasing: p[from..<i]), as: UTF8.self)
+            }
+            let code = ok ? "ok" : string(after: #""code":""#) ?? "?"
+            guard let tag = string(after: #""requestId":""#, end: UInt8(ascii: ".")) else { return code }
+            return tag + " " + code
         }
     }
 }
@@ -258,16 +305,7 @@ final class DeliveryCollector: Sendable {
     /// byte scan: the subscriber shares the cores with what it measures, so it must stay cheap.
     static func field(_ payload: [UInt8], _ key: StaticString) -> Int64? {
         payload.withUnsafeBufferPointer { p in
-            let k = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
-            guard p.count >= k.count else { return nil }
-            var i = 0
-            while i <= p.count - k.count {
-                var j = 0
-                while j < k.count && p[i + j] == k[j] { j += 1 }
-                if j == k.count { return parseRFC3339(UnsafeBufferPointer(rebasing: p[(i + j)...])) }
-                i += 1
-            }
-            return nil
+            indexAfter(key, in: p).flatMap { parseRFC3339(UnsafeBufferPointer(rebasing: p[$0...])) }
         }
     }
 
@@ -307,6 +345,20 @@ final class DeliveryCollector: Sendable {
     }
 
     func stop() { client.stop() }
+}
+
+/// The index just past the first occurrence of `key` in `p`, by a plain byte scan.
+func indexAfter(_ key: StaticString, in p: UnsafeBufferPointer<UInt8>) -> Int? {
+    let k = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+    guard p.count >= k.count else { return nil }
+    var i = 0
+    while i <= p.count - k.count {
+        var j = 0
+        while j < k.count && p[i + j] == k[j] { j += 1 }
+        if j == k.count { return i + j }
+        i += 1
+    }
+    return nil
 }
 
 /// `2026-12-01T10:00:00Z` or `...00.123Z` (what `b` starts with) to epoch milliseconds.

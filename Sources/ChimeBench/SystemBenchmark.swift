@@ -10,7 +10,7 @@ import Foundation
 struct SystemBenchmark {
     var quick: Bool
     var jsonPath: String
-    /// Run only these workloads (ingest, burst, steady); all when empty.
+    /// Run only these workloads (ingest, burst, steady, hostile); all when empty.
     var only: Set<String> = []
 
     struct Sizes {
@@ -21,6 +21,8 @@ struct SystemBenchmark {
         var steadySeconds: Int
         var extraRecords: Int
         var cancelSamples: Int
+        var hostileRate: Int
+        var hostileSeconds: Int
     }
 
     var sizes: Sizes {
@@ -32,7 +34,9 @@ struct SystemBenchmark {
                 steadyRate: 2000,
                 steadySeconds: 10,
                 extraRecords: 10_000,
-                cancelSamples: 30
+                cancelSamples: 30,
+                hostileRate: 500,
+                hostileSeconds: 15
             )
             : Sizes(
                 ingest: 200_000,
@@ -41,7 +45,9 @@ struct SystemBenchmark {
                 steadyRate: 2000,
                 steadySeconds: 60,
                 extraRecords: 100_000,
-                cancelSamples: 50
+                cancelSamples: 50,
+                hostileRate: 500,
+                hostileSeconds: 60
             )
     }
 
@@ -89,6 +95,7 @@ struct SystemBenchmark {
         if only.isEmpty || only.contains("ingest") { try ingest(url: url, chimed: chimed, me: me) }
         if only.isEmpty || only.contains("burst") { try burst(url: url, chimed: chimed, me: me) }
         if only.isEmpty || only.contains("steady") { try steady(url: url, chimed: chimed) }
+        if only.isEmpty || only.contains("hostile") { try hostile(url: url, chimed: chimed) }
 
         say("")
         say(table())
@@ -193,7 +200,7 @@ struct SystemBenchmark {
         let worker = try startChimed(chimed, url: url, data: data.path)
         let load = try LoadClient(url: url, clientId: "bench-load-chimed", window: 1000)
         try load.start()
-        let warm = try load.run(
+        _ = try load.run(
             (0..<2000).map { i in
                 ("\(Self.prefix)/warm\(i % 100)/cmd/schedule", Array(#"{"id":"w\#(i)","fireDate":"\#(far)"}"#.utf8))
             }
@@ -203,8 +210,8 @@ struct SystemBenchmark {
         let cpu = (cpuSeconds(pid: worker.process.pid) ?? 0) - cpu0
         load.stop()
         stop(worker)
-        guard c.ok - warm.ok == commands.count else {
-            throw BenchError("ingest: \(c.ok - warm.ok) ok replies, expected \(commands.count)")
+        guard c.ok == commands.count else {
+            throw BenchError("ingest: \(c.ok) ok replies, expected \(commands.count)")
         }
         return (Double(c.replies) / c.seconds, cpu / Double(commands.count))
     }
@@ -281,13 +288,11 @@ struct SystemBenchmark {
     /// first (measured on a sample); returns that instant.
     func loadDueAtOneInstant(load: LoadClient, count: Int, devices: Int) throws -> Instant {
         let batch = 500
-        let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000)
-        let sample = try load.run(batches(prefix: "cal", count: 20 * batch, devices: 20, due: far, batch: batch))
-        let perSecond = Double(20 * batch) / sample.seconds
-        let due = Instant(milliseconds: wallMilliseconds() + Int64(Double(count) / perSecond * 1500) + 5000)
+        let perSecond = try loadingRate(load)
+        let due = Instant(milliseconds: firstDue(loading: count, perSecond: perSecond))
         say(String(format: "  loading at about %.0f notifications/s; due at %@", perSecond, due.rfc3339()))
         _ = try load.run(
-            batches(prefix: "burst", count: count, devices: devices, due: due, batch: batch),
+            batches(prefix: "burst", count: count, devices: devices, batch: batch) { _ in due },
             timeout: 3600
         )
         let left = Double(due.milliseconds - wallMilliseconds()) / 1000
@@ -295,7 +300,53 @@ struct SystemBenchmark {
         return due
     }
 
-    func batches(prefix: String, count: Int, devices: Int, due: Instant, batch: Int) -> [(String, [UInt8])] {
+    /// Notifications a second that `load` schedules in batches of 500, measured on 10,000 far off
+    /// over 20 devices `cal-k`.
+    func loadingRate(_ load: LoadClient) throws -> Double {
+        let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000)
+        let sample = try load.run(batches(prefix: "cal", count: 10_000, devices: 20, batch: 500) { _ in far })
+        return Double(10_000) / sample.seconds
+    }
+
+    /// The first due instant (epoch ms) for `count` notifications about to be loaded at `perSecond`:
+    /// far enough ahead for the loading to finish first.
+    func firstDue(loading count: Int, perSecond: Double) -> Int64 {
+        wallMilliseconds() + Int64(Double(count) / perSecond * 1500) + 5000
+    }
+
+    /// `rate` one-shots a second falling due for `seconds` from `start` (epoch ms), spread over
+    /// 1,000 devices `s-k` in batches of 500: the deliveries the steady and hostile workloads time.
+    func steadyCommands(rate: Int, seconds: Int, start: Int64) -> [(String, [UInt8])] {
+        batches(prefix: "s", count: rate * seconds, devices: 1000, batch: 500) { j in
+            Instant(milliseconds: start + Int64(j) * 1000 / Int64(rate))
+        }
+    }
+
+    /// Waits for the `count` deliveries of ``steadyCommands(rate:seconds:start:)`` and stops
+    /// `measured`: what it saw, whose `worker` samples are the lateness the table reports.
+    func steadyDeliveries(
+        _ measured: DeliveryCollector,
+        count: Int,
+        seconds: Int,
+        workload: String
+    ) throws -> DeliveryCollector.Snapshot {
+        guard waitUntil(timeout: Double(seconds) + 600, { measured.count >= count }) else {
+            throw BenchError("\(workload): only \(measured.count) of \(count) delivered")
+        }
+        let d = measured.snapshot
+        measured.stop()
+        return d
+    }
+
+    /// Schedule commands of `batch` notifications each, `count` in all, over `devices` devices
+    /// `prefix-k`: notification `j` is `prefix` + `j`, due at `due(j)`.
+    func batches(
+        prefix: String,
+        count: Int,
+        devices: Int,
+        batch: Int,
+        due: (Int) -> Instant
+    ) -> [(String, [UInt8])] {
         var out: [(String, [UInt8])] = []
         var i = 0
         while i < count {
@@ -303,7 +354,7 @@ struct SystemBenchmark {
             var items: [String] = []
             for j in i..<min(count, i + batch) {
                 items.append(
-                    #"{"id":"\#(prefix)\#(j)","fireDate":"\#(due.rfc3339())","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
+                    #"{"id":"\#(prefix)\#(j)","fireDate":"\#(due(j).rfc3339())","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
                 )
             }
             out.append(
@@ -357,27 +408,8 @@ struct SystemBenchmark {
         let bigResult = try load.run(big, timeout: 3600)
         let perSecond = Double(s.pendingBig) / bigResult.seconds
         // The steady ones: due evenly from T over the window, spread over 1000 devices.
-        let start = wallMilliseconds() + Int64(Double(steadyCount) / perSecond * 1500) + 5000
-        var steadyCommands: [(String, [UInt8])] = []
-        i = 0
-        while i < steadyCount {
-            let device = "s-\((i / batch) % 1000)"
-            var items: [String] = []
-            for j in i..<min(steadyCount, i + batch) {
-                let due = Instant(milliseconds: start + Int64(j) * 1000 / Int64(s.steadyRate)).rfc3339()
-                items.append(
-                    #"{"id":"s\#(j)","fireDate":"\#(due)","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
-                )
-            }
-            steadyCommands.append(
-                (
-                    "\(Self.prefix)/\(device)/cmd/schedule",
-                    Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)
-                )
-            )
-            i += batch
-        }
-        _ = try load.run(steadyCommands, timeout: 3600)
+        let start = firstDue(loading: steadyCount, perSecond: perSecond)
+        _ = try load.run(steadyCommands(rate: s.steadyRate, seconds: s.steadySeconds, start: start), timeout: 3600)
         say(String(format: "  loaded in %.0f s", monotonicSeconds() - loadStart))
 
         // Memory, with everything pending.
@@ -458,11 +490,7 @@ struct SystemBenchmark {
         rows.append(("list by tag (the same lookup, no write)", String(format: "%.2f ms", listMs), "", ""))
 
         // The steady window.
-        guard waitUntil(timeout: Double(s.steadySeconds) + 600, { measured.count >= steadyCount }) else {
-            throw BenchError("steady: only \(measured.count) of \(steadyCount) delivered")
-        }
-        let d = measured.snapshot
-        measured.stop()
+        let d = try steadyDeliveries(measured, count: steadyCount, seconds: s.steadySeconds, workload: "steady")
         let l = d.worker
         say(
             String(
@@ -614,6 +642,20 @@ func runSync<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) thro
     }
     done.wait()
     return try box.result!.get()
+}
+
+/// Starts `body` on a thread of its own; the function returned waits for its result.
+func inBackground<T: Sendable>(_ body: @escaping @Sendable () throws -> T) -> () throws -> T {
+    let box = ResultBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+        box.result = Result { try body() }
+        done.signal()
+    }.start()
+    return {
+        done.wait()
+        return try box.result!.get()
+    }
 }
 
 final class ResultBox<T>: @unchecked Sendable {
