@@ -232,7 +232,7 @@ extension SystemBenchmark {
     func hostileRun(url: String, chimed: String, attacks: [Attack]?) throws -> HostileRun {
         let s = sizes
         let data = try TemporaryDirectory(prefix: "chime-bench")
-        let worker = try startChimed(chimed, url: url, data: data.path)
+        let worker = try startChimed(chimed, url: url, data: data.path, perDeviceLimits: true)
         defer { stop(worker) }
         var alone: [(name: String, ms: Double, reply: String)] = []
         var attacker: LoadClient?
