@@ -58,7 +58,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ChimeTimeTests",
-            dependencies: ["ChimeTime"],
+            dependencies: ["ChimeTime", "ChimeTestSupport"],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
