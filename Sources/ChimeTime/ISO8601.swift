@@ -8,7 +8,8 @@ public enum DateTimeValue: Hashable, Sendable, CustomStringConvertible {
     /// `YYYY-MM-DDTHH:MM`, `YYYY-MM-DDTHH:MM:SS`, an optional fraction of a second (`.5`,
     /// `.004`), and an optional `Z` or `±HH:MM` / `±HHMM` / `±HH` offset. `T` may also be `t` or a
     /// space. A wall-clock time (no offset) must have whole seconds. Returns nil for anything else,
-    /// including dates that do not exist (`2026-02-30`).
+    /// including dates that do not exist (`2026-02-30`) and instants outside the years 0001...9999
+    /// (`0001-01-01T00:30:00+01:00` is in the year 0), which RFC 3339 cannot write.
     public init?(iso8601 text: String) {
         var p = Scanner(Array(text.utf8))
         guard let year = p.digits(4), p.take(UInt8(ascii: "-")),
@@ -64,8 +65,9 @@ public enum DateTimeValue: Hashable, Sendable, CustomStringConvertible {
             return nil
         }
         guard p.atEnd else { return nil }
-        let seconds = local.secondsSinceEpoch - Int64(offset)
-        self = .instant(Instant(milliseconds: seconds * 1000 + Int64(millis)))
+        let instant = Instant(milliseconds: (local.secondsSinceEpoch - Int64(offset)) * 1000 + Int64(millis))
+        guard instant.isInSupportedYears else { return nil }
+        self = .instant(instant)
     }
 
     /// The canonical text: RFC 3339 UTC for an instant, `YYYY-MM-DDTHH:MM:SS` for a wall-clock time.

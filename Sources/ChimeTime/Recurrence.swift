@@ -20,6 +20,10 @@ public struct Occurrence: Hashable, Sendable {
 /// A series that provably has no more occurrences gives nil; one whose next occurrence could not be found
 /// within the budget throws ``RecurrenceError/Code/searchLimit``.
 ///
+/// Occurrences stay within the years 0001...9999 (``Instant/distantPast`` to ``Instant/distantFuture``):
+/// a wall-clock time of 9999-12-31 that a zone west of UTC puts in the year 10000 is no occurrence, and
+/// the series ends before it.
+///
 /// Semantic choices, where PROTOCOL.md and RFC 5545 leave room:
 /// - A rule's DTSTART is an occurrence only when it matches the rule (python-dateutil's reading);
 ///   COUNT counts from DTSTART either way, over the candidates at or after it.
@@ -233,7 +237,7 @@ public struct Recurrence: Sendable {
             var k: Int64 = 0
             while instants.count < wanted {
                 if let count, k >= count { break }
-                guard let value = s.instant(k) else { break }
+                guard let value = s.instant(k), value <= Instant.distantFuture.milliseconds else { break }
                 if let untilMilliseconds, value > untilMilliseconds { break }
                 if !s.isDuplicate(k, instant: value) { instants.append(value) }
                 try budget.spend(Budget.Cost.period)
@@ -242,6 +246,7 @@ public struct Recurrence: Sendable {
         case .rule(let s):
             var stream = s.streamFromStart()
             while instants.count < wanted, let item = try s.next(&stream, budget: &budget) {
+                guard item.instant <= Instant.distantFuture.seconds else { break }
                 instants.append(item.instant * 1000)
             }
         }
@@ -281,7 +286,7 @@ public struct Recurrence: Sendable {
         var k = from
         while true {
             if let count, k >= count { return nil }
-            guard let value = s.instant(k) else { return nil }
+            guard let value = s.instant(k), value <= Instant.distantFuture.milliseconds else { return nil }
             if let untilMilliseconds, value > untilMilliseconds { return nil }
             if value >= target && !exdates.contains(value) && !s.isDuplicate(k, instant: value) {
                 return Occurrence(index: Int(k + 1), instant: Instant(milliseconds: value))
@@ -302,7 +307,9 @@ public struct Recurrence: Sendable {
     ) throws(RecurrenceError) -> Occurrence? {
         while let item = try s.next(&stream, budget: &budget) {
             let ms = item.instant * 1000
-            guard ms >= target else { continue }
+            // Later candidates come later in time: past the year 9999 the series is over.
+            guard ms <= Instant.distantFuture.milliseconds else { return nil }
+            guard ms >= target, ms >= Instant.distantPast.milliseconds else { continue }
             guard let offset = stream.indexOffset else { return nil }
             let index = item.index + offset
             if let count = s.count, index > count { continue }

@@ -221,4 +221,55 @@ import Testing
             }
         }
     }
+
+    /// Date-times outside the years 0001...9999 are refused where they are parsed, and never computed.
+    @Test func yearsOutsideOneToNineNineNineNine() throws {
+        for text in [
+            "0000-12-31T23:00:00Z", "0001-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00", "0000-06-01T12:00:00",
+            "10000-01-01T00:00:00Z", "-0001-01-01T00:00:00Z",
+        ] {
+            #expect(DateTimeValue(iso8601: text) == nil, "\(text)")
+        }
+        #expect(DateTimeValue(iso8601: "0001-01-01T00:00:00Z") == .instant(.distantPast))
+        #expect(DateTimeValue(iso8601: "0001-01-01T00:30:00+00:30") == .instant(.distantPast))
+        #expect(
+            DateTimeValue(iso8601: "9999-12-31T23:59:59.999Z")
+                == .instant(Instant.distantFuture.adding(milliseconds: 999))
+        )
+        #expect(DateTimeValue(iso8601: "9999-12-31T22:59:59-01:00") == .instant(.distantFuture))
+        #expect(DateTimeValue(iso8601: "0001-01-01T00:00:00") != nil)
+        #expect(throws: RecurrenceError(.invalidRule)) {
+            try RecurrenceRule(parsing: "FREQ=DAILY;UNTIL=00001231T000000Z")
+        }
+        #expect(throws: RecurrenceError(.invalidRule)) { try RecurrenceRule(parsing: "FREQ=DAILY;UNTIL=00001231") }
+        #expect(try RecurrenceRule(parsing: "FREQ=DAILY;UNTIL=99991231T235959Z").until != nil)
+
+        // Rendering stays RFC 3339 even for an instant that arithmetic pushed out of range.
+        #expect(Instant.distantPast.adding(seconds: -315_360_000).rfc3339() == "0001-01-01T00:00:00Z")
+        #expect(Instant.distantFuture.adding(seconds: 86_400).rfc3339() == "9999-12-31T23:59:59.999Z")
+        #expect(Instant.distantPast.rfc3339() == "0001-01-01T00:00:00Z")
+        #expect(Instant.distantFuture.rfc3339() == "9999-12-31T23:59:59Z")
+
+        // 9999-12-31T20:00 in New York is the year 10000 in UTC: the series ends the day before.
+        let ny = zone("America/New_York")
+        let start = wall("9999-12-30T20:00")
+        for pattern in [try rule("FREQ=DAILY"), .interval(.day), try rule("FREQ=HOURLY;BYHOUR=20")] {
+            let recurrence = try Recurrence(start: start, zone: ny, pattern: pattern)
+            let first = try #require(try recurrence.first(atOrAfter: .distantPast))
+            #expect(first.instant == at("9999-12-31T01:00:00Z"))
+            #expect(try recurrence.next(after: first) == nil)
+            #expect(try recurrence.first(atOrAfter: first.instant.adding(seconds: 1)) == nil)
+            #expect(try recurrence.smallestSpacing() == nil)
+        }
+        // Every occurrence of a rule that runs to the end is in range, wherever it is asked from.
+        let hourly = try Recurrence(start: wall("9999-12-31T00:00"), zone: ny, pattern: rule("FREQ=HOURLY"))
+        var occurrence = try hourly.first(atOrAfter: .distantPast)
+        var count = 0
+        while let current = occurrence {
+            #expect(current.instant.isInSupportedYears)
+            count += 1
+            occurrence = try hourly.next(after: current)
+        }
+        #expect(count == 19)
+    }
 }
