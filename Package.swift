@@ -60,7 +60,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ChimeTimeTests",
-            dependencies: ["ChimeTime"],
+            dependencies: ["ChimeTime", "ChimeTestSupport"],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),

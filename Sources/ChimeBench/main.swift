@@ -4,7 +4,7 @@ import Foundation
 let arguments = Array(CommandLine.arguments.dropFirst())
 let quick = arguments.contains("--quick")
 let usage = """
-    usage: chime-bench recurrence [--quick]
+    usage: chime-bench recurrence [--quick | --hostile]
            chime-bench system [--quick] [--json FILE] [--only ingest,burst,steady,hostile]
            chime-bench relay URL PREFIX             (a baseline process the system benchmark starts)
            chime-bench pump URL PREFIX COUNT DEVICES (likewise)
@@ -12,6 +12,8 @@ let usage = """
     """
 do {
     switch arguments.first {
+    case "recurrence" where arguments.contains("--hostile"):
+        HostileRecurrenceBenchmark().run()
     case "recurrence":
         RecurrenceBenchmark(quick: quick).run()
     case "system":

@@ -17,29 +17,77 @@ func gcd(_ a: Int64, _ b: Int64) -> Int64 {
     return x
 }
 
-/// A cap on the work one search may do, so that no rule can make a call spin.
+/// A cap on the work one search may do, counted in candidates examined, so that no rule can make a call spin.
 ///
-/// One step is roughly one candidate period or one day examined (a few hundred nanoseconds at most).
+/// The unit is one candidate date-time generated from a day or a sub-daily period by the time parts (BYHOUR,
+/// BYMINUTE, BYSECOND, the offsets of an HOURLY or MINUTELY period) and kept or dropped by BYSETPOS. The
+/// other work is counted in that unit by what it costs next to it (``Cost``): a date tested against the
+/// day-level parts (BYMONTH, BYMONTHDAY, BYYEARDAY, BYWEEKNO, BYDAY) or skipped over, a period set up (its
+/// day lists, its time test), a wall-clock time turned into an instant. Measured in a release build
+/// (`chime-bench recurrence --hostile`), a search that uses a whole budget spends 1 to 7 ns per unit, so a
+/// budget of N units is at most about N × 9 ns of CPU. Work is paid for before it is done, so ``used`` never
+/// exceeds ``limit``: the counter is the work done, which the tests assert on.
 struct Budget {
-    /// Steps allowed for one `first`/`next` call: tens of milliseconds at worst in release builds, and far
-    /// more than a rule that fires needs once its never-firing cases have been proven at construction
-    /// (February 29 on a Monday, searched day by day, takes about a thousand).
-    static let perCall = 250_000
-    /// Steps allowed for measuring the spacing over the first 1000 occurrences.
-    static let perSpacing = 1_000_000
-    /// Steps allowed, once per rule, for proving that it never fires again.
-    static let perProof = 1_000_000
+    /// The cost of each kind of work, in candidate date-times.
+    enum Cost {
+        /// One date-time generated (a few nanoseconds).
+        static let candidate = 1
+        /// One date tested against the day-level parts, or one step of a skip over dates or times that
+        /// cannot match (some tens of nanoseconds: a civil-date conversion and a few bit tests).
+        static let day = 8
+        /// One period set up: a sub-daily period's date and time test, a YEARLY or MONTHLY period's lists of
+        /// days to try, an interval occurrence's zone conversion (up to about 150 nanoseconds).
+        static let period = 32
+        /// One candidate's wall-clock time turned into an instant outside the zone table's years, through
+        /// Foundation (about 400 nanoseconds; within them it costs as much as a ``day``).
+        static let foundationConversion = 96
+    }
 
-    var remaining: Int
+    /// What the search is for, which names it in the error when the budget runs out.
+    enum Purpose {
+        case nextOccurrence
+        case spacing
+        case proof
+    }
 
-    init(_ steps: Int) { remaining = steps }
+    /// Candidates allowed for one `first`/`next` call (``Recurrence/maximumCandidatesPerSearch``).
+    static let perCall = Recurrence.maximumCandidatesPerSearch
+    /// Candidates allowed for measuring the spacing of the first occurrences
+    /// (``Recurrence/maximumCandidatesPerSpacingCheck``).
+    static let perSpacing = Recurrence.maximumCandidatesPerSpacingCheck
+    /// Candidates allowed, once per rule, for proving that it never fires again
+    /// (``Recurrence/maximumCandidatesPerProof``).
+    static let perProof = Recurrence.maximumCandidatesPerProof
+
+    let limit: Int
+    let purpose: Purpose
+    /// Candidates examined so far; at most ``limit``.
+    private(set) var used = 0
+
+    init(_ limit: Int, for purpose: Purpose = .nextOccurrence) {
+        self.limit = limit
+        self.purpose = purpose
+    }
+
+    var remaining: Int { limit - used }
 
     @inline(__always)
-    mutating func spend(_ steps: Int = 1) throws(RecurrenceError) {
-        remaining -= steps
-        if remaining < 0 {
-            throw RecurrenceError(.searchLimit, "gave up looking for the next occurrence (search budget used up)")
+    mutating func spend(_ candidates: Int = 1) throws(RecurrenceError) {
+        guard candidates <= limit - used else { throw exhausted() }
+        used += candidates
+    }
+
+    private func exhausted() -> RecurrenceError {
+        let what: String
+        switch purpose {
+        case .nextOccurrence: what = "to find the next occurrence"
+        case .spacing: what = "to check the spacing of its first \(Recurrence.spacingOccurrences) occurrences"
+        case .proof: what = "to prove that it never fires"
         }
+        return RecurrenceError(
+            .searchLimit,
+            "needs more than \(limit) candidate date-times \(what); simplify the rule"
+        )
     }
 }
 

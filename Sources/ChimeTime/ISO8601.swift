@@ -9,7 +9,7 @@ public enum DateTimeValue: Hashable, Sendable, CustomStringConvertible {
     /// `.004`), and an optional `Z` or `±HH:MM` / `±HHMM` / `±HH` offset. `T` may also be `t` or a
     /// space. A wall-clock time (no offset) must have whole seconds. Returns nil for anything else,
     /// including dates that do not exist (`2026-02-30`) and instants outside the years 0001...9999
-    /// UTC (`0001-01-01T00:30:00+01:00` is in the year 0).
+    /// (`0001-01-01T00:30:00+01:00` is in the year 0), which RFC 3339 cannot write.
     public init?(iso8601 text: String) {
         var p = Scanner(Array(text.utf8))
         guard let year = p.digits(4), p.take(UInt8(ascii: "-")),
@@ -66,9 +66,7 @@ public enum DateTimeValue: Hashable, Sendable, CustomStringConvertible {
         }
         guard p.atEnd else { return nil }
         let instant = Instant(milliseconds: (local.secondsSinceEpoch - Int64(offset)) * 1000 + Int64(millis))
-        // An offset can take the instant out of the years 0001...9999, where RFC 3339 (and so
-        // `description`) cannot write it for this parser to read back.
-        guard instant >= .distantPast, instant.seconds <= Instant.distantFuture.seconds else { return nil }
+        guard instant.isInSupportedYears else { return nil }
         self = .instant(instant)
     }
 

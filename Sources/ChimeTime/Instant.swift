@@ -40,6 +40,12 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     public static let distantPast = Instant(seconds: -62_135_596_800)
     public static let distantFuture = Instant(seconds: 253_402_300_799)
 
+    /// Whether this instant is in the years 0001...9999 UTC (from ``distantPast`` to the last millisecond
+    /// of ``distantFuture``'s second), the range that RFC 3339 can write and that Chime parses.
+    public var isInSupportedYears: Bool {
+        milliseconds >= Self.distantPast.milliseconds && milliseconds <= Self.distantFuture.milliseconds + 999
+    }
+
     /// RFC 3339 in UTC: `2026-12-01T10:00:00Z`, or with `.SSS` when `fractional` is true or the
     /// instant has a millisecond part.
     public func rfc3339(fractional: Bool = false) -> String {
@@ -51,9 +57,15 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     /// Appends ``rfc3339(fractional:)``'s text as UTF-8, without building a `String`: deliveries
     /// write four of these each.
+    ///
+    /// An instant outside the years 0001...9999 (see ``isInSupportedYears``) is written as the nearest end
+    /// of that range, `0001-01-01T00:00:00Z` or `9999-12-31T23:59:59.999Z`, so that the text is always
+    /// RFC 3339. No parsed date-time and no occurrence is outside it, but arithmetic on one can be: an
+    /// occurrence in the year 1 fired ten years early by a `leadTime` is due "before the year 1".
     public func writeRFC3339(into out: inout [UInt8], fractional: Bool = false) {
-        let secs = seconds
-        let ms = Int(milliseconds - secs * 1000)
+        let clamped = min(max(milliseconds, Self.distantPast.milliseconds), Self.distantFuture.milliseconds + 999)
+        let secs = clamped >= 0 ? clamped / 1000 : -((-clamped + 999) / 1000)
+        let ms = Int(clamped - secs * 1000)
         let days = secs >= 0 ? secs / 86_400 : -((-secs + 86_399) / 86_400)
         let rest = Int(secs - days * 86_400)
         let (y, m, d) = civilFromDays(days)
@@ -61,12 +73,8 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
             out.append(UInt8(48 + v / 10))
             out.append(UInt8(48 + v % 10))
         }
-        if (0...9999).contains(y) {
-            two(y / 100)
-            two(y % 100)
-        } else {
-            out.append(contentsOf: String(y).utf8)
-        }
+        two(y / 100)
+        two(y % 100)
         out.append(UInt8(ascii: "-"))
         two(m)
         out.append(UInt8(ascii: "-"))

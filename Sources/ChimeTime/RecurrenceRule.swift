@@ -77,6 +77,21 @@ public struct RecurrenceRule: Hashable, Sendable, CustomStringConvertible {
     public static let maximumInterval = 1_000_000_000
     public static let maximumCount = 1_000_000_000
 
+    /// The most candidate date-times one period of a rule (one year of a `YEARLY` rule, one hour of an
+    /// `HOURLY` one, ...) may expand to before `BYSETPOS`, bounded from the rule's lists (the days a period
+    /// can select times `BYHOUR` × `BYMINUTE` × `BYSECOND`, those finer than `FREQ`); a ``Recurrence``
+    /// refuses a rule over it with ``RecurrenceError/Code/invalidRule``.
+    ///
+    /// A period is built whole (BYSETPOS picks from all of it), so without this limit one short rule
+    /// (`FREQ=YEARLY` with every month, month day, hour, minute and second listed: 31,622,400 date-times a
+    /// year) costs a second per period and a minute per schedule. 100,000 admits every second of a day as a
+    /// `FREQ=DAILY` rule (86,400), every ten minutes of a year as a `FREQ=YEARLY` one (52,704), and all of
+    /// RFC 5545's examples with room to spare. The check is made when the rule is used (by
+    /// ``Recurrence/init(start:zone:pattern:count:until:exdates:)``) rather than when it is parsed, so that
+    /// a notification stored with such a rule before the limit existed does not stop a journal or a
+    /// snapshot from loading.
+    public static let maximumCandidatesPerPeriod = 100_000
+
     /// Parses an RRULE value such as `FREQ=MONTHLY;BYDAY=-1FR;COUNT=6`, with or without the `RRULE:` prefix.
     /// Part names and keywords are case-insensitive.
     ///
@@ -119,6 +134,49 @@ public struct RecurrenceRule: Hashable, Sendable, CustomStringConvertible {
         list("BYSETPOS", bySetPos)
         if weekStart != 1 { parts.append("WKST=\(weekdayNames[weekStart - 1])") }
         return parts.joined(separator: ";")
+    }
+}
+
+extension RecurrenceRule {
+    /// An upper bound on the candidate date-times one period expands to, before `BYSETPOS`: the days a
+    /// period can select (bounded by its most selective day-level part, a part left out of a `MONTHLY` or
+    /// `YEARLY` rule without day parts meaning DTSTART's day) times the date-times the parts finer than
+    /// `FREQ` give each of them (`BYHOUR` × `BYMINUTE` × `BYSECOND` for `DAILY` and longer, `BYMINUTE` ×
+    /// `BYSECOND` for `HOURLY`, `BYSECOND` for `MINUTELY`, a missing list counting as DTSTART's one value).
+    var periodExpansionBound: Int {
+        let weekdays = byDay.filter { $0.ordinal == 0 }.count
+        let ordinals = byDay.count - weekdays
+        let months = byMonth.isEmpty ? 12 : byMonth.count
+        let noDayParts = byDay.isEmpty && byMonthDay.isEmpty && byYearDay.isEmpty && byWeekNo.isEmpty
+        var days: Int
+        switch frequency {
+        case .secondly, .minutely, .hourly, .daily:
+            days = 1
+        case .weekly:
+            days = byDay.isEmpty ? 1 : min(7, byDay.count)
+        case .monthly:
+            days = noDayParts ? 1 : 31
+            if !byMonthDay.isEmpty { days = min(days, byMonthDay.count) }
+            if !byDay.isEmpty { days = min(days, 5 * weekdays + ordinals) }
+        case .yearly:
+            days = byMonth.isEmpty ? 366 : min(366, 31 * byMonth.count)
+            if noDayParts { days = min(days, byMonth.isEmpty ? 1 : byMonth.count) }
+            if !byMonthDay.isEmpty { days = min(days, byMonthDay.count * months) }
+            if !byYearDay.isEmpty { days = min(days, byYearDay.count) }
+            if !byWeekNo.isEmpty { days = min(days, 7 * byWeekNo.count) }
+            if !byDay.isEmpty {
+                days = min(days, byMonth.isEmpty ? 53 * weekdays + ordinals : months * (5 * weekdays + ordinals))
+            }
+        }
+        let (hours, minutes, seconds) = (max(byHour.count, 1), max(byMinute.count, 1), max(bySecond.count, 1))
+        let times: Int
+        switch frequency {
+        case .secondly: times = 1
+        case .minutely: times = seconds
+        case .hourly: times = minutes * seconds
+        default: times = hours * minutes * seconds
+        }
+        return days * times
     }
 }
 

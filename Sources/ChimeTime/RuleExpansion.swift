@@ -38,6 +38,10 @@ struct RuleExpansion: Sendable {
     let yearDays: [Int]
     let weekNumbers: [Int]
     let weekStart: Int
+    /// The lists above as bit sets, for ``dayMatches(_:)``.
+    let yearDaySet: DayListSets.YearDays
+    let weekNumberSet: DayListSets.WeekNumbers
+    let nthSet: DayListSets.NthWeekdays
     /// Whether any day filter is calendar-dependent (not just a weekday), which defeats the periodic count.
     let hasCalendarFilter: Bool
 
@@ -51,9 +55,11 @@ struct RuleExpansion: Sendable {
     /// Sub-daily: the offsets from a period's start that it expands to, ascending, before BYSETPOS.
     let offsets: [Int64]
     let setPositions: [Int]
+    /// The positive BYSETPOS values, for counting a period's selection without building it.
+    let positiveSetPositions: SmallIntSet
 
     /// For rules whose periods after the first all repeat with a short cycle: its length and the number of
-    /// candidates in one cycle. Lets ``count(before:budget:)`` skip whole cycles.
+    /// candidates in one cycle. Lets ``count(before:limit:budget:)`` skip whole cycles.
     private(set) var cycle: (periods: Int64, candidates: Int64)?
     /// After this many consecutive periods without a candidate, none will ever come (the 400-year Gregorian
     /// cycle has been walked). Nil for the sub-daily frequencies, bounded by year 9999 and the budget.
@@ -63,7 +69,15 @@ struct RuleExpansion: Sendable {
     /// instead of walking to year 9999 on every call.
     private(set) var laterPeriodsEmpty = false
     /// YEARLY and MONTHLY: candidate counts per calendar shape of a period, filled as periods are counted.
-    let shapeCounts: ShapeCountCache?
+    let shapeCounts: CountCache?
+    /// Sub-daily rules with periods at least daily: how the periods fall within a day repeats every
+    /// `dayPhases` days, and ``dayCounts`` holds the candidates of a whole matching day per phase, filled
+    /// as days are counted. Nil when there are more than 1440 phases (the periods are counted one by one).
+    let dayPhases: Int64
+    let dayCounts: CountCache?
+    /// The candidates examined at construction, finding ``cycle`` and proving ``laterPeriodsEmpty``
+    /// (at most ``Recurrence/maximumCandidatesPerProof``), for tests.
+    private(set) var proofCandidates = 0
 
     init(rule: RecurrenceRule, start local: LocalDateTime) {
         frequency = rule.frequency
@@ -99,6 +113,9 @@ struct RuleExpansion: Sendable {
         monthDayNegative = byMonthDay.filter { $0 < 0 }.reduce(0) { $0 | UInt32(1) << -$1 }
         yearDays = rule.byYearDay
         weekNumbers = rule.byWeekNo
+        yearDaySet = DayListSets.yearDays(rule.byYearDay)
+        weekNumberSet = DayListSets.weekNumbers(rule.byWeekNo)
+        nthSet = DayListSets.nthWeekdays(nthWeekdays)
         hasCalendarFilter =
             monthMask != 0 || !nthWeekdays.isEmpty || !byMonthDay.isEmpty || !yearDays.isEmpty
             || !weekNumbers.isEmpty
@@ -127,6 +144,9 @@ struct RuleExpansion: Sendable {
         timesOfDay = times
         self.offsets = offsets
         setPositions = rule.bySetPos
+        var positives = SmallIntSet()
+        for position in rule.bySetPos where position > 0 { positives.insert(position) }
+        positiveSetPositions = positives
 
         let unit: Int64
         switch f {
@@ -147,10 +167,14 @@ struct RuleExpansion: Sendable {
         case .daily: emptyRunLimit = 146_097 / gcd(interval, 146_097) + 1
         default: emptyRunLimit = nil
         }
-        shapeCounts = f == .yearly ? ShapeCountCache(shapes: 56) : (f == .monthly ? ShapeCountCache(shapes: 168) : nil)
+        shapeCounts = f == .yearly ? CountCache(size: 56) : (f == .monthly ? CountCache(size: 168) : nil)
+        dayPhases = f < .daily && step <= 86_400 ? step / gcd(step, 86_400) : 0
+        dayCounts = dayPhases >= 1 && dayPhases <= 1440 ? CountCache(size: Int(dayPhases)) : nil
         cycle = nil
-        cycle = periodicCycle()
-        laterPeriodsEmpty = provesLaterPeriodsEmpty()
+        var proof = Budget(Budget.perProof, for: .proof)
+        cycle = periodicCycle(budget: &proof)
+        laterPeriodsEmpty = provesLaterPeriodsEmpty(budget: &proof)
+        proofCandidates = proof.used
     }
 
     // MARK: Periods
@@ -170,47 +194,118 @@ struct RuleExpansion: Sendable {
     }
 
     /// Appends period `p`'s candidates (wall seconds, ascending, after BYSETPOS, not yet compared with
-    /// DTSTART) to `out`, which must be empty. Returns false when the period lies past 9999-12-31.
-    func candidates(period p: Int64, into out: inout [Int64]) -> Bool {
+    /// DTSTART) to `out`, which must be empty, paying for the period, each day tested and each date-time
+    /// generated. Returns false when the period lies past 9999-12-31.
+    func candidates(period p: Int64, into out: inout [Int64], budget: inout Budget) throws(RecurrenceError) -> Bool {
+        try budget.spend(Budget.Cost.period)
+        let times = timesOfDay
         switch frequency {
         case .yearly:
             let year = startYear + p * interval
             guard year <= 9999 else { return false }
-            appendDays(of: Int(year), month: nil, into: &out)
+            try forEachDay(of: Int(year), month: nil, costPerDay: times.count, budget: &budget) { day in
+                for t in times { out.append(day * 86_400 + t) }
+            }
         case .monthly:
             let index = startMonthIndex + p * interval
             guard index / 12 <= 9999 else { return false }
-            appendDays(of: Int(index / 12), month: Int(index % 12) + 1, into: &out)
+            try forEachDay(of: Int(index / 12), month: Int(index % 12) + 1, costPerDay: times.count, budget: &budget) {
+                day in
+                for t in times { out.append(day * 86_400 + t) }
+            }
         case .weekly:
             let first = weekStart0 + p * 7 * interval
             guard first <= lastDay else { return false }
+            try budget.spend(7 * Budget.Cost.day)
             for day in first..<(first + 7) where day <= lastDay && dayMatches(day) {
-                for t in timesOfDay { out.append(day * 86_400 + t) }
+                try budget.spend(times.count)
+                for t in times { out.append(day * 86_400 + t) }
             }
         case .daily:
             let day = startDay + p * interval
             guard day <= lastDay else { return false }
-            if dayMatches(day) { for t in timesOfDay { out.append(day * 86_400 + t) } }
+            if dayMatches(day) {
+                try budget.spend(times.count)
+                for t in times { out.append(day * 86_400 + t) }
+            }
         case .hourly, .minutely, .secondly:
             let t = base + p * step
             guard t <= lastWallSecond else { return false }
             if subDailyPeriodMatches(t) {
+                try budget.spend(offsets.count)
                 for o in offsets where t + o <= lastWallSecond { out.append(t + o) }
             }
         }
-        if !setPositions.isEmpty && !out.isEmpty { selectSetPositions(&out) }
+        if !setPositions.isEmpty && !out.isEmpty {
+            try budget.spend(setPositions.count)
+            selectSetPositions(&out)
+        }
         return true
+    }
+
+    /// The number of candidates ``candidates(period:into:budget:)`` gives for period `p`, without building
+    /// them: the days are tested (and paid for) but not expanded, BYSETPOS is counted. Nil past 9999-12-31.
+    func candidateCount(period p: Int64, budget: inout Budget) throws(RecurrenceError) -> Int64? {
+        try budget.spend(Budget.Cost.period)
+        var days = 0
+        switch frequency {
+        case .yearly:
+            let year = startYear + p * interval
+            guard year <= 9999 else { return nil }
+            try forEachDay(of: Int(year), month: nil, costPerDay: 0, budget: &budget) { _ in days += 1 }
+        case .monthly:
+            let index = startMonthIndex + p * interval
+            guard index / 12 <= 9999 else { return nil }
+            try forEachDay(of: Int(index / 12), month: Int(index % 12) + 1, costPerDay: 0, budget: &budget) { _ in
+                days += 1
+            }
+        case .weekly:
+            let first = weekStart0 + p * 7 * interval
+            guard first <= lastDay else { return nil }
+            try budget.spend(7 * Budget.Cost.day)
+            for day in first..<(first + 7) where day <= lastDay && dayMatches(day) { days += 1 }
+        case .daily:
+            let day = startDay + p * interval
+            guard day <= lastDay else { return nil }
+            if dayMatches(day) { days = 1 }
+        case .hourly, .minutely, .secondly:
+            let t = base + p * step
+            guard t <= lastWallSecond else { return nil }
+            guard subDailyPeriodMatches(t) else { return 0 }
+            let count = offsets.lazy.filter { t + $0 <= lastWallSecond }.count
+            return Int64(setPositions.isEmpty ? count : selectedCount(of: count))
+        }
+        let count = days * timesOfDay.count
+        return Int64(setPositions.isEmpty ? count : selectedCount(of: count))
     }
 
     /// Whether the sub-daily period starting at wall `t` passes the day filters and the time limits.
     @inline(__always)
     func subDailyPeriodMatches(_ t: Int64) -> Bool {
         let day = floorDiv(t, 86_400)
-        let second = Int(t - day * 86_400)
+        return timeMatches(secondOfDay: Int(t - day * 86_400)) && dayMatches(day)
+    }
+
+    /// Whether a time of day passes BYHOUR, BYMINUTE and BYSECOND where they limit (sub-daily rules).
+    @inline(__always)
+    func timeMatches(secondOfDay second: Int) -> Bool {
         if hourMask != 0 && hourMask & (UInt32(1) << (second / 3600)) == 0 { return false }
         if minuteMask != 0 && minuteMask & (UInt64(1) << (second / 60 % 60)) == 0 { return false }
         if secondMask != 0 && secondMask & (UInt64(1) << (second % 60)) == 0 { return false }
-        return dayMatches(day)
+        return true
+    }
+
+    /// How many of `count` (distinct, sorted) candidates BYSETPOS keeps: those its positions name, each once.
+    func selectedCount(of count: Int) -> Int {
+        var kept = 0
+        for position in setPositions {
+            if position > 0 {
+                if position <= count { kept += 1 }
+            } else if -position <= count && !positiveSetPositions.contains(count + position + 1) {
+                kept += 1
+            }
+        }
+        return kept
     }
 
     func selectSetPositions(_ list: inout [Int64]) {
@@ -241,7 +336,7 @@ struct RuleExpansion: Sendable {
                 if day > lastDay { return p }
                 let next = nextDayToTry(after: day)
                 if next.matches { return p }
-                try budget.spend()
+                try budget.spend(Budget.Cost.day)
                 p = max(p + 1, ceilDiv(next.day - startDay, interval))
             }
         case .hourly, .minutely, .secondly:
@@ -258,7 +353,7 @@ struct RuleExpansion: Sendable {
                     if wanted == t { return p }
                     target = wanted
                 }
-                try budget.spend()
+                try budget.spend(Budget.Cost.day)
                 p = max(p + 1, ceilDiv(target - base, step))
             }
         default:

@@ -62,7 +62,7 @@ struct RuleSeries: Sendable {
     func stream(fromWall wall: Int64, budget: inout Budget) throws(RecurrenceError) -> Stream? {
         guard wall > expansion.start else { return streamFromStart() }
         let period = expansion.period(containing: wall)
-        let before = try expansion.count(before: period, budget: &budget)
+        let before = try expansion.count(before: period, limit: count ?? .max, budget: &budget)
         if let count, before >= count { return nil }
         return Stream(period: period, firstIndex: before + 1, minimumWall: wall, indexOffset: 0)
     }
@@ -105,10 +105,9 @@ struct RuleSeries: Sendable {
                 s.wallDone = true
                 return nil
             }
-            try budget.spend(expansion.frequency == .yearly ? 12 : 1)
             s.buffer.removeAll(keepingCapacity: true)
             s.position = 0
-            guard expansion.candidates(period: s.period, into: &s.buffer) else {
+            guard try expansion.candidates(period: s.period, into: &s.buffer, budget: &budget) else {
                 s.wallDone = true
                 return nil
             }
@@ -143,6 +142,7 @@ struct RuleSeries: Sendable {
                 s.wallDone = true
                 continue
             }
+            try budget.spend(zone.conversionCost(forWall: wall))
             let instant = zone.instantSeconds(forWall: wall)
             let moved = zone.wallSeconds(atSeconds: instant) != wall
             if s.indexOffset == nil, let anchor = s.anchor, anchor.instant == instant {

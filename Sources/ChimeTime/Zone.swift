@@ -77,10 +77,28 @@ public struct Zone: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The longest spring-forward gap (seconds) of a transition at an instant in `from...to`, 0 when none.
+    ///
+    /// Outside the table's years the transitions in the window are asked of Foundation, as the table was
+    /// built (a window is a couple of days, so there are one or two of them at most). Assuming the worst
+    /// instead, a day, would make every search there convert a day's worth of candidates through Foundation.
     func largestGap(from: Int64, to: Int64) -> Int64 {
         if from >= table.lower && to < table.upper { return table.largestGap(from: from, to: to) }
-        // Outside the table no zone has a rule with a gap longer than a day; assume the worst.
-        return 86_400
+        var gap: Int64 = 0
+        var cursor = Date(timeIntervalSince1970: TimeInterval(from - 1))
+        while let next = timeZone.nextDaylightSavingTimeTransition(after: cursor), next > cursor,
+            next.timeIntervalSince1970 <= TimeInterval(to)
+        {
+            let seconds = Int64(next.timeIntervalSince1970.rounded(.down))
+            gap = max(gap, offset(atSeconds: seconds) - offset(atSeconds: seconds - 1))
+            cursor = next
+        }
+        return gap
+    }
+
+    /// What turning wall time `wall` into an instant costs, in candidate date-times (see `Budget`): a binary
+    /// search within the table's years, four Foundation offset queries outside them.
+    func conversionCost(forWall wall: Int64) -> Int {
+        table.covers(wall: wall) ? Budget.Cost.day : Budget.Cost.foundationConversion
     }
 
     /// The IANA areas and the top-level names of the IANA database (including its `backward` links),

@@ -61,9 +61,13 @@ final class ZoneTable: Sendable {
     /// too close to the table's ends to be answered from it.
     @inline(__always)
     func instant(forWall wall: Int64) -> Int64? {
-        guard wall > lower + 2 * 86_400, wall < upper - 2 * 86_400 else { return nil }
+        guard covers(wall: wall) else { return nil }
         return wall - Int64(offsets[upperIndex(wallBoundaries, wall)])
     }
+
+    /// Whether ``instant(forWall:)`` answers `wall` from the table.
+    @inline(__always)
+    func covers(wall: Int64) -> Bool { wall > lower + 2 * 86_400 && wall < upper - 2 * 86_400 }
 
     /// The largest forward jump of the offset (the longest gap) among transitions in `from...to`, or 0.
     func largestGap(from: Int64, to: Int64) -> Int64 {

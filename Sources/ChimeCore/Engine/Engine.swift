@@ -313,6 +313,11 @@ public final class Engine {
         } catch let error as ChimeError {
             throw error
         } catch let error as RecurrenceError {
+            // A rule too costly to expand or to search (its search budget ran out although it may fire) is
+            // the client's to simplify; the other recurrence errors mean it cannot fire.
+            if error.code == .searchLimit || error.code == .invalidRule {
+                throw ChimeError(.invalidArgument, field: field, "\(field): \(error.message)")
+            }
             throw ChimeError(.neverFires, field: field, "\(field): \(error)")
         } catch {
             throw ChimeError(.internal, field: field, "\(field): \(error)")
