@@ -198,6 +198,22 @@ import Testing
         #expect(try await w.ok("list", "--device", "big", "--json").jsonLines.count == 2)
     }
 
+    /// The deepest userInfo chimed accepts lists through the CLI, as a table and as JSON.
+    @Test func listShowsTheDeepestUserInfo() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        var userInfo: JSON = ["leaf": 1]
+        for _ in 1..<CommandLimits.maximumUserInfoDepth { userInfo = ["k": userInfo] }
+        let o: JSONObject = ["id": "deep", "after": 3600, "userInfo": userInfo]
+        let path = w.data.appending("deep.json")
+        try Data(JSON.object(o).bytes).write(to: URL(fileURLWithPath: path))
+        try await w.ok("schedule", "--device", "deep", "--json", path)
+        let listed = try await w.ok("list", "--device", "deep", "--json")
+        #expect(listed.jsonLines.first?["userInfo"] == userInfo)
+        let table = try await w.ok("list", "--device", "deep")
+        #expect(table.out.contains { $0.contains("deep") })
+    }
+
     @Test func previewAsksChimedAndAgreesWithNextOffline() async throws {
         let w = try await CLIWorld.start()
         defer { Task { await w.stop() } }
