@@ -204,3 +204,21 @@ struct DirectoryScan: Sendable {
         }
     }
 }
+
+extension DirectoryScan {
+    /// The scan recovery makes: the newest usable snapshot loaded, the records after it, segments
+    /// it covers left unread.
+    /// - Throws: `.corrupt` when the directory holds damage recovery cannot pass.
+    static func forRecovery(_ dir: DataDirectory) throws(JournalError) -> (DirectoryScan, [JournalRecord]) {
+        var records: [JournalRecord] = []
+        let scan = try scan(dir, mode: .init(loadSnapshot: true, skipCoveredSegments: true)) {
+            sequence,
+            type,
+            payload,
+            after in
+            if after { records.append(JournalRecord(sequence: sequence, type: type, payload: Array(copying: payload))) }
+        }
+        if let problem = scan.problem { throw JournalError(.corrupt, problem.line) }
+        return (scan, records)
+    }
+}

@@ -279,15 +279,7 @@ public final class Journal {
             directoryChanged = true
         }
 
-        var records: [JournalRecord] = []
-        var scan = try DirectoryScan.scan(dir, mode: .init(loadSnapshot: true, skipCoveredSegments: true)) {
-            sequence,
-            type,
-            payload,
-            after in
-            if after { records.append(JournalRecord(sequence: sequence, type: type, payload: Array(copying: payload))) }
-        }
-        if let problem = scan.problem { throw JournalError(.corrupt, problem.line) }
+        var (scan, records) = try DirectoryScan.forRecovery(dir)
         warnings += scan.warnings
 
         // Fix the newest segment's end, which the scan only reported.

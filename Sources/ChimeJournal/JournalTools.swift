@@ -105,16 +105,7 @@ public enum JournalTools {
         directory: String,
         fileSystem: any FileSystem = SystemFileSystem()
     ) throws(JournalError) -> Recovery {
-        let dir = DataDirectory(fs: fileSystem, path: directory)
-        var records: [JournalRecord] = []
-        let scan = try DirectoryScan.scan(dir, mode: .init(loadSnapshot: true, skipCoveredSegments: true)) {
-            sequence,
-            type,
-            payload,
-            after in
-            if after { records.append(JournalRecord(sequence: sequence, type: type, payload: Array(copying: payload))) }
-        }
-        if let problem = scan.problem { throw JournalError(.corrupt, problem.line) }
+        let (scan, records) = try DirectoryScan.forRecovery(DataDirectory(fs: fileSystem, path: directory))
         return Recovery(
             snapshot: scan.usedSnapshot.map { Recovery.Snapshot(sequence: $0.sequence, entries: scan.snapshotEntries) },
             records: records,

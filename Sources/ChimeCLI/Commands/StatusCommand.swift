@@ -22,7 +22,10 @@ struct StatusCommand: Command {
         own partition serves (chime-probe, or chime-probe-N chosen by the CRC-32 rule of --partition
         k/N), so only that worker's partition can answer it. Exits 1 when the worker is unknown,
         offline or does not answer within --timeout, 3 when the broker cannot be reached. Use it as a
-        container readiness or health probe: `chime status --worker $(hostname) --timeout 3s`.
+        container readiness or health probe: `chime status --worker $(hostname) --timeout 3s`, with a
+        broker account of its own (never chimed's: where the broker names sessions after accounts, as
+        the deploy configuration does, it would take over chimed's session; deploy/container/chime-env
+        health does this right).
         """
     static let specs: [Flags.Spec] =
         [
