@@ -314,7 +314,7 @@ final class WorkerLoop {
         }
         if let deadline = journal.syncDeadline {
             let d = ContinuousClock.now.duration(to: deadline)
-            wait = min(wait, max(0, Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18))
+            wait = min(wait, max(0, seconds(d)))
         }
         return stopping ? min(wait, 0.05) : wait
     }
@@ -352,7 +352,7 @@ final class WorkerLoop {
             if reasonCode >= 0x80 {
                 logger.error(
                     "the broker refused the worker's status: clients will not see it online (check that the ACL lets "
-                        + "this account write \(configuration.topics.workerStatus(configuration.workerId)); the deploy "
+                        + "this account write \(statusTopic); the deploy "
                         + "ACL names each worker's account after its --worker-id)",
                     ["reason": "0x\(String(reasonCode, radix: 16))"]
                 )
@@ -389,7 +389,7 @@ final class WorkerLoop {
             }
             // Online only once commands can reach us.
             statusMessageId = try? client.publish(
-                topic: configuration.topics.workerStatus(configuration.workerId),
+                topic: statusTopic,
                 payload: Self.statusPayload(
                     state: "online",
                     configuration: configuration,
@@ -419,12 +419,15 @@ final class WorkerLoop {
         let clientId = configuration.broker.clientId ?? ""
         logger.error(
             "\(cause); is a second chimed running with --worker-id \(configuration.workerId)?",
-            ["clientId": clientId, "takeovers": "\(takeovers.count)", "withinSeconds": "60"]
+            [
+                "clientId": clientId, "takeovers": "\(takeovers.count)",
+                "withinSeconds": "\(Self.takeoverWindow.components.seconds)",
+            ]
         )
         if takeovers.count >= Self.maxTakeovers && fatal == nil {
             fatal = WorkerError(
                 "the worker id \(configuration.workerId) (client id \(clientId)) was taken over \(takeovers.count) times "
-                    + "within 60 s: another client or a second chimed uses it; stopping"
+                    + "within \(Self.takeoverWindow.components.seconds) s: another client or a second chimed uses it; stopping"
             )
             stopping = true
             stopDeadline = .now
@@ -482,14 +485,7 @@ final class WorkerLoop {
             return
         }
         let started = ContinuousClock.now
-        defer {
-            let cost = ContinuousClock.now - started
-            budget.charge(
-                address.deviceId,
-                milliseconds: Double(cost.components.attoseconds) / 1e15 + Double(cost.components.seconds) * 1000,
-                now: now
-            )
-        }
+        defer { budget.charge(address.deviceId, milliseconds: seconds(ContinuousClock.now - started) * 1000, now: now) }
         let op = address.op!
         let request: Request
         switch decoder.decode(deviceId: address.deviceId, op: op, payload: message.payload) {
@@ -507,14 +503,17 @@ final class WorkerLoop {
             }
             return
         case .success(var r):
-            r.key = CommandKey.of(
-                op: op.rawValue,
-                payload: message.payload,
-                correlationData: message.correlationData,
-                hasRequestId: r.requestId != nil,
-                packetId: message.messageId,
-                qos: message.qos
-            )
+            // Only what can change state is kept to recognise a redelivery; reads are answered again.
+            if op.changesState {
+                r.key = CommandKey.of(
+                    op: op.rawValue,
+                    payload: message.payload,
+                    correlationData: message.correlationData,
+                    hasRequestId: r.requestId != nil,
+                    packetId: message.messageId,
+                    qos: message.qos
+                )
+            }
             request = r
         }
         guard let replyTo else { return }
@@ -714,7 +713,7 @@ final class WorkerLoop {
         // After a takeover the status topic belongs to the other holder of this worker id.
         if connected && fatal == nil {
             _ = try? client.publish(
-                topic: configuration.topics.workerStatus(configuration.workerId),
+                topic: statusTopic,
                 payload: Self.statusPayload(state: "offline", configuration: configuration),
                 qos: 1,
                 retain: true
@@ -734,6 +733,11 @@ final class WorkerLoop {
         }
         logger.notice("stopped", ["inflightLeft": "\(engine.inflightCount)"])
     }
+}
+
+/// A duration in seconds, with its fraction.
+func seconds(_ d: Duration) -> Double {
+    Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
 }
 
 func milliseconds(_ d: Duration) -> Int64 {

@@ -362,9 +362,11 @@ final class CommandClient: Sendable {
     }
 
     /// Deliveries received so far for `device`.
-    func deliveries(_ device: String) -> [JSONObject] {
-        let topic = topics.notifications(device)
-        return received.withLock { $0.filter { $0.topic == topic } }.compactMap {
+    func deliveries(_ device: String) -> [JSONObject] { objects(on: topics.notifications(device)) }
+
+    /// The JSON objects received so far on `topic`, in arrival order.
+    func objects(on topic: String) -> [JSONObject] {
+        received.withLock { $0.filter { $0.topic == topic } }.compactMap {
             (try? JSON(parsing: $0.payload))?.objectValue
         }
     }

@@ -110,28 +110,21 @@ import Testing
         defer { Task { await f.stop() } }
         try await f.client.subscribe("chime/phone-a/replies", timeout: .seconds(10))
         try await f.client.subscribe("chime/$reply/#", timeout: .seconds(10))
+        func list(requestId: String, responseTopic: String) async throws {
+            var properties = MQTTPublishProperties()
+            properties.responseTopic = responseTopic
+            try await f.client.publish(
+                topic: "chime/phone-a/cmd/list",
+                payload: Array(#"{"requestId":"\#(requestId)"}"#.utf8),
+                properties: properties,
+                timeout: .seconds(10)
+            )
+        }
         // Its own space under $reply is honoured: the positive control.
-        var properties = MQTTPublishProperties()
-        properties.responseTopic = "chime/$reply/phone-a/x"
-        try await f.client.publish(
-            topic: "chime/phone-a/cmd/list",
-            payload: Array(#"{"requestId":"own"}"#.utf8),
-            properties: properties,
-            timeout: .seconds(10)
-        )
-        properties.responseTopic = "chime/$reply/backend/x"
-        try await f.client.publish(
-            topic: "chime/phone-a/cmd/list",
-            payload: Array(#"{"requestId":"other"}"#.utf8),
-            properties: properties,
-            timeout: .seconds(10)
-        )
+        try await list(requestId: "own", responseTopic: "chime/$reply/phone-a/x")
+        try await list(requestId: "other", responseTopic: "chime/$reply/backend/x")
         func replies(_ topic: String) -> [String] {
-            f.commands.received.withLock { messages in
-                messages.filter { $0.topic == topic }.compactMap {
-                    (try? JSON(parsing: $0.payload))?.objectValue?["requestId"]?.stringValue
-                }
-            }
+            f.commands.objects(on: topic).compactMap { $0["requestId"]?.stringValue }
         }
         #expect(await Durability.eventually { replies("chime/phone-a/replies") == ["other"] })
         #expect(replies("chime/$reply/phone-a/x") == ["own"])
@@ -283,11 +276,7 @@ import Testing
         chimed.process.signal(SIGCONT)
         try await f.broker.restart()
 
-        let replies = {
-            f.commands.received.withLock { $0.filter { $0.topic == "chime/twice/replies" } }.compactMap {
-                (try? JSON(parsing: $0.payload))?.objectValue
-            }
-        }
+        let replies = { f.commands.objects(on: "chime/twice/replies") }
         // The redelivery is answered as a duplicate.
         #expect(
             await Durability.eventually(timeout: .seconds(30)) {
@@ -311,9 +300,7 @@ import Testing
                 timeout: .seconds(10)
             )
         }
-        func replyCount() -> Int {
-            f.commands.received.withLock { $0.filter { $0.topic == "chime/keys/replies" }.count }
-        }
+        func replyCount() -> Int { f.commands.objects(on: "chime/keys/replies").count }
         try await publish(#"{"after":3600,"requestId":"in-snapshot"}"#)
         #expect(await Durability.eventually { replyCount() == 1 })
         f.worker?.process.signal(SIGUSR1)
@@ -332,10 +319,7 @@ import Testing
         // The same requestId with another payload is another command.
         try await publish(#"{"after":7200,"requestId":"in-journal"}"#)
         #expect(await Durability.eventually { replyCount() == 5 })
-        let last = f.commands.received.withLock { $0.filter { $0.topic == "chime/keys/replies" } }.suffix(3).compactMap
-        {
-            (try? JSON(parsing: $0.payload))?.objectValue?["result"]?.objectValue
-        }
+        let last = f.commands.objects(on: "chime/keys/replies").suffix(3).compactMap { $0["result"]?.objectValue }
         #expect(last.map { $0["duplicate"] == true } == [true, true, false])
         #expect(try await f.list("keys").count == 3)
     }
@@ -356,11 +340,7 @@ import Testing
                 timeout: .seconds(10)
             )
         }
-        let replies = {
-            f.commands.received.withLock { $0.filter { $0.topic == "chime/flood/replies" } }.compactMap {
-                (try? JSON(parsing: $0.payload))?.objectValue
-            }
-        }
+        let replies = { f.commands.objects(on: "chime/flood/replies") }
         #expect(await Durability.eventually { replies().count == 100 })
         let limited = replies().filter { $0.errorCode == "rate_limited" }
         #expect(limited.count >= 50, "\(limited.count) of 100 rate limited")

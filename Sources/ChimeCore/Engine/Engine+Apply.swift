@@ -138,7 +138,7 @@ extension Engine {
         device.notifications[n.id] = n
         if n.isListed {
             device.listedCount += 1
-            device.storedBytes += n.storedBytes
+            if let bytes = device.storedBytes { device.storedBytes = bytes + n.storedBytes }
             pendingCount += 1
             device.sortedIds = nil
             device.index?.insert(n)
@@ -154,7 +154,7 @@ extension Engine {
         if !refusals.isEmpty { refusals.removeValue(forKey: ObjectIdentifier(n)) }
         if n.isListed {
             device.listedCount -= 1
-            device.storedBytes -= n.storedBytes
+            if let bytes = device.storedBytes { device.storedBytes = bytes - n.storedBytes }
             pendingCount -= 1
             device.sortedIds = nil
             // Rebuilt by the next match.

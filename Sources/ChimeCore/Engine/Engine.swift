@@ -209,7 +209,7 @@ public final class Engine {
         }
         // Bytes: what stays, plus the new ones (measured as they will be listed, which is at least
         // what is stored).
-        var bytes = device?.storedBytes ?? 0
+        var bytes = device?.totalStoredBytes ?? 0
         for id in Set(replaced).union(resolved.map { $0.id! }) {
             if let old = existing[id], old.isListed { bytes -= old.storedBytes }
         }

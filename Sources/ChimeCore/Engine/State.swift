@@ -418,8 +418,18 @@ final class DeviceState {
     var notifications: [String: StoredNotification] = [:]
     /// How many listed (non-snooze) notifications the device holds, for the quota.
     var listedCount = 0
-    /// The ``StoredNotification/storedBytes`` of those, for `--max-bytes-per-device`.
-    var storedBytes = 0
+    /// The ``StoredNotification/storedBytes`` of those, for `--max-bytes-per-device`: summed by the
+    /// first schedule that needs it (``totalStoredBytes``) and kept up to date from then on, so that
+    /// recovery does not measure every notification it restores.
+    var storedBytes: Int?
+
+    /// ``storedBytes``, summed now if it was not yet.
+    var totalStoredBytes: Int {
+        if let storedBytes { return storedBytes }
+        let total = notifications.values.reduce(0) { $0 + ($1.isListed ? $1.storedBytes : 0) }
+        storedBytes = total
+        return total
+    }
     /// Badge changes of deliveries sent and not yet acknowledged, oldest first.
     var inflightBadges: [(token: UInt64, badge: Badge)] = []
     /// The listed ids in order, kept while nothing is added or removed (for `list` paging).
