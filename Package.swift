@@ -43,7 +43,7 @@ let package = Package(
             dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeWorker"],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(name: "chimed", dependencies: ["ChimeWorker"], swiftSettings: swiftSettings),
+        .executableTarget(name: "chimed", dependencies: ["ChimeCore", "ChimeWorker"], swiftSettings: swiftSettings),
         .executableTarget(name: "chime", dependencies: ["ChimeCLI"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "ChimeBench",

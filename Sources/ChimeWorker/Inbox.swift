@@ -1,4 +1,4 @@
-import ChimeJournal
+import ChimeCore
 import ChimeMQTT
 import Dispatch
 import Synchronization
@@ -6,7 +6,8 @@ import Synchronization
 /// What reaches the worker's loop from other threads.
 enum WorkerEvent: Sendable {
     case mqtt(MQTTEvent)
-    case snapshotFinished(SnapshotWriter, JournalError?)
+    /// The store's background snapshot was written, or failed.
+    case snapshotWritten(StoreError?)
     case snapshotRequested
     case stop
 }

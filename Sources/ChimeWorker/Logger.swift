@@ -2,20 +2,6 @@ import ChimeCore
 import Foundation
 import Synchronization
 
-/// Log levels, most verbose first.
-public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
-    case trace, debug, info, notice, warning, error, critical
-
-    public init?(name: String) {
-        guard let level = Self.allCases.first(where: { "\($0)" == name }) else { return nil }
-        self = level
-    }
-
-    public var name: String { "\(self)" }
-
-    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
-}
-
 /// One line per event to standard error: `text` (timestamp, level, message, key=value) or
 /// `json` (one object per line). Thread-safe; a line is written with one `write(2)`.
 public struct Logger: Sendable {
@@ -50,11 +36,17 @@ public struct Logger: Sendable {
         _ metadata: KeyValuePairs<String, String> = [:]
     ) {
         guard level >= self.level else { return }
+        write(level, message(), metadata: Array(metadata))
+    }
+
+    /// Writes a line whose metadata was built at run time (the worker's policy builds its lines).
+    public func write(_ level: LogLevel, _ message: String, metadata: [(key: String, value: String)]) {
+        guard level >= self.level else { return }
         let now = Instant(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded()))
         var bytes: [UInt8]
         switch format {
         case .text:
-            var line = "\(now.rfc3339(fractional: true)) \(level.name) \(message())"
+            var line = "\(now.rfc3339(fractional: true)) \(level.name) \(message)"
             for (key, value) in metadata {
                 line += " \(key)=\(value.contains(" ") || value.isEmpty ? JSON.string(value).text : value)"
             }
@@ -63,7 +55,7 @@ public struct Logger: Sendable {
             var o = JSONObject()
             o.append("time", .string(now.rfc3339(fractional: true)))
             o.append("level", .string(level.name))
-            o.append("message", .string(message()))
+            o.append("message", .string(message))
             for (key, value) in metadata { o[key] = .string(value) }
             bytes = JSON.object(o).bytes
             bytes.append(0x0A)

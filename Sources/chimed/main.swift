@@ -1,3 +1,4 @@
+import ChimeCore
 import ChimeWorker
 import Foundation
 

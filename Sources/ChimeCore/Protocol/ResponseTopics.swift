@@ -1,5 +1,3 @@
-import ChimeCore
-
 extension Topics {
     /// Whether the reply to a command on `deviceId` may go to the MQTT 5 Response Topic `topic`.
     ///
@@ -18,7 +16,7 @@ extension Topics {
     ///
     /// Topics outside the prefix are left to the broker's ACL. A Response Topic that is not honoured
     /// is replaced by `P/{deviceId}/replies`, so the command still gets its one reply.
-    func acceptsResponseTopic(_ topic: String, forCommandOn deviceId: String) -> Bool {
+    public func acceptsResponseTopic(_ topic: String, forCommandOn deviceId: String) -> Bool {
         guard topic.hasPrefix(prefix + "/") else { return true }
         let rest = topic.dropFirst(prefix.count + 1)
         let owner = rest.prefix { $0 != "/" }

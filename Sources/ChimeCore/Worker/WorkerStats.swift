@@ -1,13 +1,11 @@
-import ChimeCore
-
 /// A histogram of milliseconds over fixed buckets, with quantiles read from the buckets.
-struct Histogram {
+public struct Histogram: Hashable, Sendable {
     /// Upper bounds of the buckets, in milliseconds; a last bucket takes everything above.
-    static let bounds: [Int64] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 60000]
-    var counts = [Int](repeating: 0, count: Histogram.bounds.count + 1)
-    var total = 0
-    var maximum: Int64 = 0
-    var sum: Int64 = 0
+    public static let bounds: [Int64] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 60000]
+    public private(set) var counts = [Int](repeating: 0, count: Histogram.bounds.count + 1)
+    public private(set) var total = 0
+    public private(set) var maximum: Int64 = 0
+    public private(set) var sum: Int64 = 0
 
     mutating func record(_ milliseconds: Int64) {
         let value = max(0, milliseconds)
@@ -20,7 +18,7 @@ struct Histogram {
 
     /// The upper bound of the bucket holding quantile `q` (0...1): an over-estimate by at most
     /// one bucket.
-    func quantile(_ q: Double) -> Int64? {
+    public func quantile(_ q: Double) -> Int64? {
         guard total > 0 else { return nil }
         let rank = Int((Double(total) * q).rounded(.up))
         var seen = 0
@@ -49,29 +47,29 @@ struct Histogram {
 
 /// Counters the worker publishes on `P/$worker/{id}/stats`. Owned by the loop thread; counts
 /// are totals since start, so rates come from two samples.
-final class WorkerStats {
-    var commands: [String: Int] = [:]
-    var errors = 0
-    var invalidTopics = 0
-    var deliveries = 0
-    var lateDeliveries = 0
-    var reconnects = 0
+public struct WorkerStats: Hashable, Sendable {
+    public internal(set) var commands: [String: Int] = [:]
+    public internal(set) var errors = 0
+    public internal(set) var invalidTopics = 0
+    public internal(set) var deliveries = 0
+    public internal(set) var lateDeliveries = 0
+    public internal(set) var reconnects = 0
     /// Deliveries the broker refused (PUBACK reason 0x80 or more); each stays due and is retried.
-    var refusedDeliveries = 0
+    public internal(set) var refusedDeliveries = 0
     /// SUBACKs that refused the command subscription.
-    var subscriptionRefusals = 0
+    public internal(set) var subscriptionRefusals = 0
     /// Times the broker said another client took our session (MQTT 5 reason 0x8E).
-    var takeovers = 0
+    public internal(set) var takeovers = 0
     /// Commands answered `rate_limited`.
-    var rateLimited = 0
+    public internal(set) var rateLimited = 0
     /// Commands recognised as a redelivery of one already applied, and not applied again.
-    var duplicates = 0
+    public internal(set) var duplicates = 0
     /// Milliseconds from when a delivery was due to when it was published.
-    var lateness = Histogram()
+    public internal(set) var lateness = Histogram()
     /// Milliseconds each journal sync took.
-    var fsync = Histogram()
+    public internal(set) var fsync = Histogram()
 
-    var json: JSONObject {
+    public var json: JSONObject {
         var byOp = JSONObject()
         for (op, n) in commands.sorted(by: { $0.key < $1.key }) { byOp.append(op, .int(Int64(n))) }
         return [

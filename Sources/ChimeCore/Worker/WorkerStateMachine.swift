@@ -1,0 +1,865 @@
+/// The worker's policy as a state machine: what `chimed` does with each command, delivery,
+/// acknowledgement, journal result and connection change, and in which order. No I/O and no
+/// clock: its owner (ChimeWorker's `WorkerLoop`) feeds it ``Event``s from the world and the
+/// ``ActionResult`` of each ``Action`` it carried out, always with `now`, and carries out the
+/// actions it returns, in order.
+///
+/// The rules it keeps, each in one place:
+/// - a command that changes state is appended to the store before the engine applies it
+///   (``command(_:now:)``), and its reply waits for the commit that makes it durable
+///   (``committed(_:now:)``);
+/// - a delivery is published when the engine says it is due (``tick(now:)``) and recorded when
+///   the broker acknowledges it (``acknowledged(messageId:reasonCode:now:)``); a refusal leaves it
+///   due;
+/// - when a delivery record cannot be journaled, memory is ahead of the store: commands are
+///   refused until a snapshot that froze everything applied has been written (``Persistence``);
+/// - a graceful stop stops deliveries, waits up to ``Policy/stopGrace`` for those in flight,
+///   publishes `offline`, disconnects and journals the commands that were already received.
+///
+/// State is kept as enums whose cases carry their data, one for each concern that changes on
+/// its own: the connection, persistence and snapshots, and the life cycle.
+public struct WorkerStateMachine {
+    /// What the policy is configured with, validated by the worker's configuration.
+    public struct Policy: Sendable {
+        public var workerId: String
+        /// Tells this process from another one with the same worker id, in the retained status.
+        public var instance: String
+        public var pid: Int64
+        public var clientId: String
+        public var topics: Topics
+        public var partition: Partition
+        public var limits: CommandLimits
+        public var deviceBudget: DeviceBudget
+        /// Milliseconds between stats publications; 0 turns them off.
+        public var statsInterval: Int64
+        /// Lines below this level are not built.
+        public var logLevel: LogLevel
+
+        /// Deliveries published and not yet acknowledged, at most. More would only queue up
+        /// inside the MQTT client (whose queue is slow to walk when long) while the broker's
+        /// window is full.
+        public var maxDeliveriesInFlight = 1000
+        /// The longest the loop handles commands without delivering what fell due meanwhile.
+        public var tickInterval: Int64 = 10
+        /// How long a graceful stop waits for deliveries in flight.
+        public var stopGrace: Int64 = 5000
+        /// When to ask again for a command subscription the broker refused.
+        public var resubscribeDelay: Int64 = 10_000
+        /// The least time between two attempts at a snapshot after one failed or did not catch up.
+        public var snapshotRetry: Int64 = 5000
+        /// Takeovers within ``takeoverWindow`` milliseconds after which the worker gives up: two
+        /// workers with one id (or a client that took the id) would otherwise knock each other
+        /// off for ever.
+        public var maxTakeovers = 5
+        public var takeoverWindow: Int64 = 60_000
+
+        public init(
+            workerId: String,
+            instance: String,
+            pid: Int64,
+            clientId: String,
+            topics: Topics,
+            partition: Partition,
+            limits: CommandLimits,
+            deviceBudget: DeviceBudget,
+            statsInterval: Int64,
+            logLevel: LogLevel
+        ) {
+            self.workerId = workerId
+            self.instance = instance
+            self.pid = pid
+            self.clientId = clientId
+            self.topics = topics
+            self.partition = partition
+            self.limits = limits
+            self.deviceBudget = deviceBudget
+            self.statsInterval = statsInterval
+            self.logLevel = logLevel
+        }
+    }
+
+    /// What happens in the world.
+    public enum Event: Sendable {
+        case connected(sessionPresent: Bool)
+        /// The connection was lost or closed, with the MQTT 5 reason code (0 when none).
+        case disconnected(reasonCode: Int32)
+        case message(InboundMessage)
+        /// The broker's PUBACK for a QoS 1 publication, with its reason code.
+        case acknowledged(messageId: Int32, reasonCode: Int32)
+        /// The broker's SUBACK, with one granted QoS or refusal code per filter.
+        case subscribed(messageId: Int32, grantedQoS: [Int32])
+        /// SIGUSR1: a snapshot now, whatever the journal's size.
+        case snapshotRequested
+        /// The background snapshot was written and compacted (its covered sequence), or failed.
+        case snapshotFinished(Result<UInt64, StoreError>)
+        case stopRequested
+        /// The events that arrived together have been handled: deliver what is due and commit.
+        case batchEnded
+        /// After ``Action/disconnect``: the commands received before it have been handed in.
+        case drained
+    }
+
+    /// What the owner does for the policy.
+    public enum Action: Sendable {
+        /// Append to the store; report ``ActionResult/appended(_:)``.
+        case append(JournalEntry, key: CommandKey?)
+        /// Make everything appended durable; report ``ActionResult/committed(syncMilliseconds:store:)``.
+        case commit
+        /// Publish; report ``ActionResult/published(_:_:)``.
+        case publish(OutboundMessage)
+        /// Subscribe at QoS 1; report ``ActionResult/subscribeSent(_:_:)``.
+        case subscribe(Subscription)
+        /// Begin a snapshot of this frozen state in the background; report
+        /// ``ActionResult/snapshotStarted(_:)``, and ``Event/snapshotFinished(_:)`` once written.
+        case startSnapshot(EngineSnapshot)
+        case log(WorkerLog)
+        /// Stop the transport; hand in the commands it had received, then ``Event/drained``.
+        case disconnect
+        /// Sync and close the store.
+        case closeStore
+        /// Stop: cleanly (nil) or with a one-line reason.
+        case exit(WorkerError?)
+    }
+
+    /// The worker's two subscriptions.
+    public enum Subscription: Hashable, Sendable {
+        /// Its own retained status: another process's status under its worker id tells of a
+        /// second worker.
+        case status
+        case commands
+    }
+
+    /// How an action went.
+    public enum ActionResult: Sendable {
+        case appended(Result<Void, StoreError>)
+        /// The commit succeeded; `syncMilliseconds` is how long its sync took, nil when it did not sync.
+        case committed(syncMilliseconds: Int64?, store: StoreStatus)
+        case commitFailed(StoreError)
+        /// The transport took the publication (its message id) or refused it.
+        case published(OutboundMessage.Purpose, Result<Int32, TransportError>)
+        case subscribeSent(Subscription, Result<Int32, TransportError>)
+        /// The snapshot began (the journal sequence it covers) or could not.
+        case snapshotStarted(Result<UInt64, StoreError>)
+        /// The engine time, in milliseconds, that the last command took, charged to its device.
+        case commandCost(milliseconds: Double)
+    }
+
+    /// The broker connection.
+    enum Connection: Equatable {
+        case down
+        /// Connected; the command subscription was asked for (its message id, once known).
+        case subscribing(messageId: Int32?)
+        /// Connected, but the broker refused the command subscription: no command can reach the
+        /// worker. Asked again at `retryAt` (an ACL can be fixed and reloaded without a reconnection).
+        case refused(retryAt: Instant)
+        /// Connected and subscribed; `statusMessageId` is the retained `online` status waiting for
+        /// its PUBACK.
+        case serving(statusMessageId: Int32?)
+    }
+
+    /// Whether memory and the store agree, and the snapshot in progress.
+    enum Persistence: Equatable {
+        case consistent(Snapshot)
+        /// A delivery record could not be journaled: memory is ahead of the store until a snapshot
+        /// catches up, and commands are refused meanwhile.
+        case diverged(CatchUp)
+    }
+
+    enum Snapshot: Equatable {
+        /// `requested` by SIGUSR1; none begins before `notBefore` (after a failure).
+        case idle(requested: Bool, notBefore: Instant?)
+        /// Writing since `since`; `requested` again meanwhile.
+        case running(since: Instant, requested: Bool)
+    }
+
+    enum CatchUp: Equatable {
+        /// The next snapshot begins at `notBefore` (at once when nil).
+        case waiting(notBefore: Instant?)
+        /// A snapshot froze the state at `since`; `coversMemory` until a record goes unjournaled
+        /// after that, which that snapshot does not cover.
+        case running(since: Instant, coversMemory: Bool)
+    }
+
+    enum Lifecycle: Equatable {
+        case running
+        /// No new deliveries; in-flight ones get until `deadline`. `fatal` is the reason to exit 1.
+        case stopping(deadline: Instant, fatal: WorkerError?)
+        /// Disconnected: commands already received are journaled, their replies dropped.
+        case draining(fatal: WorkerError?)
+        case stopped
+    }
+
+    /// A store append waiting for its result.
+    enum PendingWrite {
+        case command(Request, JournalEntry, ReplyDestination)
+        case record(JournalEntry)
+    }
+
+    struct ReplyDestination {
+        var topic: String
+        var correlationData: [UInt8]?
+    }
+
+    public let policy: Policy
+    public let engine: Engine
+    public private(set) var stats = WorkerStats()
+    let startedAt: Instant
+    let decoder: CommandDecoder
+    var budget: DeviceBudget
+    var random: any RandomNumberGenerator
+
+    var connection = Connection.down
+    var persistence = Persistence.consistent(.idle(requested: false, notBefore: nil))
+    var lifecycle = Lifecycle.running
+    var pendingWrites: [PendingWrite] = []
+    /// Replies waiting for the commit that makes their commands durable.
+    var pendingReplies: [OutboundMessage] = []
+    /// Deliveries published and not yet acknowledged, by message id.
+    var tokensByMessageId: [Int32: UInt64] = [:]
+    /// When the broker reported the session taken over, within the last takeover window.
+    var takeovers: [Instant] = []
+    var lastTick: Instant
+    var lastStats: Instant
+    /// The device that pays for the command being handled, and when it arrived.
+    var charging: (device: String, at: Instant)?
+
+    /// - Parameters:
+    ///   - engine: recovered; the machine owns it from now on.
+    ///   - random: ids the engine assigns; tests pass a seeded generator.
+    public init(
+        policy: Policy,
+        engine: Engine,
+        now: Instant,
+        random: any RandomNumberGenerator = SystemRandomNumberGenerator()
+    ) {
+        self.policy = policy
+        self.engine = engine
+        self.startedAt = now
+        self.decoder = CommandDecoder(limits: policy.limits)
+        self.budget = policy.deviceBudget
+        self.random = random
+        self.lastTick = now
+        self.lastStats = now
+    }
+
+    /// The loop is done: the last action was ``Action/exit(_:)``.
+    public var isFinished: Bool { lifecycle == .stopped }
+
+    public var isConnected: Bool { connection != .down }
+
+    /// The retained status payload (`online` or `offline`) of this worker.
+    public static func statusPayload(_ state: String, policy: Policy, extra: JSONObject = [:]) -> [UInt8] {
+        var o: JSONObject = [
+            "state": .string(state),
+            "workerId": .string(policy.workerId),
+            "instance": .string(policy.instance),
+            "partition": .string(policy.partition.description),
+        ]
+        for (k, v) in extra { o[k] = v }
+        return JSON.object(o).bytes
+    }
+
+    /// The MQTT 5 DISCONNECT reason code: another client connected with this client id.
+    public static let sessionTakenOver: Int32 = 0x8E
+
+    // MARK: Events
+
+    public mutating func handle(_ event: Event, now: Instant) -> [Action] {
+        var actions: [Action] = []
+        switch event {
+        case .connected(let sessionPresent): connected(sessionPresent: sessionPresent, now: now, &actions)
+        case .disconnected(let reason): disconnected(reason: reason, now: now, &actions)
+        case .message(let message) where message.topic == statusTopic: status(message, now: now, &actions)
+        case .message(let message): command(message, now: now, &actions)
+        case .acknowledged(let messageId, let reasonCode):
+            acknowledged(messageId: messageId, reasonCode: reasonCode, now: now, &actions)
+        case .subscribed(let messageId, let grantedQoS):
+            subscribed(messageId: messageId, grantedQoS: grantedQoS, now: now, &actions)
+        case .snapshotRequested:
+            if case .consistent(.idle(_, let notBefore)) = persistence {
+                persistence = .consistent(.idle(requested: true, notBefore: notBefore))
+            } else if case .consistent(.running(let since, _)) = persistence {
+                persistence = .consistent(.running(since: since, requested: true))
+            }
+        case .snapshotFinished(let result): snapshotFinished(result, now: now, &actions)
+        case .stopRequested:
+            if lifecycle == .running {
+                log(.notice, "stopping: finishing deliveries in flight", into: &actions)
+                lifecycle = .stopping(deadline: now.adding(milliseconds: policy.stopGrace), fatal: nil)
+            }
+        case .batchEnded:
+            tick(now: now, &actions)
+            actions.append(.commit)
+            return actions
+        case .drained:
+            pendingReplies.removeAll()
+            guard case .draining(let fatal) = lifecycle else { return [] }
+            lifecycle = .stopped
+            actions.append(.closeStore)
+            log(.notice, "stopped", ["inflightLeft": "\(engine.inflightCount)"], into: &actions)
+            actions.append(.exit(fatal))
+            return actions
+        }
+        // A long batch of commands does not hold up what falls due meanwhile.
+        if now.milliseconds - lastTick.milliseconds >= policy.tickInterval { tick(now: now, &actions) }
+        return actions
+    }
+
+    /// How long the owner may wait for the next event, in milliseconds: until the engine's next
+    /// wake-up, a retry, stats, or at most a second.
+    public func waitTime(now: Instant) -> Int64 {
+        if !pendingReplies.isEmpty { return 0 }
+        var wait: Int64 = 1000
+        // With the window full, only an acknowledgement (an event) makes room.
+        if let next = engine.nextWake, engine.inflightCount < policy.maxDeliveriesInFlight {
+            wait = min(wait, next.milliseconds - now.milliseconds)
+        }
+        if case .refused(let at) = connection { wait = min(wait, at.milliseconds - now.milliseconds) }
+        if case .stopping = lifecycle { wait = min(wait, 50) }
+        return max(0, wait)
+    }
+
+    // MARK: Results of actions
+
+    public mutating func report(_ result: ActionResult, now: Instant) -> [Action] {
+        var actions: [Action] = []
+        switch result {
+        case .appended(let outcome): appended(outcome, &actions)
+        case .committed(let syncMilliseconds, let store):
+            if let syncMilliseconds { stats.fsync.record(syncMilliseconds) }
+            committed(store, now: now, &actions)
+        case .commitFailed(let error):
+            lifecycle = .stopped
+            actions.append(
+                .exit(WorkerError("journal sync failed, exiting so that recovery reads what is on disk: \(error)"))
+            )
+        case .published(let purpose, let outcome): published(purpose, outcome, now: now, &actions)
+        case .subscribeSent(let subscription, let outcome):
+            switch outcome {
+            case .success(let messageId):
+                if subscription == .commands, case .subscribing = connection {
+                    connection = .subscribing(messageId: messageId)
+                }
+            case .failure(let error):
+                log(.error, "cannot subscribe after connecting: \(error); trying again shortly", into: &actions)
+                if isConnected { connection = .refused(retryAt: now.adding(milliseconds: policy.resubscribeDelay)) }
+            }
+        case .snapshotStarted(let outcome): snapshotStarted(outcome, now: now, &actions)
+        case .commandCost(let milliseconds):
+            if let (device, at) = charging { budget.charge(device, milliseconds: milliseconds, now: at) }
+            charging = nil
+        }
+        return actions
+    }
+
+    // MARK: Connection
+
+    mutating func connected(sessionPresent: Bool, now: Instant, _ actions: inout [Action]) {
+        connection = .subscribing(messageId: nil)
+        stats.reconnects += 1
+        log(.info, "connected", ["sessionPresent": "\(sessionPresent)"], into: &actions)
+        // Subscribe on every connection: a broker that lost its sessions forgets them.
+        actions.append(.subscribe(.status))
+        actions.append(.subscribe(.commands))
+        engine.setConnected(lifecycle == .running)
+    }
+
+    mutating func disconnected(reason: Int32, now: Instant, _ actions: inout [Action]) {
+        connection = .down
+        engine.setConnected(false)
+        if reason == Self.sessionTakenOver {
+            tookOver(
+                because: "another client connected with this worker's client id and took its session",
+                now: now,
+                &actions
+            )
+        } else if lifecycle == .running {
+            log(.warning, "disconnected from the broker; reconnecting", ["reason": "\(reason)"], into: &actions)
+        }
+    }
+
+    var statusTopic: String { policy.topics.workerStatus(policy.workerId) }
+
+    /// Our own retained status: written by another process when its instance is not ours. One that
+    /// started before us is a previous run of this worker (killed before its will went out), not a
+    /// second worker: only the older of two concurrent workers gives way.
+    mutating func status(_ message: InboundMessage, now: Instant, _ actions: inout [Action]) {
+        guard lifecycle == .running || isStopping, case .object(let status)? = try? JSON(parsing: message.payload),
+            status["state"] == "online", let other = status["instance"]?.stringValue, other != policy.instance,
+            let otherStart = status["startedAt"]?.stringValue, otherStart >= startedAt.rfc3339()
+        else { return }
+        tookOver(
+            because: "another chimed announced itself online with this worker id (instance \(other))",
+            now: now,
+            &actions
+        )
+    }
+
+    var isStopping: Bool {
+        if case .stopping = lifecycle { return true }
+        return false
+    }
+
+    /// Another client took our session: say so, and past the limit stop with a one-line reason so
+    /// that a supervisor shows it instead of a flapping pair of workers.
+    mutating func tookOver(because cause: String, now: Instant, _ actions: inout [Action]) {
+        let window = policy.takeoverWindow
+        takeovers.removeAll { now.milliseconds - $0.milliseconds > window }
+        takeovers.append(now)
+        stats.takeovers += 1
+        let seconds = window / 1000
+        log(
+            .error,
+            "\(cause); is a second chimed running with --worker-id \(policy.workerId)?",
+            ["clientId": policy.clientId, "takeovers": "\(takeovers.count)", "withinSeconds": "\(seconds)"],
+            into: &actions
+        )
+        guard takeovers.count >= policy.maxTakeovers else { return }
+        let fatal = WorkerError(
+            "the worker id \(policy.workerId) (client id \(policy.clientId)) was taken over \(takeovers.count) times "
+                + "within \(seconds) s: another client or a second chimed uses it; stopping"
+        )
+        switch lifecycle {
+        case .running, .stopping(_, nil): lifecycle = .stopping(deadline: now, fatal: fatal)
+        case .stopping, .draining, .stopped: break
+        }
+    }
+
+    mutating func subscribed(messageId: Int32, grantedQoS: [Int32], now: Instant, _ actions: inout [Action]) {
+        guard connection == .subscribing(messageId: messageId) else { return }
+        if let refusal = grantedQoS.first(where: { $0 >= 0x80 }) ?? (grantedQoS.isEmpty ? 0x80 : nil) {
+            stats.subscriptionRefusals += 1
+            connection = .refused(retryAt: now.adding(milliseconds: policy.resubscribeDelay))
+            log(
+                .error,
+                "the broker refused the command subscription: no command can reach this worker (check the broker's "
+                    + "ACL for its account)",
+                ["filter": policy.topics.commandFilter, "reason": hex(refusal)],
+                into: &actions
+            )
+            return
+        }
+        // Online only once commands can reach us.
+        connection = .serving(statusMessageId: nil)
+        let payload = Self.statusPayload(
+            "online",
+            policy: policy,
+            extra: ["startedAt": .string(startedAt.rfc3339()), "pid": .int(policy.pid)]
+        )
+        actions.append(
+            .publish(
+                OutboundMessage(topic: statusTopic, payload: payload, qos: 1, retain: true, purpose: .onlineStatus)
+            )
+        )
+        log(.notice, "serving", ["commands": policy.topics.commandFilter], into: &actions)
+    }
+
+    // MARK: Commands
+
+    /// Decides a command: refused before it is parsed when its device has used its share, answered
+    /// at once when it changes nothing, else appended to the store (``appended(_:_:)`` applies it).
+    mutating func command(_ message: InboundMessage, now: Instant, _ actions: inout [Action]) {
+        guard lifecycle != .stopped else { return }
+        guard let address = policy.topics.parseCommand(message.topic) else {
+            stats.invalidTopics += 1
+            log(.debug, "ignoring a message on a topic that is not a command", ["topic": message.topic], into: &actions)
+            return
+        }
+        guard policy.partition.owns(address.deviceId) else { return }
+        stats.commands[address.opName, default: 0] += 1
+        let replyTo = replyDestination(message, address)
+        if let problem = address.problem {
+            stats.errors += 1
+            guard let replyTo else {
+                stats.invalidTopics += 1
+                log(
+                    .info,
+                    "dropping a command on an invalid topic",
+                    ["topic": String(message.topic.prefix(200))],
+                    into: &actions
+                )
+                return
+            }
+            queueReply(Reply(op: address.opName, requestId: nil, outcome: .failure(problem)), to: replyTo)
+            return
+        }
+        guard let replyTo else { return }
+        // Each device pays for the engine time its commands take; one that has used its share is
+        // refused before its command is even parsed.
+        let admission = budget.admits(address.deviceId, now: now)
+        guard admission.admitted else {
+            stats.rateLimited += 1
+            let error = ChimeError(
+                .rateLimited,
+                "device \(address.deviceId) used its share of the worker (--device-rate \(Int(budget.rate)) ms/s); "
+                    + "try again in \(admission.retryAfterMs) ms"
+            )
+            queueReply(Reply(op: address.opName, requestId: nil, outcome: .failure(error)), to: replyTo)
+            return
+        }
+        charging = (address.deviceId, now)
+        let op = address.op!
+        var request: Request
+        switch decoder.decode(deviceId: address.deviceId, op: op, payload: message.payload) {
+        case .failure(let failure):
+            stats.errors += 1
+            log(
+                .debug,
+                "rejected",
+                ["device": address.deviceId, "op": op.rawValue, "code": failure.error.code.wireName],
+                into: &actions
+            )
+            queueReply(
+                Reply(op: op.rawValue, requestId: failure.requestId, outcome: .failure(failure.error)),
+                to: replyTo
+            )
+            return
+        case .success(let decoded):
+            request = decoded
+        }
+        // Only what can change state is kept to recognise a redelivery; reads are answered again.
+        if op.changesState {
+            request.key = CommandKey.of(
+                op: op.rawValue,
+                payload: message.payload,
+                correlationData: message.correlationData,
+                hasRequestId: request.requestId != nil,
+                packetId: message.messageId,
+                qos: message.qos
+            )
+        }
+        switch engine.decide(request, now: now, random: &random) {
+        case .reply(let reply):
+            if !reply.isOK { stats.errors += 1 }
+            if case .success(let result) = reply.outcome, result["duplicate"] == true {
+                stats.duplicates += 1
+                log(
+                    .info,
+                    "a command was received again and not applied again",
+                    ["device": address.deviceId],
+                    into: &actions
+                )
+            }
+            queueReply(reply, to: replyTo)
+        case .write(let entry):
+            if case .diverged = persistence {
+                let error = ChimeError(.unavailable, "the journal cannot take writes; nothing was changed")
+                queueReply(Reply(request: request, error: error), to: replyTo)
+                return
+            }
+            pendingWrites.append(.command(request, entry, replyTo))
+            actions.append(.append(entry, key: request.key))
+        }
+    }
+
+    /// Where a reply goes: the MQTT 5 Response Topic (if `acceptsResponseTopic` allows it), else
+    /// `P/{deviceId}/replies` when the device id is valid, else nowhere.
+    func replyDestination(_ message: InboundMessage, _ address: Topics.CommandAddress) -> ReplyDestination? {
+        if let topic = message.responseTopic, !topic.isEmpty, !topic.utf8.contains(UInt8(ascii: "+")),
+            !topic.utf8.contains(UInt8(ascii: "#")),
+            policy.topics.acceptsResponseTopic(topic, forCommandOn: address.deviceId)
+        {
+            return ReplyDestination(topic: topic, correlationData: message.correlationData)
+        }
+        if address.problem?.field == "deviceId" { return nil }
+        return ReplyDestination(topic: policy.topics.replies(address.deviceId), correlationData: nil)
+    }
+
+    mutating func queueReply(_ reply: Reply, to destination: ReplyDestination) {
+        pendingReplies.append(
+            OutboundMessage(
+                topic: destination.topic,
+                payload: reply.bytes,
+                qos: 1,
+                purpose: .reply,
+                contentType: "application/json",
+                correlationData: destination.correlationData
+            )
+        )
+    }
+
+    mutating func appended(_ outcome: Result<Void, StoreError>, _ actions: inout [Action]) {
+        guard !pendingWrites.isEmpty else { return }
+        switch pendingWrites.removeFirst() {
+        case .command(let request, let entry, let replyTo):
+            switch outcome {
+            case .success:
+                let result = engine.apply(entry, key: request.key) ?? [:]
+                queueReply(Reply(request: request, result: result), to: replyTo)
+            case .failure(let error):
+                stats.errors += 1
+                log(.error, "journal write failed; command refused", ["error": "\(error)"], into: &actions)
+                let refusal = ChimeError(.unavailable, "the journal cannot take writes: \(error.message)")
+                queueReply(Reply(request: request, error: refusal), to: replyTo)
+            }
+        case .record(let entry):
+            // The delivery happened: memory goes ahead even when the store cannot take its record,
+            // and a snapshot is forced so that the store catches up.
+            if case .failure(let error) = outcome {
+                log(
+                    .error,
+                    "journal write failed; refusing commands until a snapshot succeeds",
+                    ["error": "\(error)"],
+                    into: &actions
+                )
+                diverge()
+            }
+            engine.apply(entry)
+        }
+    }
+
+    /// Memory goes ahead of the store: a snapshot running now froze the state before this.
+    mutating func diverge() {
+        switch persistence {
+        case .consistent(.idle): persistence = .diverged(.waiting(notBefore: nil))
+        case .consistent(.running(let since, _)), .diverged(.running(let since, _)):
+            persistence = .diverged(.running(since: since, coversMemory: false))
+        case .diverged(.waiting): break
+        }
+    }
+
+    /// Journals an entry the engine produced itself (delivery records), then applies it.
+    mutating func record(_ entry: JournalEntry, _ actions: inout [Action]) {
+        if case .diverged = persistence {
+            diverge()
+            engine.apply(entry)
+            return
+        }
+        pendingWrites.append(.record(entry))
+        actions.append(.append(entry, key: nil))
+    }
+
+    /// After the commit: the replies of what it made durable, then what is due.
+    mutating func committed(_ store: StoreStatus, now: Instant, _ actions: inout [Action]) {
+        for reply in pendingReplies { actions.append(.publish(reply)) }
+        pendingReplies.removeAll(keepingCapacity: true)
+        if case .refused(let at) = connection, now >= at {
+            connection = .subscribing(messageId: nil)
+            actions.append(.subscribe(.status))
+            actions.append(.subscribe(.commands))
+        }
+        maybeSnapshot(store, now: now, &actions)
+        maybePublishStats(store, now: now, &actions)
+        maybeFinishStopping(now: now, &actions)
+    }
+
+    // MARK: Deliveries
+
+    mutating func tick(now: Instant, _ actions: inout [Action]) {
+        lastTick = now
+        guard lifecycle == .running else { return }
+        let room = policy.maxDeliveriesInFlight - engine.inflightCount
+        for output in engine.tick(now: now, limit: room) {
+            switch output {
+            case .publish(let delivery):
+                actions.append(
+                    .publish(
+                        OutboundMessage(
+                            topic: policy.topics.notifications(delivery.deviceId),
+                            payload: delivery.payload,
+                            qos: 1,
+                            purpose: .delivery(token: delivery.token, fireId: delivery.fireId, due: delivery.due),
+                            contentType: "application/json",
+                            userProperties: [.init("fire-id", delivery.fireId)],
+                            messageExpiry: delivery.messageExpiry
+                        )
+                    )
+                )
+            case .write(let entry): record(entry, &actions)
+            }
+        }
+    }
+
+    mutating func published(
+        _ purpose: OutboundMessage.Purpose,
+        _ outcome: Result<Int32, TransportError>,
+        now: Instant,
+        _ actions: inout [Action]
+    ) {
+        switch (purpose, outcome) {
+        case (.delivery(let token, _, let due), .success(let messageId)):
+            tokensByMessageId[messageId] = token
+            let lateness = now.milliseconds - due.milliseconds
+            stats.lateness.record(lateness)
+            if lateness >= engine.configuration.lateThreshold { stats.lateDeliveries += 1 }
+        case (.delivery(let token, let fireId, _), .failure(let error)):
+            // Retried with the backoff of a refusal: an error such as an oversized packet would
+            // otherwise repeat at full speed.
+            let retry = engine.publishRefused(token, now: now)
+            log(
+                .warning,
+                "cannot publish a delivery; it will be retried",
+                ["fireId": fireId, "error": "\(error)", "retryMs": "\(retry ?? 0)"],
+                into: &actions
+            )
+        case (.onlineStatus, .success(let messageId)):
+            if case .serving = connection { connection = .serving(statusMessageId: messageId) }
+        case (.reply, .failure(let error)):
+            log(.warning, "cannot send a reply", ["error": "\(error)"], into: &actions)
+        case (.onlineStatus, .failure(let error)), (.offlineStatus, .failure(let error)):
+            log(.warning, "cannot publish the worker's status", ["error": "\(error)"], into: &actions)
+        case (.reply, .success), (.offlineStatus, .success), (.stats, _):
+            break
+        }
+    }
+
+    mutating func acknowledged(messageId: Int32, reasonCode: Int32, now: Instant, _ actions: inout [Action]) {
+        if case .serving(let statusId?) = connection, statusId == messageId {
+            connection = .serving(statusMessageId: nil)
+            if reasonCode >= 0x80 {
+                log(
+                    .error,
+                    "the broker refused the worker's status: clients will not see it online (check that the ACL lets "
+                        + "this account write \(statusTopic); the deploy ACL names each worker's account after its "
+                        + "--worker-id)",
+                    ["reason": hex(reasonCode)],
+                    into: &actions
+                )
+            }
+            return
+        }
+        guard let token = tokensByMessageId.removeValue(forKey: messageId) else { return }
+        if reasonCode >= 0x80 {
+            // Refused (an ACL, a quota): not delivered. It stays due and is retried later.
+            stats.refusedDeliveries += 1
+            let retry = engine.publishRefused(token, now: now)
+            log(
+                .warning,
+                "the broker refused a delivery; it stays due",
+                ["reason": hex(reasonCode), "retryMs": "\(retry ?? 0)"],
+                into: &actions
+            )
+            return
+        }
+        if let entry = engine.acknowledged(token) {
+            stats.deliveries += 1
+            record(entry, &actions)
+        }
+    }
+
+    // MARK: Snapshots
+
+    mutating func maybeSnapshot(_ store: StoreStatus, now: Instant, _ actions: inout [Action]) {
+        switch persistence {
+        case .consistent(.idle(let requested, let notBefore)):
+            guard store.snapshotDue || requested, notBefore.map({ now >= $0 }) ?? true else { return }
+            persistence = .consistent(.running(since: now, requested: false))
+        case .diverged(.waiting(let notBefore)):
+            guard notBefore.map({ now >= $0 }) ?? true else { return }
+            persistence = .diverged(.running(since: now, coversMemory: true))
+        case .consistent(.running), .diverged(.running):
+            return
+        }
+        actions.append(.startSnapshot(engine.snapshot))
+    }
+
+    mutating func snapshotStarted(_ outcome: Result<UInt64, StoreError>, now: Instant, _ actions: inout [Action]) {
+        switch outcome {
+        case .success(let sequence):
+            log(.info, "snapshot started", ["sequence": "\(sequence)"], into: &actions)
+        case .failure(let error):
+            log(.error, "cannot start a snapshot", ["error": "\(error)"], into: &actions)
+            snapshotEnded(now: now)
+        }
+    }
+
+    mutating func snapshotFinished(_ outcome: Result<UInt64, StoreError>, now: Instant, _ actions: inout [Action]) {
+        switch outcome {
+        case .failure(let error):
+            log(.error, "snapshot failed", ["error": "\(error)"], into: &actions)
+            snapshotEnded(now: now)
+        case .success(let sequence):
+            switch persistence {
+            case .diverged(.running(_, true)):
+                log(.notice, "journal caught up through a snapshot; accepting commands again", into: &actions)
+                persistence = .consistent(.idle(requested: false, notBefore: nil))
+            case .diverged(.running(let since, false)):
+                log(
+                    .warning,
+                    "a delivery record was not journaled while the snapshot ran; another snapshot follows",
+                    into: &actions
+                )
+                persistence = .diverged(.waiting(notBefore: since.adding(milliseconds: policy.snapshotRetry)))
+            case .consistent(.running(_, let requested)):
+                persistence = .consistent(.idle(requested: requested, notBefore: nil))
+            case .consistent(.idle), .diverged(.waiting):
+                break
+            }
+            log(.info, "snapshot written", ["sequence": "\(sequence)"], into: &actions)
+        }
+    }
+
+    /// A snapshot that could not start or failed: the next waits a while.
+    mutating func snapshotEnded(now: Instant) {
+        switch persistence {
+        case .consistent(.running(let since, let requested)):
+            persistence = .consistent(
+                .idle(requested: requested, notBefore: since.adding(milliseconds: policy.snapshotRetry))
+            )
+        case .diverged(.running(let since, _)):
+            persistence = .diverged(.waiting(notBefore: since.adding(milliseconds: policy.snapshotRetry)))
+        case .consistent(.idle), .diverged(.waiting):
+            break
+        }
+    }
+
+    // MARK: Stats and stopping
+
+    mutating func maybePublishStats(_ store: StoreStatus, now: Instant, _ actions: inout [Action]) {
+        guard policy.statsInterval > 0, isConnected, now.milliseconds - lastStats.milliseconds >= policy.statsInterval
+        else { return }
+        lastStats = now
+        var o = stats.json
+        o["workerId"] = .string(policy.workerId)
+        o["pending"] = .int(Int64(engine.pendingCount))
+        o["devices"] = .int(Int64(engine.deviceCount))
+        o["inflight"] = .int(Int64(engine.inflightCount))
+        o["journalBytesSinceSnapshot"] = .int(Int64(store.bytesSinceSnapshot))
+        o["journalSequence"] = .int(Int64(store.lastSequence))
+        o["at"] = .string(now.rfc3339())
+        actions.append(
+            .publish(
+                OutboundMessage(
+                    topic: policy.topics.workerStats(policy.workerId),
+                    payload: JSON.object(o).bytes,
+                    qos: 0,
+                    purpose: .stats
+                )
+            )
+        )
+    }
+
+    /// Once nothing is in flight (or nothing can be acknowledged, or time is up): `offline`, then
+    /// disconnect. After a takeover the status topic belongs to the other holder of this worker id.
+    mutating func maybeFinishStopping(now: Instant, _ actions: inout [Action]) {
+        guard case .stopping(let deadline, let fatal) = lifecycle,
+            engine.inflightCount == 0 || !isConnected || now >= deadline
+        else { return }
+        lifecycle = .draining(fatal: fatal)
+        if isConnected && fatal == nil {
+            let payload = Self.statusPayload("offline", policy: policy)
+            actions.append(
+                .publish(
+                    OutboundMessage(topic: statusTopic, payload: payload, qos: 1, retain: true, purpose: .offlineStatus)
+                )
+            )
+        }
+        connection = .down
+        engine.setConnected(false)
+        actions.append(.disconnect)
+    }
+
+    // MARK: Logging
+
+    func log(
+        _ level: LogLevel,
+        _ message: @autoclosure () -> String,
+        _ metadata: @autoclosure () -> KeyValuePairs<String, String> = [:],
+        into actions: inout [Action]
+    ) {
+        guard level >= policy.logLevel else { return }
+        actions.append(.log(WorkerLog(level, message(), Array(metadata()))))
+    }
+
+    func hex(_ code: Int32) -> String { "0x\(String(code, radix: 16))" }
+}

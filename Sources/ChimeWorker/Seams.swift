@@ -1,0 +1,180 @@
+import ChimeCore
+import ChimeJournal
+import ChimeMQTT
+import Foundation
+
+/// Where the worker keeps what it acknowledged: the journal in the data directory today.
+/// Called only from the loop thread, except for the `written` callback of a snapshot.
+public protocol WorkerStore: AnyObject {
+    /// Appends a record (not yet durable: see ``commit()``).
+    func append(_ entry: JournalEntry, key: CommandKey?) throws(StoreError)
+    /// Makes what was appended durable under the store's sync policy.
+    /// - Returns: the milliseconds a sync took, nil when none was needed.
+    func commit() throws(StoreError) -> Int64?
+    /// Milliseconds until a ``commit()`` would sync what waits under an interval policy; nil when
+    /// nothing waits.
+    var syncWait: Int64? { get }
+    var status: StoreStatus { get }
+    /// Begins a snapshot of `frozen`, written on another thread, which calls `written` when done.
+    /// - Returns: the sequence the snapshot covers.
+    func beginSnapshot(
+        _ frozen: EngineSnapshot,
+        written: @escaping @Sendable (StoreError?) -> Void
+    )
+        throws(StoreError) -> UInt64
+    /// After `written`, on the loop thread: makes the snapshot the new base (or abandons it).
+    /// - Returns: the sequence the snapshot covers.
+    func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64
+    /// Syncs and releases the store.
+    func close() throws(StoreError)
+}
+
+/// How the worker reaches the broker: ChimeMQTT's client.
+public protocol WorkerTransport: AnyObject {
+    /// - Returns: the message id, to match the broker's PUBACK.
+    func publish(_ message: OutboundMessage) throws(TransportError) -> Int32
+    /// - Returns: the message id, to match the broker's SUBACK.
+    func subscribe(_ filter: String, qos: Int) throws(TransportError) -> Int32
+    func stop()
+}
+
+/// The worker's time: the wall clock it schedules by, and a monotonic one to measure with.
+public protocol WorkerClock {
+    func now() -> Instant
+    func monotonic() -> ContinuousClock.Instant
+}
+
+// MARK: The production seams
+
+/// The journal in the data directory, as the worker's store.
+final class JournalStore: WorkerStore {
+    let journal: Journal
+    /// The snapshot being written, between ``beginSnapshot(_:written:)`` and ``completeSnapshot(writeError:)``.
+    var writer: SnapshotWriter?
+
+    init(_ journal: Journal) { self.journal = journal }
+
+    func append(_ entry: JournalEntry, key: CommandKey?) throws(StoreError) {
+        do {
+            try journal.append(type: entry.kind.rawValue, payload: entry.encode(key: key))
+        } catch {
+            throw StoreError(error.message)
+        }
+    }
+
+    func commit() throws(StoreError) -> Int64? {
+        let syncing = journal.hasUnsyncedData
+        let before = ContinuousClock.now
+        do {
+            try journal.commit()
+        } catch {
+            throw StoreError("\(error)")
+        }
+        return syncing && !journal.hasUnsyncedData ? milliseconds(ContinuousClock.now - before) : nil
+    }
+
+    var syncWait: Int64? {
+        journal.syncDeadline.map { milliseconds(ContinuousClock.now.duration(to: $0)) }
+    }
+
+    var status: StoreStatus {
+        StoreStatus(
+            snapshotDue: journal.snapshotDue,
+            bytesSinceSnapshot: journal.bytesSinceSnapshot,
+            lastSequence: journal.lastSequence
+        )
+    }
+
+    func beginSnapshot(
+        _ frozen: EngineSnapshot,
+        written: @escaping @Sendable (StoreError?) -> Void
+    )
+        throws(StoreError) -> UInt64
+    {
+        let writer: SnapshotWriter
+        do {
+            writer = try journal.beginSnapshot()
+        } catch {
+            throw StoreError("\(error)")
+        }
+        self.writer = writer
+        Thread.detachNewThread {
+            do throws(JournalError) {
+                try frozen.forEachEntry { (entry: [UInt8]) throws(JournalError) in try writer.append(entry) }
+                try writer.finish()
+                written(nil)
+            } catch {
+                writer.abandon()
+                written(StoreError("\(error)"))
+            }
+        }
+        return writer.coveredSequence
+    }
+
+    func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
+        guard let writer else { throw StoreError("no snapshot is being written") }
+        self.writer = nil
+        if let writeError { throw writeError }
+        do {
+            try journal.snapshotCompleted(writer)
+        } catch {
+            throw StoreError("compaction failed: \(error)")
+        }
+        return writer.coveredSequence
+    }
+
+    func close() throws(StoreError) {
+        do {
+            try journal.close()
+        } catch {
+            throw StoreError("\(error)")
+        }
+    }
+}
+
+/// ChimeMQTT's client, as the worker's transport.
+final class MQTTTransport: WorkerTransport {
+    let client: MQTTClient
+
+    init(_ client: MQTTClient) { self.client = client }
+
+    func publish(_ message: OutboundMessage) throws(TransportError) -> Int32 {
+        var properties = MQTTPublishProperties()
+        properties.contentType = message.contentType
+        properties.correlationData = message.correlationData
+        properties.userProperties = message.userProperties.map { MQTTUserProperty($0.name, $0.value) }
+        properties.messageExpiryInterval = message.messageExpiry
+        do {
+            return try client.publish(
+                topic: message.topic,
+                payload: message.payload,
+                qos: message.qos,
+                retain: message.retain,
+                properties: properties
+            )
+        } catch {
+            throw TransportError("\(error)")
+        }
+    }
+
+    func subscribe(_ filter: String, qos: Int) throws(TransportError) -> Int32 {
+        do {
+            return try client.subscribe(filter, qos: qos)
+        } catch {
+            throw TransportError("\(error)")
+        }
+    }
+
+    func stop() { client.stop() }
+}
+
+/// The system's clocks.
+struct SystemClock: WorkerClock {
+    func now() -> Instant {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Instant(milliseconds: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+    }
+
+    func monotonic() -> ContinuousClock.Instant { .now }
+}

@@ -1,0 +1,163 @@
+import ChimeCore
+import ChimeMQTT
+
+/// The loop thread: hands each event to the ``WorkerStateMachine`` and carries out what it
+/// decides against three seams, a store, a transport and a clock. Every decision is the
+/// machine's; this is only a dispatcher.
+final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Clock: WorkerClock> {
+    var machine: WorkerStateMachine
+    let store: Store
+    let transport: Transport
+    let clock: Clock
+    let logger: Logger
+    let inbox: Inbox
+
+    init(machine: WorkerStateMachine, store: Store, transport: Transport, clock: Clock, logger: Logger, inbox: Inbox) {
+        self.machine = machine
+        self.store = store
+        self.transport = transport
+        self.clock = clock
+        self.logger = logger
+        self.inbox = inbox
+    }
+
+    /// Runs until the machine exits.
+    /// - Throws: the machine's reason to exit 1, or a store failure at shutdown.
+    func run() throws(WorkerError) {
+        defer { transport.stop() }
+        while !machine.isFinished {
+            try step(inbox.take(timeout: Double(waitTime) / 1000))
+        }
+    }
+
+    /// Milliseconds the loop may sleep: until the machine or the store's sync policy needs it.
+    var waitTime: Int64 {
+        let wait = machine.waitTime(now: clock.now())
+        return store.syncWait.map { min(wait, max(0, $0)) } ?? wait
+    }
+
+    /// Handles the events that arrived together, then ends the batch (deliveries, commit, replies).
+    func step(_ events: [WorkerEvent]) throws(WorkerError) {
+        for event in events { try handle(event) }
+        try perform(machine.handle(.batchEnded, now: clock.now()))
+    }
+
+    func handle(_ event: WorkerEvent) throws(WorkerError) {
+        switch event {
+        case .mqtt(.message(let message)):
+            // The device whose command this is pays for the engine time it takes.
+            let started = clock.monotonic()
+            try perform(machine.handle(.message(InboundMessage(message)), now: clock.now()))
+            let cost = seconds(clock.monotonic() - started) * 1000
+            try perform(machine.report(.commandCost(milliseconds: cost), now: clock.now()))
+        case .mqtt(.connected(let sessionPresent)):
+            try perform(machine.handle(.connected(sessionPresent: sessionPresent), now: clock.now()))
+        case .mqtt(.disconnected(let reason)):
+            try perform(machine.handle(.disconnected(reasonCode: reason), now: clock.now()))
+        case .mqtt(.published(let messageId, let reasonCode)):
+            try perform(machine.handle(.acknowledged(messageId: messageId, reasonCode: reasonCode), now: clock.now()))
+        case .mqtt(.subscribed(let messageId, let grantedQoS)):
+            try perform(machine.handle(.subscribed(messageId: messageId, grantedQoS: grantedQoS), now: clock.now()))
+        case .snapshotWritten(let writeError):
+            let outcome: Result<UInt64, StoreError>
+            do {
+                outcome = .success(try store.completeSnapshot(writeError: writeError))
+            } catch {
+                outcome = .failure(error)
+            }
+            try perform(machine.handle(.snapshotFinished(outcome), now: clock.now()))
+        case .snapshotRequested:
+            try perform(machine.handle(.snapshotRequested, now: clock.now()))
+        case .stop:
+            try perform(machine.handle(.stopRequested, now: clock.now()))
+        }
+    }
+
+    /// Carries out actions in order, reporting each result to the machine as it comes.
+    func perform(_ actions: [WorkerStateMachine.Action]) throws(WorkerError) {
+        for action in actions {
+            switch action {
+            case .append(let entry, let key):
+                let outcome: Result<Void, StoreError>
+                do {
+                    try store.append(entry, key: key)
+                    outcome = .success(())
+                } catch {
+                    outcome = .failure(error)
+                }
+                try perform(machine.report(.appended(outcome), now: clock.now()))
+            case .commit:
+                let result: WorkerStateMachine.ActionResult
+                do {
+                    result = .committed(syncMilliseconds: try store.commit(), store: store.status)
+                } catch {
+                    result = .commitFailed(error)
+                }
+                try perform(machine.report(result, now: clock.now()))
+            case .publish(let message):
+                let outcome: Result<Int32, TransportError>
+                do {
+                    outcome = .success(try transport.publish(message))
+                } catch {
+                    outcome = .failure(error)
+                }
+                try perform(machine.report(.published(message.purpose, outcome), now: clock.now()))
+            case .subscribe(let subscription):
+                let filter =
+                    switch subscription {
+                    case .status: machine.policy.topics.workerStatus(machine.policy.workerId)
+                    case .commands: machine.policy.topics.commandFilter
+                    }
+                let outcome: Result<Int32, TransportError>
+                do {
+                    outcome = .success(try transport.subscribe(filter, qos: 1))
+                } catch {
+                    outcome = .failure(error)
+                }
+                try perform(machine.report(.subscribeSent(subscription, outcome), now: clock.now()))
+            case .startSnapshot(let frozen):
+                let inbox = self.inbox
+                let outcome: Result<UInt64, StoreError>
+                do {
+                    outcome = .success(try store.beginSnapshot(frozen) { inbox.push(.snapshotWritten($0)) })
+                } catch {
+                    outcome = .failure(error)
+                }
+                try perform(machine.report(.snapshotStarted(outcome), now: clock.now()))
+            case .log(let line):
+                logger.write(line.level, line.message, metadata: line.metadata)
+            case .disconnect:
+                transport.stop()
+                // Commands that arrived before the disconnect were acknowledged by the client
+                // library: hand them in so that nothing it acknowledged is lost.
+                for event in inbox.take(timeout: 0) {
+                    if case .mqtt(.message(let message)) = event {
+                        try perform(machine.handle(.message(InboundMessage(message)), now: clock.now()))
+                    }
+                }
+                try perform(machine.handle(.drained, now: clock.now()))
+            case .closeStore:
+                do {
+                    try store.close()
+                } catch {
+                    throw WorkerError("journal sync failed at shutdown: \(error)")
+                }
+            case .exit(let fatal):
+                if let fatal { throw fatal }
+            }
+        }
+    }
+}
+
+extension InboundMessage {
+    init(_ message: MQTTMessage) {
+        self.init(
+            topic: message.topic,
+            payload: message.payload,
+            qos: message.qos,
+            messageId: message.messageId,
+            responseTopic: message.responseTopic,
+            correlationData: message.correlationData
+        )
+    }
+}
