@@ -54,7 +54,7 @@ let package = Package(
         // Helpers shared by the test targets: a temporary broker, temporary directories, processes.
         .target(
             name: "ChimeTestSupport",
-            dependencies: ["ChimeMQTT"],
+            dependencies: ["ChimeCore", "ChimeMQTT", "ChimeWorker"],
             path: "Tests/ChimeTestSupport",
             swiftSettings: swiftSettings
         ),

@@ -4,7 +4,7 @@ import Dispatch
 import Synchronization
 
 /// What reaches the worker's loop from other threads.
-enum WorkerEvent: Sendable {
+public enum WorkerEvent: Sendable {
     case mqtt(MQTTEvent)
     /// The store's background snapshot was written, or failed.
     case snapshotWritten(StoreError?)
@@ -15,7 +15,7 @@ enum WorkerEvent: Sendable {
 /// A queue of events for one consumer thread that sleeps until an event arrives or a deadline
 /// passes. Producers (the MQTT network thread, signal handlers, the snapshot thread) never block
 /// on the consumer: they append under a short lock and signal only when it sleeps.
-final class Inbox: Sendable {
+public final class Inbox: Sendable {
     private struct State {
         var events: [WorkerEvent] = []
         var sleeping = false
@@ -24,7 +24,9 @@ final class Inbox: Sendable {
     private let state = Mutex(State())
     private let wakeup = DispatchSemaphore(value: 0)
 
-    func push(_ event: WorkerEvent) {
+    public init() {}
+
+    public func push(_ event: WorkerEvent) {
         let wake = state.withLock { s -> Bool in
             s.events.append(event)
             defer { s.sleeping = false }
@@ -34,7 +36,7 @@ final class Inbox: Sendable {
     }
 
     /// Everything queued; waits up to `timeout` seconds when nothing is.
-    func take(timeout seconds: Double) -> [WorkerEvent] {
+    public func take(timeout seconds: Double) -> [WorkerEvent] {
         let ready = state.withLock { s -> [WorkerEvent] in
             if s.events.isEmpty {
                 s.sleeping = true

@@ -4,15 +4,15 @@ import ChimeMQTT
 /// The loop thread: hands each event to the ``WorkerStateMachine`` and carries out what it
 /// decides against three seams, a store, a transport and a clock. Every decision is the
 /// machine's; this is only a dispatcher.
-final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Clock: WorkerClock> {
-    var machine: WorkerStateMachine
+public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Clock: WorkerClock> {
+    public private(set) var machine: WorkerStateMachine
     let store: Store
     let transport: Transport
     let clock: Clock
     let logger: Logger
     let inbox: Inbox
 
-    init(machine: WorkerStateMachine, store: Store, transport: Transport, clock: Clock, logger: Logger, inbox: Inbox) {
+    public init(machine: WorkerStateMachine, store: Store, transport: Transport, clock: Clock, logger: Logger, inbox: Inbox) {
         self.machine = machine
         self.store = store
         self.transport = transport
@@ -23,7 +23,7 @@ final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Clock: Wo
 
     /// Runs until the machine exits.
     /// - Throws: the machine's reason to exit 1, or a store failure at shutdown.
-    func run() throws(WorkerError) {
+    public func run() throws(WorkerError) {
         defer { transport.stop() }
         while !machine.isFinished {
             try step(inbox.take(timeout: Double(waitTime) / 1000))
@@ -37,7 +37,7 @@ final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Clock: Wo
     }
 
     /// Handles the events that arrived together, then ends the batch (deliveries, commit, replies).
-    func step(_ events: [WorkerEvent]) throws(WorkerError) {
+    public func step(_ events: [WorkerEvent]) throws(WorkerError) {
         for event in events { try handle(event) }
         try perform(machine.handle(.batchEnded, now: clock.now()))
     }

@@ -1,0 +1,464 @@
+import ChimeCore
+import ChimeMQTT
+import ChimeTestSupport
+import ChimeWorker
+import Synchronization
+import Testing
+
+/// The worker's policy (``WorkerStateMachine``) run by the real ``WorkerLoop`` against a fake
+/// store and transport and a manual clock: no broker, no disk, no sleeping. The integration
+/// tests prove the same end to end.
+@Suite struct WorkerPolicyTests {
+    /// One worker: the loop, its fakes, and what it logged.
+    final class World {
+        let timeline = Timeline()
+        let store: FakeStore
+        let transport: FakeTransport
+        let clock = ManualClock(Instant(milliseconds: 1_796_119_200_000))  // 2026-12-01T10:00:00Z
+        let inbox = Inbox()
+        let log = LogLines()
+        let loop: WorkerLoop<FakeStore, FakeTransport, ManualClock>
+        let topics = Topics(prefix: "chime")
+
+        init(statsInterval: Int64 = 0) {
+            store = FakeStore(timeline: timeline)
+            transport = FakeTransport(timeline: timeline)
+            let policy = WorkerStateMachine.Policy(
+                workerId: "w1",
+                instance: "this",
+                pid: 1,
+                clientId: "chimed-w1",
+                topics: topics,
+                partition: .all,
+                limits: CommandLimits(),
+                deviceBudget: DeviceBudget(rate: 0, burst: 1000),
+                statsInterval: statsInterval,
+                logLevel: .info
+            )
+            let log = self.log
+            loop = WorkerLoop(
+                machine: WorkerStateMachine(
+                    policy: policy,
+                    engine: Engine(),
+                    now: clock.now(),
+                    random: SplitMix64(seed: 7)
+                ),
+                store: store,
+                transport: transport,
+                clock: clock,
+                logger: Logger(level: .info, format: .text) { log.append($0) },
+                inbox: inbox
+            )
+        }
+
+        var machine: WorkerStateMachine { loop.machine }
+        var engine: Engine { loop.machine.engine }
+
+        func step(_ events: WorkerEvent...) throws(WorkerError) { try loop.step(events) }
+
+        /// Whatever other threads pushed (a finished snapshot).
+        func stepInbox() throws(WorkerError) { try loop.step(inbox.take(timeout: 0)) }
+
+        func advance(seconds: Int64) { clock.advance(milliseconds: seconds * 1000) }
+
+        /// Connected, and the broker granted the command subscription.
+        func online() throws {
+            try step(.mqtt(.connected(sessionPresent: false)))
+            let commands = try #require(transport.subscriptions.last { $0.filter == topics.commandFilter })
+            try step(.mqtt(.subscribed(messageId: commands.messageId, grantedQoS: [1])))
+        }
+
+        func command(_ device: String, _ op: Operation, _ json: String, messageId: Int32 = 0) -> WorkerEvent {
+            .mqtt(
+                .message(
+                    MQTTMessage(topic: topics.command(device, op), payload: Array(json.utf8), qos: 1).with(
+                        messageId: messageId
+                    )
+                )
+            )
+        }
+
+        func replies(_ device: String = "d1") -> [JSONObject] {
+            transport.published(on: topics.replies(device)).compactMap {
+                try? JSON(parsing: $0.message.payload).objectValue
+            }
+        }
+
+        /// The deliveries published, as (message id, fireId).
+        func deliveries(_ device: String = "d1") -> [(messageId: Int32, fireId: String)] {
+            transport.published(on: topics.notifications(device)).map {
+                ($0.messageId, $0.message.userProperties.first { $0.name == "fire-id" }?.value ?? "")
+            }
+        }
+
+        var statuses: [String] {
+            transport.published(on: topics.workerStatus("w1")).compactMap {
+                (try? JSON(parsing: $0.message.payload).objectValue)?["state"]?.stringValue
+            }
+        }
+
+        func logged(_ text: String) -> Bool { log.contains(text) }
+
+        /// Schedules `id` for `after` seconds from now and returns once it is acknowledged.
+        func schedule(_ id: String, after: Int) throws {
+            try step(command("d1", .schedule, #"{"id":"\#(id)","after":\#(after)}"#))
+            #expect(replies().last?["ok"] == true)
+        }
+
+        /// Lets `seconds` pass and returns the delivery published meanwhile.
+        func deliver(after seconds: Int64) throws -> (messageId: Int32, fireId: String) {
+            let before = deliveries().count
+            advance(seconds: seconds)
+            try step()
+            return try #require(deliveries().dropFirst(before).first)
+        }
+    }
+
+    @Test func commandsThatArriveTogetherShareOneCommitAndAreAnsweredAfterIt() throws {
+        let w = World()
+        try w.online()
+        w.timeline.clear()
+        try w.step(
+            w.command("d1", .schedule, #"{"id":"a","after":60}"#),
+            w.command("d1", .schedule, #"{"id":"b","after":60}"#),
+            w.command("d1", .list, #"{}"#)
+        )
+        let replies = w.topics.replies("d1")
+        #expect(
+            w.timeline.entries == [
+                .append(.schedule), .append(.schedule), .commit,
+                .publish(topic: replies), .publish(topic: replies), .publish(topic: replies),
+            ]
+        )
+        #expect(w.replies().map { $0["op"] } == ["schedule", "schedule", "list"])
+        #expect(w.replies().allSatisfy { $0["ok"] == true })
+        // The list, answered in the same batch, already sees both.
+        let listed = w.replies()[2]["result"]?.objectValue?["notifications"]
+        #expect(listed.map { "\($0)" }?.contains("\"b\"") == true)
+        #expect(w.store.committed == 2)
+    }
+
+    @Test func aCommandTheStoreCannotTakeIsRefusedAndChangesNothing() throws {
+        let w = World()
+        try w.online()
+        w.store.failAppends = true
+        try w.step(w.command("d1", .schedule, #"{"id":"a","after":60}"#))
+        #expect(w.replies().last?["ok"] == false)
+        #expect(w.replies().last?["error"]?.objectValue?["code"] == "unavailable")
+        #expect(w.engine.pendingCount == 0)
+        // A positive control: once the store takes writes the same command is applied.
+        w.store.failAppends = false
+        try w.step(w.command("d1", .schedule, #"{"id":"a","after":60}"#))
+        #expect(w.replies().last?["ok"] == true)
+        #expect(w.engine.pendingCount == 1)
+    }
+
+    @Test func aFailedCommitStopsTheWorkerWithoutAnsweringTheCommand() throws {
+        let w = World()
+        try w.online()
+        w.store.failCommit = true
+        #expect(throws: WorkerError.self) { try w.step(w.command("d1", .schedule, #"{"id":"a","after":60}"#)) }
+        #expect(w.replies().isEmpty)
+        #expect(w.machine.isFinished)
+    }
+
+    @Test func aDeliveryIsRecordedOnlyWhenTheBrokerAcknowledgesIt() throws {
+        let w = World()
+        try w.online()
+        try w.schedule("a", after: 10)
+        // Not yet due: nothing is published.
+        w.advance(seconds: 9)
+        try w.step()
+        #expect(w.deliveries().isEmpty)
+        let delivery = try w.deliver(after: 1)
+        #expect(!w.store.records.contains { $0.entry.kind == .delivered })
+        w.timeline.clear()
+        try w.step(.mqtt(.published(messageId: delivery.messageId, reasonCode: 0)))
+        #expect(w.timeline.entries.prefix(2) == [.append(.delivered), .commit])
+        #expect(w.machine.stats.deliveries == 1)
+        #expect(w.engine.inflightCount == 0)
+    }
+
+    @Test func aRefusedDeliveryStaysDueAndIsRetriedAfterItsBackoff() throws {
+        let w = World()
+        try w.online()
+        try w.schedule("a", after: 10)
+        let first = try w.deliver(after: 10)
+        try w.step(.mqtt(.published(messageId: first.messageId, reasonCode: 0x87)))
+        #expect(w.machine.stats.refusedDeliveries == 1)
+        #expect(!w.store.records.contains { $0.entry.kind == .delivered })
+        // The first retry waits a second (Engine.refusalBackoff).
+        w.advance(seconds: Engine.refusalBackoff(attempt: 1) / 1000 - 1)
+        try w.step()
+        #expect(w.deliveries().count == 1)
+        let again = try w.deliver(after: 1)
+        #expect(again.fireId == first.fireId)
+        try w.step(.mqtt(.published(messageId: again.messageId, reasonCode: 0)))
+        #expect(w.store.records.contains { $0.entry.kind == .delivered })
+    }
+
+    @Test func aDeliveryTheClientCannotPublishIsRetriedLikeARefusal() throws {
+        let w = World()
+        try w.online()
+        try w.schedule("a", after: 10)
+        w.transport.refuses = { $0.topic.hasSuffix("/notifications") }
+        w.advance(seconds: 10)
+        try w.step()
+        #expect(w.deliveries().isEmpty)
+        #expect(w.logged("cannot publish a delivery; it will be retried"))
+        w.transport.refuses = { _ in false }
+        let delivery = try w.deliver(after: Engine.refusalBackoff(attempt: 1) / 1000)
+        #expect(!delivery.fireId.isEmpty)
+    }
+
+    /// A delivery record the store cannot take leaves memory ahead of it: commands are refused
+    /// until a snapshot that froze the state has been written.
+    @Test func commandsAreRefusedWhileDivergedUntilASnapshotCatchesUp() throws {
+        let w = World()
+        try w.online()
+        try w.schedule("a", after: 10)
+        let delivery = try w.deliver(after: 10)
+        w.store.failAppends = true
+        try w.step(.mqtt(.published(messageId: delivery.messageId, reasonCode: 0)))
+        #expect(w.logged("refusing commands until a snapshot succeeds"))
+        #expect(w.engine.inflightCount == 0)  // memory went ahead: the delivery happened
+        #expect(w.store.snapshotRunning)
+        w.store.failAppends = false
+
+        try w.step(w.command("d1", .schedule, #"{"id":"b","after":60}"#))
+        #expect(w.replies().last?["error"]?.objectValue?["code"] == "unavailable")
+        // Reads are answered.
+        try w.step(w.command("d1", .list, #"{}"#))
+        #expect(w.replies().last?["ok"] == true)
+
+        w.store.finishSnapshot()
+        try w.stepInbox()
+        #expect(w.logged("journal caught up through a snapshot; accepting commands again"))
+        try w.step(w.command("d1", .schedule, #"{"id":"b","after":60}"#))
+        #expect(w.replies().last?["ok"] == true)
+    }
+
+    @Test func aRecordAppliedWhileTheCatchUpSnapshotRunsNeedsAnotherSnapshot() throws {
+        let w = World()
+        try w.online()
+        try w.schedule("a", after: 10)
+        try w.schedule("b", after: 20)
+        let a = try w.deliver(after: 10)
+        w.store.failAppends = true
+        try w.step(.mqtt(.published(messageId: a.messageId, reasonCode: 0)))
+        #expect(w.store.snapshotRunning)
+        let b = try w.deliver(after: 10)
+        // Not journaled (diverged): the running snapshot froze the state before it.
+        try w.step(.mqtt(.published(messageId: b.messageId, reasonCode: 0)))
+        w.store.failAppends = false
+        w.timeline.clear()
+        w.store.finishSnapshot()
+        try w.stepInbox()
+        #expect(w.logged("another snapshot follows"))
+        #expect(w.timeline.entries.contains(.snapshotBegun))
+        try w.step(w.command("d1", .schedule, #"{"id":"c","after":60}"#))
+        #expect(w.replies().last?["error"]?.objectValue?["code"] == "unavailable")
+        w.store.finishSnapshot()
+        try w.stepInbox()
+        try w.step(w.command("d1", .schedule, #"{"id":"c","after":60}"#))
+        #expect(w.replies().last?["ok"] == true)
+    }
+
+    @Test func aFailedSnapshotIsRetriedAfterFiveSeconds() throws {
+        let w = World()
+        try w.online()
+        w.store.snapshotDue = true
+        try w.step()
+        #expect(w.store.snapshotRunning)
+        w.store.finishSnapshot(error: StoreError("no space left on device (injected)"))
+        w.timeline.clear()
+        try w.stepInbox()
+        #expect(w.logged("snapshot failed"))
+        w.advance(seconds: 4)
+        try w.step()
+        #expect(!w.timeline.entries.contains(.snapshotBegun))
+        w.advance(seconds: 1)
+        try w.step()
+        #expect(w.timeline.entries.contains(.snapshotBegun))
+        w.store.finishSnapshot()
+        try w.stepInbox()
+        #expect(w.store.snapshotsCompleted == 1)
+    }
+
+    @Test func aRequestedSnapshotIsTakenWhateverTheJournalSize() throws {
+        let w = World()
+        try w.online()
+        try w.step()
+        #expect(!w.store.snapshotRunning)
+        try w.step(.snapshotRequested)
+        #expect(w.store.snapshotRunning)
+        w.store.finishSnapshot()
+        try w.stepInbox()
+        #expect(w.store.snapshotsCompleted == 1)
+        #expect(!w.store.snapshotRunning)
+    }
+
+    @Test func aGracefulStopWaitsForDeliveriesInFlightThenJournalsWhatArrived() throws {
+        let w = World()
+        try w.online()
+        try w.schedule("a", after: 10)
+        try w.schedule("b", after: 11)
+        let a = try w.deliver(after: 10)
+        try w.step(.stop)
+        #expect(w.logged("stopping: finishing deliveries in flight"))
+        // Waiting for the acknowledgement; nothing new is delivered meanwhile.
+        w.advance(seconds: 2)
+        try w.step()
+        #expect(!w.transport.isStopped)
+        #expect(w.deliveries().count == 1)
+        // A command that arrived before the disconnect is journaled; its reply cannot be sent.
+        w.inbox.push(w.command("d1", .schedule, #"{"id":"c","after":60}"#))
+        let repliesBefore = w.replies().count
+        w.timeline.clear()
+        try w.step(.mqtt(.published(messageId: a.messageId, reasonCode: 0)))
+        #expect(
+            w.timeline.entries == [
+                .append(.delivered), .commit, .publish(topic: w.topics.workerStatus("w1")), .transportStopped,
+                .append(.schedule), .closed,
+            ]
+        )
+        #expect(w.statuses.last == "offline")
+        #expect(w.replies().count == repliesBefore)
+        #expect(w.machine.isFinished)
+    }
+
+    @Test func aGracefulStopGivesUpOnUnacknowledgedDeliveriesAfterFiveSeconds() throws {
+        let w = World()
+        try w.online()
+        try w.schedule("a", after: 10)
+        _ = try w.deliver(after: 10)
+        try w.step(.stop)
+        w.advance(seconds: 4)
+        try w.step()
+        #expect(!w.machine.isFinished)
+        w.advance(seconds: 1)
+        try w.step()
+        #expect(w.machine.isFinished)
+        #expect(w.store.isClosed)
+        #expect(w.logged("inflightLeft=1"))
+    }
+
+    @Test func everyConnectionSubscribesAndIsOnlineOnlyOnceTheCommandSubscriptionIsGranted() throws {
+        let w = World()
+        try w.step(.mqtt(.connected(sessionPresent: false)))
+        #expect(w.transport.subscriptions.map(\.filter) == [w.topics.workerStatus("w1"), w.topics.commandFilter])
+        #expect(w.statuses.isEmpty)
+        let first = try #require(w.transport.subscriptions.last)
+        // Refused (an ACL): not online, asked again after ten seconds.
+        try w.step(.mqtt(.subscribed(messageId: first.messageId, grantedQoS: [0x87])))
+        #expect(w.statuses.isEmpty)
+        #expect(w.machine.stats.subscriptionRefusals == 1)
+        w.advance(seconds: 9)
+        try w.step()
+        #expect(w.transport.subscriptions.count == 2)
+        w.advance(seconds: 1)
+        try w.step()
+        #expect(w.transport.subscriptions.count == 4)
+        let second = try #require(w.transport.subscriptions.last)
+        try w.step(.mqtt(.subscribed(messageId: second.messageId, grantedQoS: [1])))
+        #expect(w.statuses == ["online"])
+        // A lost connection: subscribed again on the next one.
+        try w.step(.mqtt(.disconnected(reasonCode: 0)))
+        #expect(!w.machine.isConnected)
+        try w.step(.mqtt(.connected(sessionPresent: true)))
+        #expect(w.transport.subscriptions.count == 6)
+        #expect(w.machine.stats.reconnects == 2)
+    }
+
+    @Test func aDeliveryInFlightWhenTheConnectionDropsIsRecordedOnItsLaterAcknowledgement() throws {
+        let w = World()
+        try w.online()
+        try w.schedule("a", after: 10)
+        let a = try w.deliver(after: 10)
+        try w.step(.mqtt(.disconnected(reasonCode: 0)))
+        try w.step(.mqtt(.connected(sessionPresent: true)))
+        // The client library resends it with the same message id within the resumed session.
+        try w.step(.mqtt(.published(messageId: a.messageId, reasonCode: 0)))
+        #expect(w.store.records.contains { $0.entry.kind == .delivered })
+    }
+
+    @Test func fiveTakeoversWithinAMinuteStopTheWorkerWithAReason() throws {
+        let w = World()
+        try w.online()
+        for i in 1...4 {
+            try w.step(.mqtt(.disconnected(reasonCode: WorkerStateMachine.sessionTakenOver)))
+            try w.step(.mqtt(.connected(sessionPresent: true)))
+            #expect(w.machine.stats.takeovers == i)
+            #expect(!w.machine.isFinished)
+            w.advance(seconds: 10)
+        }
+        do {
+            try w.step(.mqtt(.disconnected(reasonCode: WorkerStateMachine.sessionTakenOver)))
+            Issue.record("the fifth takeover did not stop the worker")
+        } catch {
+            #expect(error.message.contains("taken over 5 times"))
+        }
+        #expect(w.machine.isFinished)
+        // The status topic belongs to the other holder of the id: no `offline` is published.
+        #expect(w.statuses == ["online"])
+    }
+
+    @Test func takeoversFurtherApartThanTheWindowDoNotStopTheWorker() throws {
+        let w = World()
+        try w.online()
+        for _ in 1...6 {
+            try w.step(.mqtt(.disconnected(reasonCode: WorkerStateMachine.sessionTakenOver)))
+            try w.step(.mqtt(.connected(sessionPresent: true)))
+            w.advance(seconds: 20)
+        }
+        #expect(w.machine.stats.takeovers == 6)
+        #expect(!w.machine.isFinished)
+    }
+
+    @Test func anotherInstanceOnlineUnderThisIdCountsAsATakeoverAnOlderOneDoesNot() throws {
+        let w = World()
+        try w.online()
+        func status(_ instance: String, startedAt: String) -> WorkerEvent {
+            let payload = #"{"state":"online","instance":"\#(instance)","startedAt":"\#(startedAt)"}"#
+            return .mqtt(.message(MQTTMessage(topic: w.topics.workerStatus("w1"), payload: Array(payload.utf8))))
+        }
+        // A previous run of this worker, killed before its will went out.
+        try w.step(status("old", startedAt: "2026-12-01T09:00:00Z"))
+        // Our own status, back from the broker.
+        try w.step(status("this", startedAt: "2026-12-01T10:00:00Z"))
+        #expect(w.machine.stats.takeovers == 0)
+        try w.step(status("other", startedAt: "2026-12-01T10:00:01Z"))
+        #expect(w.machine.stats.takeovers == 1)
+    }
+
+    @Test func statsArePublishedAtTheirIntervalWithTheStoreFigures() throws {
+        let w = World(statsInterval: 10_000)
+        try w.online()
+        try w.schedule("a", after: 60)
+        let topic = w.topics.workerStats("w1")
+        #expect(w.transport.published(on: topic).isEmpty)
+        w.advance(seconds: 10)
+        try w.step()
+        let stats = try #require(w.transport.published(on: topic).last)
+        let o = try #require(try JSON(parsing: stats.message.payload).objectValue)
+        #expect(o["pending"] == 1)
+        #expect(o["journalSequence"] == 1)
+        #expect(o["commands"]?.objectValue?["schedule"] == 1)
+    }
+}
+
+/// The lines a logger wrote.
+final class LogLines: Sendable {
+    let lines = Mutex<[String]>([])
+    func append(_ bytes: [UInt8]) { lines.withLock { $0.append(String(decoding: bytes, as: UTF8.self)) } }
+    func contains(_ text: String) -> Bool { lines.withLock { $0.contains { $0.contains(text) } } }
+}
+
+extension MQTTMessage {
+    /// The same message with the packet identifier the broker gave it.
+    func with(messageId: Int32) -> MQTTMessage {
+        var m = self
+        m.messageId = messageId
+        return m
+    }
+}
