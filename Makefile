@@ -23,14 +23,14 @@ run: release
 ## integration tests (real mosquitto, real chimed) in a process of their own, so that the CPU-bound
 ## unit tests cannot starve their timeouts.
 ## ReadBackTests (in ChimeWorkerTests, beside the fuzz checks it shares) is CPU-bound and needs no
-## broker: it runs with the unit tests.
-UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ReadBackTests
+## broker, and WorkerPolicyTests run the worker's loop on fakes: both run with the unit tests.
+UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ReadBackTests|WorkerPolicyTests
 INTEGRATION_TESTS = ChimeMQTTTests|ChimeWorkerTests|ChimeCLITests|ChimeDeployTests
 
 test: bootstrap
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter '$(UNIT_TESTS)'
-	$(SWIFT) test --skip-build --filter '$(INTEGRATION_TESTS)' --skip ReadBackTests
+	$(SWIFT) test --skip-build --filter '$(INTEGRATION_TESTS)' --skip 'ReadBackTests|WorkerPolicyTests'
 
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)

@@ -66,7 +66,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ChimeCoreTests",
-            dependencies: ["ChimeCore", "ChimeTestSupport"],
+            dependencies: ["ChimeCore", "ChimeMQTT", "ChimeWorker", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

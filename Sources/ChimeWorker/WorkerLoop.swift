@@ -12,7 +12,14 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     let logger: Logger
     let inbox: Inbox
 
-    public init(machine: WorkerStateMachine, store: Store, transport: Transport, clock: Clock, logger: Logger, inbox: Inbox) {
+    public init(
+        machine: WorkerStateMachine,
+        store: Store,
+        transport: Transport,
+        clock: Clock,
+        logger: Logger,
+        inbox: Inbox
+    ) {
         self.machine = machine
         self.store = store
         self.transport = transport

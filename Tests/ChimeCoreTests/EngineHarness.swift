@@ -1,5 +1,7 @@
 import ChimeCore
+import ChimeMQTT
 import ChimeTestSupport
+import ChimeWorker
 import Testing
 
 func instant(_ text: String) -> Instant {
@@ -7,42 +9,69 @@ func instant(_ text: String) -> Instant {
     return i
 }
 
-/// Drives an ``Engine`` the way the worker does, with a manual clock and an in-memory journal.
+/// Drives an ``Engine`` through the worker's own policy and loop (``WorkerTestLoop``: a manual
+/// clock, an in-memory journal, a fake broker), so that engine tests keep the worker's ordering
+/// of append, apply, commit and reply, and of publish, acknowledgement and record.
 struct Harness {
-    var engine: Engine
-    var journal: [JournalEntry] = []
-    var now: Instant
-    var random = SplitMix64(seed: 42)
-    var decoder = CommandDecoder()
-    /// Deliveries published and not acknowledged, in order.
-    var unacked: [Delivery] = []
+    private(set) var worker: WorkerTestLoop
+    /// Acknowledge each delivery as soon as it is published.
     var autoAck = true
 
     init(now: String = "2026-12-01T10:00:00Z", configuration: EngineConfiguration = EngineConfiguration()) {
-        self.now = instant(now)
-        engine = Engine(configuration: configuration)
-        engine.setConnected(true)
+        worker = Self.online(WorkerTestLoop(now: instant(now), engine: Engine(configuration: configuration)))
+    }
+
+    private static func online(_ worker: WorkerTestLoop) -> WorkerTestLoop {
+        do {
+            try worker.online()
+        } catch {
+            Issue.record("the worker did not come online: \(error)")
+        }
+        return worker
+    }
+
+    /// The engine; setting one (a recovered engine, say) restarts the worker around it at the same time.
+    var engine: Engine {
+        get { worker.engine }
+        set {
+            journaledBefore = journal
+            unacked = []
+            publishedEarlier = []
+            seen = 0
+            worker = Self.online(WorkerTestLoop(now: now, engine: newValue))
+        }
+    }
+
+    /// What the workers before the last restart journaled.
+    private var journaledBefore: [JournalEntry] = []
+
+    var now: Instant { worker.clock.now() }
+
+    /// Every entry journaled, in order.
+    var journal: [JournalEntry] { journaledBefore + worker.store.records.map(\.entry) }
+
+    /// Deliveries published and not acknowledged, in order.
+    var unacked: [(message: OutboundMessage, messageId: Int32)] = []
+
+    private func step(_ events: WorkerEvent...) {
+        do {
+            try worker.step(events)
+        } catch {
+            Issue.record("the worker stopped: \(error)")
+        }
     }
 
     /// Sends a command and returns its reply.
     @discardableResult
     mutating func send(_ device: String, _ op: Operation, _ payload: String) -> JSONObject {
-        switch decoder.decode(deviceId: device, op: op, payload: Array(payload.utf8)) {
-        case .failure(let failure):
-            return Reply(op: op.rawValue, requestId: failure.requestId, outcome: .failure(failure.error)).json
-        case .success(let request):
-            switch engine.decide(request, now: now, random: &random) {
-            case .reply(let reply):
-                return reply.json
-            case .write(let entry):
-                // The journal round trip is part of every write, as in the worker.
-                let stored = try! JournalEntry.decode(kind: entry.kind.rawValue, payload: entry.encode())
-                #expect(stored == entry)
-                journal.append(stored)
-                let result = engine.apply(stored) ?? [:]
-                return Reply(request: request, result: result).json
-            }
-        }
+        let before = worker.replies(device).count
+        step(worker.command(device, op, payload))
+        var early = publishedEarlier
+        collect(into: &early)
+        publishedEarlier = early
+        let replies = worker.replies(device)
+        #expect(replies.count == before + 1, "one reply per command")
+        return replies.last ?? [:]
     }
 
     /// `result` of an ok reply (fails the test otherwise).
@@ -68,39 +97,55 @@ struct Harness {
     mutating func advance(to target: Instant) -> [JSONObject] {
         var delivered: [JSONObject] = []
         // Step through each wake-up so that repeats fire at their own times, as the worker does.
-        // After a tick the next wake-up is always later than `now`.
         tick(&delivered)
         while let wake = engine.nextWake, wake <= target {
-            now = max(now, wake)
+            worker.clock.wall = max(now, wake)
+            let before = delivered.count
             tick(&delivered)
+            // Nothing more can go out until something is acknowledged.
+            if delivered.count == before, let next = engine.nextWake, next <= now { break }
         }
-        now = max(now, target)
+        worker.clock.wall = max(now, target)
         tick(&delivered)
         return delivered
     }
 
     private mutating func tick(_ delivered: inout [JSONObject]) {
-        for output in engine.tick(now: now) {
-            switch output {
-            case .publish(let delivery):
-                delivered.append(try! JSON(parsing: delivery.payload).objectValue!)
-                unacked.append(delivery)
-            case .write(let entry):
-                journal.append(entry)
-                engine.apply(entry)
-            }
+        step()
+        delivered += publishedEarlier
+        publishedEarlier = []
+        while true {
+            collect(into: &delivered)
+            // An acknowledgement makes room, and a repeat can fall due at once.
+            guard autoAck, !unacked.isEmpty else { return }
+            ackAll()
         }
-        if autoAck { ackAll() }
     }
 
-    mutating func ackAll() {
-        for delivery in unacked {
-            if let entry = engine.acknowledged(delivery.token) {
-                journal.append(entry)
-                engine.apply(entry)
-            }
+    /// Deliveries the worker published at the end of a command's batch (due at once), returned
+    /// by the next ``advance(to:)``.
+    private var publishedEarlier: [JSONObject] = []
+    /// How many of the transport's publications have been looked at.
+    private var seen = 0
+
+    private mutating func collect(into delivered: inout [JSONObject]) {
+        let published = worker.transport.published
+        for publication in published.dropFirst(seen) where publication.message.purpose.isDelivery {
+            delivered.append(try! JSON(parsing: publication.message.payload).objectValue!)
+            unacked.append(publication)
         }
+        seen = published.count
+    }
+
+    /// The broker acknowledges every delivery in flight.
+    mutating func ackAll() {
+        let acks = unacked.map { WorkerEvent.mqtt(.published(messageId: $0.messageId, reasonCode: 0)) }
         unacked = []
+        do {
+            try worker.step(acks)
+        } catch {
+            Issue.record("the worker stopped: \(error)")
+        }
     }
 
     /// A fresh engine rebuilt from the journal, as recovery does.
@@ -109,7 +154,6 @@ struct Harness {
         fresh.beginRecovery()
         for entry in journal { fresh.apply(entry) }
         fresh.finishRecovery()
-        fresh.setConnected(true)
         return fresh
     }
 
@@ -126,6 +170,13 @@ struct Harness {
             cursor = result["cursor"]?.stringValue
         } while cursor != nil
         return rows
+    }
+}
+
+extension OutboundMessage.Purpose {
+    var isDelivery: Bool {
+        if case .delivery = self { return true }
+        return false
     }
 }
 

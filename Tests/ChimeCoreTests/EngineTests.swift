@@ -269,7 +269,7 @@ import Testing
         h.engine.setConnected(true)
         h.autoAck = false
         #expect(h.advance(seconds: 0).count == 1)
-        #expect(h.unacked.first?.messageExpiry == 20)
+        #expect(h.unacked.first?.message.messageExpiry == 20)
     }
 
     @Test func quietHoursHoldThenDeferOnce() {
@@ -289,11 +289,12 @@ import Testing
         var h = Harness()
         #expect(h.errorCode("d1", .schedule, #"{"fireDate":"2026-12-01T18:00"}"#) == "timezone_required")
         h.ok("d1", .device, #"{"timeZone":"Asia/Shanghai"}"#)
-        let result = h.ok("d1", .schedule, #"{"id":"a","fireDate":"2026-12-01T18:00"}"#)
-        #expect(result["scheduled"]?.arrayValue?.first?.objectValue?["nextFireDate"] == "2026-12-01T10:00:00Z")
+        // An hour from now (10:00Z), so that it is still pending when the device moves.
+        let result = h.ok("d1", .schedule, #"{"id":"a","fireDate":"2026-12-01T19:00"}"#)
+        #expect(result["scheduled"]?.arrayValue?.first?.objectValue?["nextFireDate"] == "2026-12-01T11:00:00Z")
         // Moving the device re-computes what follows its zone.
         h.ok("d1", .device, #"{"timeZone":"Europe/Paris"}"#)
-        #expect(h.list("d1").first?["nextFireDate"] == "2026-12-01T17:00:00Z")
+        #expect(h.list("d1").first?["nextFireDate"] == "2026-12-01T18:00:00Z")
     }
 
     @Test func alignToComesBackAtNoon() {

@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeMQTT
 import ChimeWorker
 import Synchronization
 
@@ -59,8 +60,18 @@ public final class FakeStore: WorkerStore {
 
     public func append(_ entry: JournalEntry, key: CommandKey?) throws(StoreError) {
         guard !failAppends else { throw StoreError("no space left on device (injected)") }
+        // The journal round trip is part of every write, as with the real journal.
+        let stored: (entry: JournalEntry, key: CommandKey?)
+        do {
+            stored = try JournalEntry.decodeRecord(kind: entry.kind.rawValue, payload: entry.encode(key: key))
+        } catch {
+            throw StoreError("the record does not read back: \(error)")
+        }
+        guard stored.entry == entry, stored.key == key else {
+            throw StoreError("the record reads back different: \(stored) != \(entry)")
+        }
         timeline.add(.append(entry.kind))
-        records.append((entry, key))
+        records.append(stored)
     }
 
     public func commit() throws(StoreError) -> Int64? {
@@ -79,7 +90,10 @@ public final class FakeStore: WorkerStore {
 
     public var snapshotRunning: Bool { written != nil }
 
-    public func beginSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void)
+    public func beginSnapshot(
+        _ frozen: EngineSnapshot,
+        written: @escaping @Sendable (StoreError?) -> Void
+    )
         throws(StoreError) -> UInt64
     {
         timeline.add(.snapshotBegun)
@@ -143,4 +157,109 @@ public final class FakeTransport: WorkerTransport {
     public func published(on topic: String) -> [(message: OutboundMessage, messageId: Int32)] {
         published.filter { $0.message.topic == topic }
     }
+}
+
+/// The lines a logger wrote.
+public final class LogLines: Sendable {
+    let lines = Mutex<[String]>([])
+    public init() {}
+    public func append(_ bytes: [UInt8]) { lines.withLock { $0.append(String(decoding: bytes, as: UTF8.self)) } }
+    public func contains(_ text: String) -> Bool { lines.withLock { $0.contains { $0.contains(text) } } }
+}
+
+/// One worker run by the real ``WorkerLoop`` over a ``FakeStore``, a ``FakeTransport`` and a
+/// ``ManualClock``: the worker's policy with no broker, no disk and no sleeping. Worker id `w1`,
+/// prefix `chime`, no rate limit.
+public final class WorkerTestLoop {
+    public let timeline = Timeline()
+    public let store: FakeStore
+    public let transport: FakeTransport
+    public let clock: ManualClock
+    public let inbox = Inbox()
+    public let log = LogLines()
+    public let topics = Topics(prefix: "chime")
+    public private(set) var loop: WorkerLoop<FakeStore, FakeTransport, ManualClock>
+
+    /// - Parameters:
+    ///   - now: the manual clock's start (default 2026-12-01T10:00:00Z).
+    ///   - engine: the engine the worker starts with (a recovered one, say).
+    public init(
+        now: Instant = Instant(milliseconds: 1_796_119_200_000),
+        engine: Engine = Engine(),
+        statsInterval: Int64 = 0
+    ) {
+        clock = ManualClock(now)
+        store = FakeStore(timeline: timeline)
+        transport = FakeTransport(timeline: timeline)
+        let policy = WorkerStateMachine.Policy(
+            workerId: "w1",
+            instance: "this",
+            pid: 1,
+            clientId: "chimed-w1",
+            topics: topics,
+            partition: .all,
+            limits: CommandLimits(),
+            deviceBudget: DeviceBudget(rate: 0, burst: 1000),
+            statsInterval: statsInterval,
+            logLevel: .info
+        )
+        let log = self.log
+        loop = WorkerLoop(
+            machine: WorkerStateMachine(policy: policy, engine: engine, now: now, random: SplitMix64(seed: 7)),
+            store: store,
+            transport: transport,
+            clock: clock,
+            logger: Logger(level: .info, format: .text) { log.append($0) },
+            inbox: inbox
+        )
+    }
+
+    public var machine: WorkerStateMachine { loop.machine }
+    public var engine: Engine { loop.machine.engine }
+
+    public func step(_ events: WorkerEvent...) throws(WorkerError) { try loop.step(events) }
+    public func step(_ events: [WorkerEvent]) throws(WorkerError) { try loop.step(events) }
+
+    /// Whatever other threads pushed (a finished snapshot).
+    public func stepInbox() throws(WorkerError) { try loop.step(inbox.take(timeout: 0)) }
+
+    public func advance(seconds: Int64) { clock.advance(milliseconds: seconds * 1000) }
+
+    /// Connected, and the broker granted the command subscription.
+    public func online() throws(WorkerError) {
+        try step(.mqtt(.connected(sessionPresent: false)))
+        guard let commands = transport.subscriptions.last(where: { $0.filter == topics.commandFilter }) else {
+            throw WorkerError("the worker did not subscribe to commands")
+        }
+        try step(.mqtt(.subscribed(messageId: commands.messageId, grantedQoS: [1])))
+    }
+
+    /// A QoS 1 command, as the broker hands it over.
+    public func command(_ device: String, _ op: Operation, _ json: String, messageId: Int32 = 0) -> WorkerEvent {
+        var message = MQTTMessage(topic: topics.command(device, op), payload: Array(json.utf8), qos: 1)
+        message.messageId = messageId
+        return .mqtt(.message(message))
+    }
+
+    public func replies(_ device: String = "d1") -> [JSONObject] {
+        transport.published(on: topics.replies(device)).compactMap {
+            try? JSON(parsing: $0.message.payload).objectValue
+        }
+    }
+
+    /// The deliveries published, as (message id, fireId).
+    public func deliveries(_ device: String = "d1") -> [(messageId: Int32, fireId: String)] {
+        transport.published(on: topics.notifications(device)).map {
+            ($0.messageId, $0.message.userProperties.first { $0.name == "fire-id" }?.value ?? "")
+        }
+    }
+
+    /// The states of the retained statuses published, in order.
+    public var statuses: [String] {
+        transport.published(on: topics.workerStatus("w1")).compactMap {
+            (try? JSON(parsing: $0.message.payload).objectValue)?["state"]?.stringValue
+        }
+    }
+
+    public func logged(_ text: String) -> Bool { log.contains(text) }
 }

@@ -9,110 +9,7 @@ import Testing
 /// store and transport and a manual clock: no broker, no disk, no sleeping. The integration
 /// tests prove the same end to end.
 @Suite struct WorkerPolicyTests {
-    /// One worker: the loop, its fakes, and what it logged.
-    final class World {
-        let timeline = Timeline()
-        let store: FakeStore
-        let transport: FakeTransport
-        let clock = ManualClock(Instant(milliseconds: 1_796_119_200_000))  // 2026-12-01T10:00:00Z
-        let inbox = Inbox()
-        let log = LogLines()
-        let loop: WorkerLoop<FakeStore, FakeTransport, ManualClock>
-        let topics = Topics(prefix: "chime")
-
-        init(statsInterval: Int64 = 0) {
-            store = FakeStore(timeline: timeline)
-            transport = FakeTransport(timeline: timeline)
-            let policy = WorkerStateMachine.Policy(
-                workerId: "w1",
-                instance: "this",
-                pid: 1,
-                clientId: "chimed-w1",
-                topics: topics,
-                partition: .all,
-                limits: CommandLimits(),
-                deviceBudget: DeviceBudget(rate: 0, burst: 1000),
-                statsInterval: statsInterval,
-                logLevel: .info
-            )
-            let log = self.log
-            loop = WorkerLoop(
-                machine: WorkerStateMachine(
-                    policy: policy,
-                    engine: Engine(),
-                    now: clock.now(),
-                    random: SplitMix64(seed: 7)
-                ),
-                store: store,
-                transport: transport,
-                clock: clock,
-                logger: Logger(level: .info, format: .text) { log.append($0) },
-                inbox: inbox
-            )
-        }
-
-        var machine: WorkerStateMachine { loop.machine }
-        var engine: Engine { loop.machine.engine }
-
-        func step(_ events: WorkerEvent...) throws(WorkerError) { try loop.step(events) }
-
-        /// Whatever other threads pushed (a finished snapshot).
-        func stepInbox() throws(WorkerError) { try loop.step(inbox.take(timeout: 0)) }
-
-        func advance(seconds: Int64) { clock.advance(milliseconds: seconds * 1000) }
-
-        /// Connected, and the broker granted the command subscription.
-        func online() throws {
-            try step(.mqtt(.connected(sessionPresent: false)))
-            let commands = try #require(transport.subscriptions.last { $0.filter == topics.commandFilter })
-            try step(.mqtt(.subscribed(messageId: commands.messageId, grantedQoS: [1])))
-        }
-
-        func command(_ device: String, _ op: Operation, _ json: String, messageId: Int32 = 0) -> WorkerEvent {
-            .mqtt(
-                .message(
-                    MQTTMessage(topic: topics.command(device, op), payload: Array(json.utf8), qos: 1).with(
-                        messageId: messageId
-                    )
-                )
-            )
-        }
-
-        func replies(_ device: String = "d1") -> [JSONObject] {
-            transport.published(on: topics.replies(device)).compactMap {
-                try? JSON(parsing: $0.message.payload).objectValue
-            }
-        }
-
-        /// The deliveries published, as (message id, fireId).
-        func deliveries(_ device: String = "d1") -> [(messageId: Int32, fireId: String)] {
-            transport.published(on: topics.notifications(device)).map {
-                ($0.messageId, $0.message.userProperties.first { $0.name == "fire-id" }?.value ?? "")
-            }
-        }
-
-        var statuses: [String] {
-            transport.published(on: topics.workerStatus("w1")).compactMap {
-                (try? JSON(parsing: $0.message.payload).objectValue)?["state"]?.stringValue
-            }
-        }
-
-        func logged(_ text: String) -> Bool { log.contains(text) }
-
-        /// Schedules `id` for `after` seconds from now and returns once it is acknowledged.
-        func schedule(_ id: String, after: Int) throws {
-            try step(command("d1", .schedule, #"{"id":"\#(id)","after":\#(after)}"#))
-            #expect(replies().last?["ok"] == true)
-        }
-
-        /// Lets `seconds` pass and returns the delivery published meanwhile.
-        func deliver(after seconds: Int64) throws -> (messageId: Int32, fireId: String) {
-            let before = deliveries().count
-            advance(seconds: seconds)
-            try step()
-            return try #require(deliveries().dropFirst(before).first)
-        }
-    }
+    typealias World = WorkerTestLoop
 
     @Test func commandsThatArriveTogetherShareOneCommitAndAreAnsweredAfterIt() throws {
         let w = World()
@@ -447,18 +344,18 @@ import Testing
     }
 }
 
-/// The lines a logger wrote.
-final class LogLines: Sendable {
-    let lines = Mutex<[String]>([])
-    func append(_ bytes: [UInt8]) { lines.withLock { $0.append(String(decoding: bytes, as: UTF8.self)) } }
-    func contains(_ text: String) -> Bool { lines.withLock { $0.contains { $0.contains(text) } } }
-}
+extension WorkerTestLoop {
+    /// Schedules `id` for `after` seconds from now and returns once it is acknowledged.
+    func schedule(_ id: String, after: Int) throws {
+        try step(command("d1", .schedule, #"{"id":"\#(id)","after":\#(after)}"#))
+        #expect(replies().last?["ok"] == true)
+    }
 
-extension MQTTMessage {
-    /// The same message with the packet identifier the broker gave it.
-    func with(messageId: Int32) -> MQTTMessage {
-        var m = self
-        m.messageId = messageId
-        return m
+    /// Lets `seconds` pass and returns the delivery published meanwhile.
+    func deliver(after seconds: Int64) throws -> (messageId: Int32, fireId: String) {
+        let before = deliveries().count
+        advance(seconds: seconds)
+        try step()
+        return try #require(deliveries().dropFirst(before).first)
     }
 }
