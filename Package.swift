@@ -23,6 +23,12 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
+        // Debian's libmicrohttpd, for the metrics and health endpoint. Only ChimeHTTP imports it.
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
         // Pure calendar arithmetic: instants, civil times, zones, ISO 8601, RRULE. Foundation only.
         .target(name: "ChimeTime", swiftSettings: swiftSettings),
         // Pure core: JSON, protocol codec, model, engine state machine. Foundation only.
@@ -31,10 +37,12 @@ let package = Package(
         .target(name: "ChimeJournal", swiftSettings: swiftSettings),
         // The only code that imports CMosquitto.
         .target(name: "ChimeMQTT", dependencies: ["CMosquitto"], swiftSettings: swiftSettings),
+        // The only code that imports CMicroHTTPD: a small bounded HTTP/1.1 responder.
+        .target(name: "ChimeHTTP", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
         // Wiring: configuration, services, the engine loop, signals.
         .target(
             name: "ChimeWorker",
-            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT"],
+            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeHTTP"],
             swiftSettings: swiftSettings
         ),
         // The `chime` command-line tool's commands, as a library the thin executable runs.
@@ -73,6 +81,11 @@ let package = Package(
             name: "ChimeJournalTests",
             dependencies: ["ChimeJournal", "ChimeTestSupport"],
             resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ChimeHTTPTests",
+            dependencies: ["ChimeHTTP", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -255,7 +255,7 @@ public final class TestBroker: Sendable {
     }
 
     /// A port that was free a moment ago: bind port 0, read what the kernel chose, close.
-    private static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestSupportError("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
