@@ -520,7 +520,7 @@ final class WorkerLoop {
         switch engine.decide(request, now: now, random: &random) {
         case .reply(let reply):
             if !reply.isOK { stats.errors += 1 }
-            if case .success(let result) = reply.outcome, result["duplicate"] == true {
+            if reply.isDuplicate {
                 stats.duplicates += 1
                 logger.info("a command was received again and not applied again", ["device": address.deviceId])
             }
@@ -550,8 +550,13 @@ final class WorkerLoop {
                 )
                 return
             }
-            let result = engine.apply(entry, key: request.key) ?? [:]
-            queueReply(Reply(request: request, result: result), to: replyTo)
+            // A command entry always has a result (nil is for delivery records).
+            let result = engine.apply(entry, key: request.key)
+            queueReply(
+                result.map { Reply(request: request, result: $0) }
+                    ?? Reply(request: request, error: ChimeError(.internal, "the command had no result")),
+                to: replyTo
+            )
         }
     }
 

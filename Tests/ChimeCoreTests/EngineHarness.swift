@@ -39,7 +39,10 @@ struct Harness {
                 let stored = try! JournalEntry.decode(kind: entry.kind.rawValue, payload: entry.encode())
                 #expect(stored == entry)
                 journal.append(stored)
-                let result = engine.apply(stored) ?? [:]
+                guard let result = engine.apply(stored) else {
+                    Issue.record("\(op.rawValue): applying its journal entry gave no result")
+                    return [:]
+                }
                 return Reply(request: request, result: result).json
             }
         }

@@ -67,7 +67,7 @@ struct NextCommand: Command {
             throw CLIFailure(.failed, "the engine wanted to change state for a preview")
         }
         switch reply.outcome {
-        case .success(let result): return result
+        case .success(let result): return result.json
         case .failure(let error):
             var failure = CLIFailure(chimeError: error)
             if error.code == .timezoneRequired { failure.message += " (give --tz ZONE or --device-tz ZONE)" }
