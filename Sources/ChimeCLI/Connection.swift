@@ -167,6 +167,16 @@ final class Connection: Sendable {
         return result
     }
 
+    /// A reply's `result` read as the engine wrote it.
+    /// - Throws: ``CLIFailure`` `.failed` when it is not what `op` answers.
+    static func typed(_ op: ChimeCore.Operation, _ result: JSONObject) throws(CLIFailure) -> ReplyResult {
+        do throws(ChimeError) {
+            return try ReplyResult(op: op, json: result)
+        } catch {
+            throw CLIFailure(.failed, "chimed sent a \(op.rawValue) result this chime cannot read: \(error.message)")
+        }
+    }
+
     /// The whole reply object.
     private func exchange(
         _ op: ChimeCore.Operation,
@@ -234,8 +244,10 @@ final class Connection: Sendable {
 
     /// The device's time zone, read with an empty `device` command; nil when it has none.
     func deviceZone(_ device: String) async throws(CLIFailure) -> Zone? {
-        let result = try await send(.device, device: device, [:])
-        return result["timeZone"]?.stringValue.flatMap(Zone.init(identifier:))
+        guard case .device(let status) = try Self.typed(.device, try await send(.device, device: device, [:])) else {
+            return nil
+        }
+        return status.timeZone
     }
 
     /// The URL without its password.

@@ -19,13 +19,13 @@ struct DeviceRequest: Sendable {
         raw = flags.isSet("raw")
     }
 
-    /// Connects, sends one command and prints its result: as JSON with `--raw`, else through `show`,
-    /// which may use the connection for more (reading the device's zone).
+    /// Connects, sends one command and prints its result: as JSON with `--raw` (as chimed sent it),
+    /// else through `show`, which may use the connection for more (reading the device's zone).
     func send(
         _ op: ChimeCore.Operation,
         _ payload: JSONObject,
         _ console: Console,
-        show: (Connection, JSONObject) async throws(CLIFailure) -> Void
+        show: (Connection, ReplyResult) async throws(CLIFailure) -> Void
     ) async throws(CLIFailure) {
         let broker = try await Connection.open(connection)
         defer { broker.close() }
@@ -33,7 +33,7 @@ struct DeviceRequest: Sendable {
         if raw {
             console.out(JSON.object(result).text)
         } else {
-            try await show(broker, result)
+            try await show(broker, try Connection.typed(op, result))
         }
     }
 }

@@ -44,6 +44,40 @@ struct NotificationFlags: Sendable {
     /// The flags of `preview` and `next`, without `--count`.
     static let expansionSpecs = whenSpecs + contentSpecs
 
+    /// The flag that sets a notification field; nil for those only `--json` can give.
+    ///
+    /// An exhaustive switch, so that a new ``NotificationField`` gets a flag or goes without one on
+    /// purpose; the CLI's tests check that each flag named here sets its field.
+    static func flag(for field: NotificationField) -> String? {
+        switch field {
+        case .id: return "id"
+        case .fireDate: return "at"
+        case .after: return "in"
+        case .alignTo: return "align"
+        case .timeZone: return "tz"
+        case .repeatInterval: return "every"
+        case .rrule: return "rrule"
+        case .count: return "times"
+        case .until: return "until"
+        case .exdates: return "except"
+        case .leadTime: return "lead"
+        case .alertTitle: return "title"
+        case .alertBody: return "body"
+        case .alertBodies: return nil
+        case .alertAction: return "action"
+        case .hasAction: return "no-action"
+        case .soundName: return "sound"
+        case .category: return "category"
+        case .badge: return "badge"
+        case .userInfo: return "info"
+        case .expiresAfter: return "expires"
+        case .misfire: return "misfire"
+        case .ignoreQuietHours: return "ignore-quiet-hours"
+        case .enabled: return "disabled"
+        case .keepAfterFiring: return "keep"
+        }
+    }
+
     /// The names of every notification flag.
     static let names = Set(specs.map(\.name))
 

@@ -54,7 +54,7 @@ enum Durability {
         guard case .reply(let reply) = engine.decide(request, now: wallClock(), random: &random),
             case .success(let result) = reply.outcome
         else { throw TestSupportError("\(op.rawValue) \(payload) did not answer ok at once") }
-        return result
+        return result.json
     }
 
     /// The ids `list` shows for `device` in a recovered engine.

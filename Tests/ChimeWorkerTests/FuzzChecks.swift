@@ -70,8 +70,10 @@ enum FuzzChecks {
         case .write(let e):
             entry = e
         }
-        let result = try write(entry, to: engine, journal: &journal)
-        try requireJSON(Reply(request: request, result: result ?? [:]).bytes, "\(op.rawValue) ok reply")
+        guard let result = try write(entry, to: engine, journal: &journal) else {
+            throw Violation(description: "\(op.rawValue): applying its journal entry gave no result")
+        }
+        try requireJSON(Reply(request: request, result: result).bytes, "\(op.rawValue) ok reply")
         try requireSameRecovery(engine, journal, "after \(op.rawValue)")
 
         // A day passes: deliver what falls due; the broker acknowledges everything.
@@ -111,7 +113,7 @@ enum FuzzChecks {
         to engine: Engine,
         journal: inout [JournalEntry]
     ) throws(Violation)
-        -> JSONObject?
+        -> ReplyResult?
     {
         let bytes = entry.encode()
         let stored: JournalEntry

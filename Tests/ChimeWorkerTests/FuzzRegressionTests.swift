@@ -66,7 +66,7 @@ import Testing
             guard case .success(let request) = decoder.decode(deviceId: "d", op: op, payload: Array(payload.utf8))
             else {
                 Issue.record("\(payload) does not decode")
-                return .reply(Reply(op: op.rawValue, requestId: nil, outcome: .success([:])))
+                return .reply(Reply(op: op.rawValue, requestId: nil, outcome: .failure(ChimeError(.internal, payload))))
             }
             return engine.decide(request, now: now, random: &random)
         }

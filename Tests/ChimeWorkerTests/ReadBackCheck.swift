@@ -172,11 +172,13 @@ enum ReadBackCheck {
         case .write(let e):
             entry = e
         }
-        let result = try journal(entry, key: request.key, to: engine, records: &records)
-        try requireJSON(Reply(request: request, result: result ?? [:]).bytes, "the acknowledgement")
+        guard let result = try journal(entry, key: request.key, to: engine, records: &records) else {
+            throw Violation(description: "applying the command's journal entry gave no result")
+        }
+        try requireJSON(Reply(request: request, result: result).bytes, "the acknowledgement")
         let live = try observed(engine, "the live engine")
         let redelivered = engine.decide(request, now: now, random: &random)
-        guard case .reply(let again) = redelivered, case .success(let r) = again.outcome, r["duplicate"] == true else {
+        guard case .reply(let again) = redelivered, again.isDuplicate else {
             throw Violation(description: "the live engine does not take a redelivery of the command for one")
         }
         let rebuilt: [(String, [[UInt8]], [Record])] = [
@@ -218,7 +220,7 @@ enum ReadBackCheck {
         key: CommandKey?,
         to engine: Engine,
         records: inout [Record]
-    ) throws(Violation) -> JSONObject? {
+    ) throws(Violation) -> ReplyResult? {
         let payload = entry.encode(key: key)
         let read: (entry: JournalEntry, key: CommandKey?)
         do {

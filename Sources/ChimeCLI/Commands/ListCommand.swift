@@ -41,22 +41,24 @@ struct ListCommand: Command {
         defer { broker.close() }
         let zone = json ? nil : try await broker.deviceZone(device)
         let wanted = limit ?? Int.max
-        var rows: [JSONObject] = []
+        var rows: [ListedNotification] = []
         var count = 0
         var cursor: String?
         repeat {
             var request: JSONObject = ["limit": .int(Int64(min(1000, wanted - count)))]
             if let match { request["match"] = ["userInfo": .object(match)] }
             if let cursor { request["cursor"] = .string(cursor) }
-            let page = try await broker.send(.list, device: device, request)
-            let items = (page["notifications"]?.arrayValue ?? []).compactMap(\.objectValue)
-            count += items.count
+            let raw = try await broker.send(.list, device: device, request)
+            guard case .listed(let page) = try Connection.typed(.list, raw) else { break }
+            count += page.notifications.count
             if json {
+                // As chimed sent them.
+                let items = (raw["notifications"]?.arrayValue ?? []).compactMap(\.objectValue)
                 console.out(lines: items.map { JSON.object($0).text })
             } else {
-                rows += items
+                rows += page.notifications
             }
-            cursor = page["cursor"]?.stringValue
+            cursor = page.cursor
         } while cursor != nil && count < wanted
         guard !json else { return }
         guard !rows.isEmpty else {
@@ -66,40 +68,70 @@ struct ListCommand: Command {
         console.out(lines: Self.table(rows, zone: zone).lines)
     }
 
-    /// id, next delivery, repeat, enabled, body.
-    static func table(_ rows: [JSONObject], zone deviceZone: Zone?) -> Table {
-        var table = Table(["ID", "NEXT DELIVERY", "REPEAT", "ON", "BODY"])
-        for row in rows {
-            let ownZone = row["timeZone"]?.stringValue.flatMap(Zone.init(identifier:))
-            let display = TimeDisplay(zone: deviceZone ?? ownZone)
-            let next = row["nextFireDate"]?.stringValue.map(display.both) ?? "-"
-            table.append([
-                row["id"]?.stringValue ?? "?", next, repeatText(row), row["enabled"] == false ? "no" : "yes",
-                Table.truncated(bodyText(row), 40),
-            ])
+    /// The table's columns.
+    enum Column: CaseIterable {
+        case id, nextDelivery, repeats, on, body
+    }
+
+    /// Which column of the table shows a notification field; nil for those only `--json` shows.
+    ///
+    /// An exhaustive switch, so that a new ``NotificationField`` is placed or left out on purpose;
+    /// the CLI's tests check that each field placed here changes its column.
+    static func column(for field: NotificationField) -> Column? {
+        switch field {
+        case .id: return .id
+        // The next delivery is shown in the notification's zone when the device has none.
+        case .timeZone: return .nextDelivery
+        case .repeatInterval, .rrule, .count, .until: return .repeats
+        // As listed, `enabled` is the current state.
+        case .enabled: return .on
+        case .alertTitle, .alertBody, .alertBodies: return .body
+        case .fireDate, .after, .alignTo, .exdates, .leadTime, .alertAction, .hasAction, .soundName, .category,
+            .badge, .userInfo, .expiresAfter, .misfire, .ignoreQuietHours, .keepAfterFiring:
+            return nil
         }
+    }
+
+    /// id, next delivery, repeat, enabled, body.
+    static func table(_ rows: [ListedNotification], zone deviceZone: Zone?) -> Table {
+        var table = Table(["ID", "NEXT DELIVERY", "REPEAT", "ON", "BODY"])
+        for row in rows { table.append(Column.allCases.map { cell($0, row, deviceZone: deviceZone) }) }
         return table
     }
 
-    static func repeatText(_ row: JSONObject) -> String {
+    static func cell(_ column: Column, _ row: ListedNotification, deviceZone: Zone?) -> String {
+        let n = row.notification
+        switch column {
+        case .id: return n.id
+        case .nextDelivery:
+            var ownZone: Zone?
+            if case .named(let zone)? = n.timeZone { ownZone = zone }
+            return row.nextFireDate.map(TimeDisplay(zone: deviceZone ?? ownZone).both) ?? "-"
+        case .repeats: return repeatText(n)
+        case .on: return row.enabled ? "yes" : "no"
+        case .body: return Table.truncated(bodyText(n), 40)
+        }
+    }
+
+    static func repeatText(_ n: ResolvedNotification) -> String {
         var text: String
-        if let rule = row["rrule"]?.stringValue {
-            text = Table.truncated(rule, 32)
-        } else if let unit = row["repeatInterval"]?.stringValue {
-            text = unit
+        if let rule = n.rrule {
+            text = Table.truncated(rule.description, 32)
+        } else if let unit = n.repeatInterval {
+            text = unit.rawValue
         } else {
             return "once"
         }
-        if case .int(let count)? = row["count"] { text += " x\(count)" }
-        if let until = row["until"]?.stringValue { text += " until \(until.prefix(10))" }
+        if let count = n.count { text += " x\(count)" }
+        if let until = n.until { text += " until \(until.description.prefix(10))" }
         return text
     }
 
-    static func bodyText(_ row: JSONObject) -> String {
-        if let body = row["alertBody"]?.stringValue { return body }
-        if let bodies = row["alertBodies"]?.arrayValue, let first = bodies.first?.stringValue {
+    static func bodyText(_ n: ResolvedNotification) -> String {
+        if let body = n.alertBody { return body }
+        if let bodies = n.alertBodies, let first = bodies.first {
             return bodies.count > 1 ? "\(first) (+\(bodies.count - 1) more)" : first
         }
-        return row["alertTitle"]?.stringValue ?? ""
+        return n.alertTitle ?? ""
     }
 }

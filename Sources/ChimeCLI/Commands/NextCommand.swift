@@ -51,7 +51,7 @@ struct NextCommand: Command {
     }
 
     /// The fire dates the engine computes, or its error reply.
-    func fireDates(now: Instant) throws(CLIFailure) -> JSONObject {
+    func fireDates(now: Instant) throws(CLIFailure) -> ReplyResult {
         let deviceId = "chime-next"
         let request: Request
         switch CommandDecoder().decode(deviceId: deviceId, op: .preview, payload: JSON.object(payload).bytes) {
@@ -78,10 +78,10 @@ struct NextCommand: Command {
     func run(_ console: Console) async throws(CLIFailure) {
         let result = try fireDates(now: WallClock.now())
         if raw {
-            console.out(JSON.object(result).text)
+            console.out(JSON.object(result.json).text)
             return
         }
-        let dates = (result["fireDates"]?.arrayValue ?? []).compactMap(\.stringValue)
+        guard case .previewed(let dates) = result else { return }
         console.out(lines: ExpansionFlags.lines(dates, zone: displayZone))
     }
 }

@@ -31,14 +31,10 @@ enum ExpansionFlags {
     }
 
     /// The instants as a table: number, the time in `zone` with its weekday, and UTC.
-    static func lines(_ dates: [String], zone: Zone?) -> [String] {
+    static func lines(_ dates: [Instant], zone: Zone?) -> [String] {
         let display = TimeDisplay(zone: zone)
         var table = Table(display.zone.map { ["#", $0.identifier, "UTC"] } ?? ["#", "UTC"])
-        for (index, text) in dates.enumerated() {
-            guard case .instant(let instant)? = DateTimeValue(iso8601: text) else {
-                table.append(["\(index + 1)", text])
-                continue
-            }
+        for (index, instant) in dates.enumerated() {
             let utc = display.utc(instant)
             table.append(
                 display.zone == nil
@@ -93,7 +89,7 @@ struct PreviewCommand: Command {
         try await request.send(.preview, payload, console) { (broker, result) throws(CLIFailure) in
             var zone = namedZone
             if zone == nil { zone = try await broker.deviceZone(request.device) }
-            let dates = (result["fireDates"]?.arrayValue ?? []).compactMap(\.stringValue)
+            guard case .previewed(let dates) = result else { return }
             console.out(lines: ExpansionFlags.lines(dates, zone: zone))
         }
     }

@@ -62,20 +62,21 @@ struct ScheduleCommand: Command {
             // Times in the zone the notification names, else in the device's (when it has one).
             var zone = namedZone
             if zone == nil { zone = try await broker.deviceZone(request.device) }
-            console.out(lines: Self.lines(result, zone: zone))
+            guard case .scheduled(let scheduled) = result else { return }
+            console.out(lines: Self.lines(scheduled, zone: zone))
         }
     }
 
     /// One line per notification scheduled, then how many `replace` removed.
-    static func lines(_ result: JSONObject, zone: Zone?) -> [String] {
+    static func lines(_ result: ReplyResult.Scheduled, zone: Zone?) -> [String] {
         let display = TimeDisplay(zone: zone)
         var table = Table([])
-        for case .object(let row) in result["scheduled"]?.arrayValue ?? [] {
-            let next = row["nextFireDate"]?.stringValue.map { "next delivery \(display.both($0))" } ?? "paused"
-            table.append(["scheduled \(row["id"]?.stringValue ?? "?")", next])
+        for row in result.scheduled {
+            let next = row.nextFireDate.map { "next delivery \(display.both($0))" } ?? "paused"
+            table.append(["scheduled \(row.id)", next])
         }
         var lines = table.lines
-        if case .int(let replaced)? = result["replaced"], replaced > 0 { lines.append("replaced \(replaced)") }
+        if result.replaced > 0 { lines.append("replaced \(result.replaced)") }
         return lines
     }
 }

@@ -38,7 +38,7 @@ struct SelectorFlags: Sendable {
 /// printed.
 protocol SelectorCommand: Command {
     static var operation: ChimeCore.Operation { get }
-    /// The result's key and the verb printed (`cancelled`).
+    /// The verb printed (`cancelled`).
     static var resultKey: String { get }
     var request: DeviceRequest { get }
     var selector: SelectorFlags { get }
@@ -59,7 +59,11 @@ extension SelectorCommand {
 
     func run(_ console: Console) async throws(CLIFailure) {
         try await request.send(Self.operation, selector.selector, console) { (_, result) throws(CLIFailure) in
-            let ids = (result[Self.resultKey]?.arrayValue ?? []).compactMap(\.stringValue)
+            let ids: [String]
+            switch result {
+            case .cancelled(let touched), .paused(let touched), .resumed(let touched): ids = touched
+            default: ids = []
+            }
             if ids.isEmpty {
                 console.out("\(Self.resultKey) nothing: no notification matched")
             } else {

@@ -33,9 +33,10 @@ struct SnoozeCommand: Command {
 
     func run(_ console: Console) async throws(CLIFailure) {
         try await request.send(.snooze, payload, console) { (broker, result) throws(CLIFailure) in
+            guard case .snoozed(let snoozed) = result else { return }
             let zone = try await broker.deviceZone(request.device)
-            let next = result["nextFireDate"]?.stringValue.map(TimeDisplay(zone: zone).both) ?? "?"
-            console.out("snoozed \(result["id"]?.stringValue ?? "?") until \(next)")
+            let next = snoozed.nextFireDate.map(TimeDisplay(zone: zone).both) ?? "?"
+            console.out("snoozed \(snoozed.id) until \(next)")
         }
     }
 }
@@ -88,21 +89,19 @@ struct DeviceCommand: Command {
 
     func run(_ console: Console) async throws(CLIFailure) {
         try await request.send(.device, payload, console) { (_, result) throws(CLIFailure) in
-            console.out(lines: Self.lines(result, device: request.device))
+            guard case .device(let status) = result else { return }
+            console.out(lines: Self.lines(status))
         }
     }
 
     /// The device as a two-column table.
-    static func lines(_ result: JSONObject, device: String) -> [String] {
-        var quiet = "none"
-        if case .object(let q)? = result["quietHours"] {
-            quiet = "\(q["start"]?.stringValue ?? "?")-\(q["end"]?.stringValue ?? "?")"
-        }
-        var table = Table(["device", result["deviceId"]?.stringValue ?? device])
-        table.append(["time zone", result["timeZone"]?.stringValue ?? "none"])
-        table.append(["badge", result["badge"]?.plainText ?? "?"])
+    static func lines(_ status: ReplyResult.DeviceStatus) -> [String] {
+        let quiet = status.quietHours.map { "\($0.start)-\($0.end)" } ?? "none"
+        var table = Table(["device", status.deviceId])
+        table.append(["time zone", status.timeZone?.identifier ?? "none"])
+        table.append(["badge", String(status.badge)])
         table.append(["quiet hours", quiet])
-        table.append(["pending", result["pending"]?.plainText ?? "?"])
+        table.append(["pending", String(status.pending)])
         return table.lines
     }
 }

@@ -1,11 +1,12 @@
 extension Engine {
     /// Applies a journal entry: the one way durable state changes, live and in recovery.
     ///
-    /// Returns the `result` of the reply for command entries (nil for delivery records).
+    /// Returns the `result` of the reply for command entries (nil for delivery records, and for a
+    /// snooze whose notification is gone, which ``decide(_:now:random:)`` never journals).
     /// - Parameter key: the command's ``CommandKey``, journaled with it: a later command with the
     ///   same key is a duplicate (``decide(_:now:random:)``).
     @discardableResult
-    public func apply(_ entry: JournalEntry, key: CommandKey? = nil) -> JSONObject? {
+    public func apply(_ entry: JournalEntry, key: CommandKey? = nil) -> ReplyResult? {
         if let key, let at = entry.commandTime {
             commandKeys.insert(key, device: entry.deviceId, at: at.milliseconds)
         }
@@ -16,10 +17,10 @@ extension Engine {
             for id in replaced where remove(id, from: device) {
                 removedCount += 1
             }
-            var scheduled: [JSON] = []
+            var scheduled: [ReplyResult.NextFire] = []
             scheduled.reserveCapacity(notifications.count)
             for spec in notifications {
-                let id = spec.id ?? ""
+                let id = spec.id
                 let previous = device.notifications[id]
                 let n = StoredNotification(
                     spec: spec,
@@ -33,20 +34,20 @@ extension Engine {
                 if let previous { detach(previous, from: device) }
                 attach(n, to: device)
                 arm(n, device)
-                scheduled.append(["id": .string(id), "nextFireDate": Replies.instant(n.nextFireDate)])
+                scheduled.append(ReplyResult.NextFire(id: id, nextFireDate: n.nextFireDate))
             }
             dropIfEmpty(device)
-            return ["scheduled": .array(scheduled), "replaced": .int(Int64(removedCount))]
+            return .scheduled(ReplyResult.Scheduled(scheduled: scheduled, replaced: removedCount))
 
         case .cancel(let deviceId, _, let ids):
-            guard let device = devices[deviceId] else { return ["cancelled": []] }
+            guard let device = devices[deviceId] else { return .cancelled(ids: []) }
             let cancelled = ids.filter { remove($0, from: device) }
             dropIfEmpty(device)
-            return ["cancelled": .array(cancelled.map(JSON.string))]
+            return .cancelled(ids: cancelled)
 
         case .setEnabled(let deviceId, let at, let ids, let enabled):
-            guard let device = devices[deviceId] else { return [enabled ? "resumed" : "paused": []] }
-            var changed: [JSON] = []
+            guard let device = devices[deviceId] else { return enabled ? .resumed(ids: []) : .paused(ids: []) }
+            var changed: [String] = []
             for id in ids {
                 guard let n = device.notifications[id], n.isListed else { continue }
                 n.enabled = enabled
@@ -57,9 +58,9 @@ extension Engine {
                     n.pendingFrom = at.milliseconds + n.leadTime
                 }
                 arm(n, device)
-                changed.append(.string(id))
+                changed.append(id)
             }
-            return [enabled ? "resumed" : "paused": .array(changed)]
+            return enabled ? .resumed(ids: changed) : .paused(ids: changed)
 
         case .device(let deviceId, _, let update):
             let device = device(deviceId)
@@ -75,25 +76,16 @@ extension Engine {
                 }
             }
             dropIfEmpty(device)
-            return deviceJSON(deviceId)
+            return .device(deviceStatus(deviceId))
 
         case .snooze(let deviceId, let at, let id, let due):
             guard let device = devices[deviceId], let original = device.notifications[id] else { return nil }
-            var spec = original.spec
+            // The original's content and delivery options, on a one-shot of its own.
+            var fields = original.spec.spec
+            for field in NotificationField.allCases where !field.keptBySnooze { field.clear(in: &fields) }
             let snoozeId = id + NotificationCoding.snoozeSuffix
-            spec.id = snoozeId
-            spec.fireDate = .instant(due)
-            spec.timeZone = nil
-            spec.repeatInterval = nil
-            spec.rrule = nil
-            spec.count = nil
-            spec.until = nil
-            spec.exdates = nil
-            spec.leadTime = nil
-            spec.enabled = nil
-            spec.keepAfterFiring = nil
             let n = StoredNotification(
-                spec: spec,
+                spec: ResolvedNotification(id: snoozeId, fireDate: .instant(due), fields),
                 device: device,
                 zones: &zones,
                 version: nextVersion,
@@ -104,7 +96,7 @@ extension Engine {
             if let previous = device.notifications[snoozeId] { detach(previous, from: device) }
             attach(n, to: device)
             arm(n, device)
-            return ["id": .string(id), "nextFireDate": Replies.instant(n.nextFireDate)]
+            return .snoozed(ReplyResult.NextFire(id: id, nextFireDate: n.nextFireDate))
 
         case .delivered(let record), .dropped(let record):
             let device = device(record.deviceId)

@@ -111,7 +111,10 @@ extension Engine {
             guard let deviceId = try r.string("device") else { throw .invalid("device", "missing") }
             let device = device(deviceId)
             if let o = try r.object("n") {
-                let spec = try NotificationCoding.decode(FieldReader(o, path: "n."), limits: nil)
+                let decoded = try NotificationCoding.decode(FieldReader(o, path: "n."), limits: nil)
+                guard let spec = ResolvedNotification(resolved: decoded) else {
+                    throw .invalid("n", "not resolved (an id and a fireDate)")
+                }
                 func millis(_ key: String) throws(ChimeError) -> Int64? { try r.integer(key, in: all) }
                 let createdAt = try millis("createdAt") ?? 0
                 let n = StoredNotification(

@@ -131,7 +131,7 @@ public final class Engine {
         if request.op.changesState, let key = request.key,
             commandKeys.contains(key, device: request.deviceId, now: now)
         {
-            return .reply(Reply(request: request, result: ["duplicate": true]))
+            return .reply(Reply(request: request, result: .duplicate))
         }
         do throws(ChimeError) {
             switch request.command {
@@ -139,23 +139,24 @@ public final class Engine {
                 return try decideSchedule(request, notifications, replace, batch, now, &random)
             case .cancel(let selector):
                 let ids = selectedIds(request.deviceId, selector)
-                if ids.isEmpty { return .reply(Reply(request: request, result: ["cancelled": []])) }
+                if ids.isEmpty { return .reply(Reply(request: request, result: .cancelled(ids: []))) }
                 return .write(.cancel(deviceId: request.deviceId, at: now, ids: ids))
             case .pause(let selector), .resume(let selector):
                 let enable = request.op == .resume
                 let ids = selectedIds(request.deviceId, selector)
                 if ids.isEmpty {
-                    return .reply(Reply(request: request, result: [enable ? "resumed" : "paused": []]))
+                    return .reply(Reply(request: request, result: enable ? .resumed(ids: []) : .paused(ids: [])))
                 }
                 return .write(.setEnabled(deviceId: request.deviceId, at: now, ids: ids, enabled: enable))
             case .list(let match, let limit, let cursor):
-                return .reply(Reply(request: request, result: list(request.deviceId, match, limit, cursor)))
+                return .reply(Reply(request: request, result: .listed(list(request.deviceId, match, limit, cursor))))
             case .preview(let target, let count, let from):
-                return .reply(
-                    Reply(request: request, result: try preview(request.deviceId, target, count, from ?? now, &random))
-                )
+                let dates = try preview(request.deviceId, target, count, from ?? now, &random)
+                return .reply(Reply(request: request, result: .previewed(fireDates: dates)))
             case .device(let update):
-                if update.isEmpty { return .reply(Reply(request: request, result: deviceJSON(request.deviceId))) }
+                if update.isEmpty {
+                    return .reply(Reply(request: request, result: .device(deviceStatus(request.deviceId))))
+                }
                 return .write(.device(deviceId: request.deviceId, at: now, update: update))
             case .snooze(let id, let after):
                 guard devices[request.deviceId]?.notifications[id]?.isListed == true else {
@@ -179,7 +180,7 @@ public final class Engine {
         _ random: inout some RandomNumberGenerator
     ) throws(ChimeError) -> Decision {
         let device = devices[request.deviceId]
-        var resolved: [NotificationSpec] = []
+        var resolved: [ResolvedNotification] = []
         resolved.reserveCapacity(notifications.count)
         for (i, spec) in notifications.enumerated() {
             let path = batch ? "notifications[\(i)]." : ""
@@ -189,7 +190,7 @@ public final class Engine {
             } else {
                 // A plain one-shot always fires (at once if its time has passed): only its zone
                 // needs checking.
-                _ = try zoneOf(spec, path: path, deviceZone: device?.timeZone)
+                _ = try zoneOf(spec.spec, path: path, deviceZone: device?.timeZone)
             }
             resolved.append(spec)
         }
@@ -198,7 +199,7 @@ public final class Engine {
         let existing = device?.notifications ?? [:]
         let removed = Set(replaced)
         var listed = (device?.listedCount ?? 0) - removed.count
-        for spec in resolved where existing[spec.id!] == nil || removed.contains(spec.id!) {
+        for spec in resolved where existing[spec.id] == nil || removed.contains(spec.id) {
             listed += 1
         }
         if listed > configuration.maxPendingPerDevice {
@@ -210,10 +211,10 @@ public final class Engine {
         // Bytes: what stays, plus the new ones (measured as they will be listed, which is at least
         // what is stored).
         var bytes = device?.totalStoredBytes ?? 0
-        for id in Set(replaced).union(resolved.map { $0.id! }) {
+        for id in Set(replaced).union(resolved.map(\.id)) {
             if let old = existing[id], old.isListed { bytes -= old.storedBytes }
         }
-        for spec in resolved { bytes += JSON.object(NotificationCoding.encode(spec)).bytes.count }
+        for spec in resolved { bytes += JSON.object(NotificationCoding.encode(spec.spec)).bytes.count }
         if bytes > configuration.maxBytesPerDevice {
             throw ChimeError(
                 .quotaExceeded,
@@ -231,9 +232,10 @@ public final class Engine {
         deviceZone: Zone?,
         now: Instant,
         random: inout some RandomNumberGenerator
-    ) throws(ChimeError) -> NotificationSpec {
+    ) throws(ChimeError) -> ResolvedNotification {
         var spec = input
-        if spec.id == nil { spec.id = makeUUID(&random) }
+        let id = spec.id ?? makeUUID(&random)
+        var fireDate = spec.fireDate
         if let after = spec.after {
             let earliest = now.adding(milliseconds: after)
             if let alignTo = spec.alignTo {
@@ -253,15 +255,17 @@ public final class Engine {
                     day.month = next.month
                     day.day = next.day
                 }
-                spec.fireDate = .local(day)
+                fireDate = .local(day)
             } else {
-                spec.fireDate = .instant(earliest)
+                fireDate = .instant(earliest)
             }
-            spec.after = nil
-            spec.alignTo = nil
         }
         if spec.alertBodies != nil { spec.seed = random.next() }
-        return spec
+        guard let fireDate else {
+            // The decoder requires fireDate or after.
+            throw ChimeError(.internal, field: path + "fireDate", "\(path)fireDate: missing")
+        }
+        return ResolvedNotification(id: id, fireDate: fireDate, spec)
     }
 
     func zoneOf(_ spec: NotificationSpec, path: String, deviceZone: Zone?) throws(ChimeError) -> Zone {
@@ -279,17 +283,17 @@ public final class Engine {
     /// Builds the recurrence of a resolved notification and finds its first occurrence due at
     /// or after `now`, enforcing `--min-repeat-seconds` and rejecting what never fires.
     func validatedNext(
-        _ spec: NotificationSpec,
+        _ spec: ResolvedNotification,
         path: String,
         deviceZone: Zone?,
         now: Instant
     ) throws(ChimeError) -> (Recurrence, Occurrence) {
-        let zone = try zoneOf(spec, path: path, deviceZone: deviceZone)
+        let zone = try zoneOf(spec.spec, path: path, deviceZone: deviceZone)
         let field = path + (spec.rrule != nil ? "rrule" : spec.repeatInterval != nil ? "repeatInterval" : "fireDate")
         let recurrence: Recurrence
         do {
             recurrence = try Recurrence(
-                start: spec.fireDate!,
+                start: spec.fireDate,
                 zone: zone,
                 pattern: spec.pattern,
                 count: spec.count,
@@ -354,8 +358,8 @@ public final class Engine {
 
     // MARK: - Reads
 
-    func list(_ deviceId: String, _ match: JSONObject?, _ limit: Int, _ cursor: String?) -> JSONObject {
-        guard let device = devices[deviceId] else { return ["notifications": [], "cursor": .null] }
+    func list(_ deviceId: String, _ match: JSONObject?, _ limit: Int, _ cursor: String?) -> ReplyResult.ListPage {
+        guard let device = devices[deviceId] else { return ReplyResult.ListPage(notifications: [], cursor: nil) }
         var page: [StoredNotification] = []
         var more = false
         if let match {
@@ -385,49 +389,46 @@ public final class Engine {
         }
         // A page also ends before its rows pass `maxListBytes` (it always holds one), so that no
         // reply is larger than a broker takes.
-        var rows: [JSON] = []
+        var rows: [ListedNotification] = []
         var bytes = 0
         for n in page {
-            let row = listJSON(n)
-            let size = JSON.object(row).bytes.count
+            let row = listed(n)
+            let size = JSON.object(row.json).bytes.count
             if !rows.isEmpty && bytes + size > Self.maxListBytes {
                 more = true
                 break
             }
-            rows.append(.object(row))
+            rows.append(row)
             bytes += size
         }
-        return [
-            "notifications": .array(rows),
-            "cursor": more ? .string(page[rows.count - 1].id) : .null,
-        ]
+        return ReplyResult.ListPage(notifications: rows, cursor: more ? page[rows.count - 1].id : nil)
     }
 
     /// The most bytes of notifications one `list` reply carries (beyond its first row): the reply
     /// stays under the shipped brokers' message size limit.
     public static let maxListBytes = 196_608
 
-    func listJSON(_ n: StoredNotification) -> JSONObject {
-        var o = NotificationCoding.encode(n.spec)
-        // `enabled` may be among the fields as scheduled: the current state replaces it.
-        o["nextFireDate"] = Replies.instant(n.nextFireDate)
-        o["enabled"] = .bool(n.enabled)
-        o["firedCount"] = .int(Int64(n.firedCount))
-        o["lastFiredAt"] = Replies.instant(n.lastFiredAt.map { Instant(milliseconds: $0) })
-        o["createdAt"] = .string(Instant(milliseconds: n.createdAt).rfc3339())
-        o["updatedAt"] = .string(Instant(milliseconds: n.updatedAt).rfc3339())
-        return o
+    func listed(_ n: StoredNotification) -> ListedNotification {
+        ListedNotification(
+            notification: n.spec,
+            nextFireDate: n.nextFireDate,
+            enabled: n.enabled,
+            firedCount: Int(n.firedCount),
+            lastFiredAt: n.lastFiredAt.map { Instant(milliseconds: $0) },
+            createdAt: Instant(milliseconds: n.createdAt),
+            updatedAt: Instant(milliseconds: n.updatedAt)
+        )
     }
 
-    func deviceJSON(_ deviceId: String) -> JSONObject {
+    func deviceStatus(_ deviceId: String) -> ReplyResult.DeviceStatus {
         let device = devices[deviceId] ?? DeviceState(id: deviceId)
-        return [
-            "deviceId": .string(deviceId),
-            "timeZone": device.timeZone.map { .string($0.identifier) } ?? .null,
-            "badge": .int(Int64(device.currentBadge)),
-            "quietHours": Replies.quietHours(device.quietHours),
-            "pending": .int(Int64(device.listedCount)),
-        ]
+        return ReplyResult.DeviceStatus(
+            deviceId: deviceId,
+            timeZone: device.timeZone,
+            badge: device.currentBadge,
+            quietHours: device.quietHours,
+            pending: device.listedCount
+        )
     }
 
     func preview(
@@ -436,9 +437,9 @@ public final class Engine {
         _ count: Int,
         _ from: Instant,
         _ random: inout some RandomNumberGenerator
-    ) throws(ChimeError) -> JSONObject {
+    ) throws(ChimeError) -> [Instant] {
         let deviceZone = devices[deviceId]?.timeZone
-        let spec: NotificationSpec
+        let spec: ResolvedNotification
         let path: String
         switch target {
         case .id(let id):
@@ -453,17 +454,17 @@ public final class Engine {
         }
         let (recurrence, first) = try validatedNext(spec, path: path, deviceZone: deviceZone, now: from)
         let lead = spec.leadTime ?? 0
-        var dates: [JSON] = []
+        var dates: [Instant] = []
         var occurrence: Occurrence? = first
         while let o = occurrence, dates.count < count {
-            dates.append(.string(max(o.instant.adding(milliseconds: -lead), from).rfc3339()))
+            dates.append(max(o.instant.adding(milliseconds: -lead), from))
             do {
                 occurrence = try recurrence.next(after: o)
             } catch {
                 break
             }
         }
-        return ["fireDates": .array(dates)]
+        return dates
     }
 }
 

@@ -6,7 +6,7 @@
 /// clock or on randomness.
 public enum JournalEntry: Hashable, Sendable {
     /// Schedules `notifications` (resolved) after removing `replaced`.
-    case schedule(deviceId: String, at: Instant, replaced: [String], notifications: [NotificationSpec])
+    case schedule(deviceId: String, at: Instant, replaced: [String], notifications: [ResolvedNotification])
     case cancel(deviceId: String, at: Instant, ids: [String])
     case setEnabled(deviceId: String, at: Instant, ids: [String], enabled: Bool)
     case device(deviceId: String, at: Instant, update: DeviceUpdate)
@@ -92,7 +92,7 @@ extension JournalEntry {
             if !replaced.isEmpty { o.append("replaced", .array(replaced.map(JSON.string))) }
             o.append(
                 "notifications",
-                .array(notifications.map { .object(NotificationCoding.encode($0, internal: true)) })
+                .array(notifications.map { .object(NotificationCoding.encode($0.spec, internal: true)) })
             )
         case .cancel(let d, let at, let ids):
             o.append("device", .string(d))
@@ -185,10 +185,14 @@ extension JournalEntry {
             let at = Instant(milliseconds: try required(try r.integer("at", in: limits), "at"))
             let replaced = try r.strings("replaced", maxCount: .max, maxLength: .max) ?? []
             let items = try required(try r.array("notifications", maxCount: .max), "notifications")
-            var specs: [NotificationSpec] = []
+            var specs: [ResolvedNotification] = []
             for (i, item) in items.enumerated() {
                 guard case .object(let o) = item else { throw .invalid("notifications[\(i)]", "not an object") }
-                specs.append(try NotificationCoding.decode(FieldReader(o, path: "notifications[\(i)]."), limits: nil))
+                let spec = try NotificationCoding.decode(FieldReader(o, path: "notifications[\(i)]."), limits: nil)
+                guard let resolved = ResolvedNotification(resolved: spec) else {
+                    throw .invalid("notifications[\(i)]", "not resolved (an id and a fireDate)")
+                }
+                specs.append(resolved)
             }
             return .schedule(deviceId: device, at: at, replaced: replaced, notifications: specs)
         case .cancel, .setEnabled:

@@ -235,52 +235,24 @@ extension Engine {
 }
 
 extension SpecExtras {
-    /// The fields as the JSON members a notification object has for them.
+    /// The fields as the JSON members a notification object has for them (`expiresAfter` in
+    /// milliseconds here), in ``NotificationField`` order, then `seed` when not 0.
     var json: JSONObject {
+        var spec = NotificationSpec()
+        fill(&spec)
         var o = JSONObject()
-        if let v = rrule { o.append("rrule", .string(v.description)) }
-        if let v = count { o.append("count", .int(Int64(v))) }
-        if let v = until { o.append("until", .string(v.description)) }
-        if let v = exdates { o.append("exdates", .array(v.map { .string($0.description) })) }
-        if let v = alertBodies { o.append("alertBodies", .array(v.map(JSON.string))) }
-        if let v = expiresAfter { o.append("expiresAfter", .int(v)) }
-        if let v = misfire { o.append("misfire", .string(v.rawValue)) }
-        if let v = ignoreQuietHours { o.append("ignoreQuietHours", .bool(v)) }
-        if let v = enabled { o.append("enabled", .bool(v)) }
-        if let v = keepAfterFiring { o.append("keepAfterFiring", .bool(v)) }
+        for field in NotificationField.extras {
+            let value = field == .expiresAfter ? expiresAfter.map(JSON.int) : field.value(of: spec)
+            if let value { o.append(field.wireName, value) }
+        }
         if seed != 0 { o.append("seed", .int(Int64(bitPattern: seed))) }
         return o
     }
 
-    /// Reads what ``json`` wrote (`expiresAfter` in milliseconds here).
+    /// Reads what ``json`` wrote.
     convenience init(_ r: FieldReader) throws(ChimeError) {
         var spec = NotificationSpec()
-        if let text = try r.string("rrule") {
-            do {
-                spec.rrule = try RecurrenceRule(parsing: text)
-            } catch {
-                throw .invalid("rrule", "\(error)")
-            }
-        }
-        spec.count = try r.integer("count", in: 1...Int64(Int32.max)).map(Int.init)
-        spec.until = try r.dateTime("until")
-        if let values = try r.strings("exdates", maxCount: .max, maxLength: 64) {
-            var dates: [DateTimeValue] = []
-            for text in values {
-                guard let value = DateTimeValue(iso8601: text) else { throw ChimeError.badDate("exdates", text) }
-                dates.append(value)
-            }
-            spec.exdates = dates
-        }
-        spec.alertBodies = try r.strings("alertBodies", maxCount: .max, maxLength: .max)
-        spec.expiresAfter = try r.integer("expiresAfter", in: 1...Int64.max)
-        if let text = try r.string("misfire") {
-            guard let m = Misfire(rawValue: text) else { throw .invalid("misfire", "unknown \(text)") }
-            spec.misfire = m
-        }
-        spec.ignoreQuietHours = try r.bool("ignoreQuietHours")
-        spec.enabled = try r.bool("enabled")
-        spec.keepAfterFiring = try r.bool("keepAfterFiring")
+        for field in NotificationField.extras { try field.decode(r, into: &spec, from: .snapshot) }
         if case .int(let seed)? = r.object["seed"] { spec.seed = UInt64(bitPattern: seed) }
         self.init(spec)
     }

@@ -4,8 +4,8 @@ final class ZoneBox: Sendable {
     init(_ zone: Zone) { self.zone = zone }
 }
 
-/// The fields of a notification that few notifications set, kept out of line so that the
-/// common one stays small.
+/// The fields of a notification that few notifications set (``NotificationField/Storage/extras``),
+/// kept out of line so that the common one stays small.
 final class SpecExtras: Sendable {
     let rrule: RecurrenceRule?
     let count: Int?
@@ -31,6 +31,21 @@ final class SpecExtras: Sendable {
         enabled = spec.enabled
         keepAfterFiring = spec.keepAfterFiring
         seed = spec.seed
+    }
+
+    /// Sets the fields in a spec: what ``init(_:)`` took from it.
+    func fill(_ spec: inout NotificationSpec) {
+        spec.rrule = rrule
+        spec.count = count
+        spec.until = until
+        spec.exdates = exdates
+        spec.alertBodies = alertBodies
+        spec.expiresAfter = expiresAfter
+        spec.misfire = misfire
+        spec.ignoreQuietHours = ignoreQuietHours
+        spec.enabled = enabled
+        spec.keepAfterFiring = keepAfterFiring
+        spec.seed = seed
     }
 
     /// Whether a spec needs extras at all.
@@ -200,23 +215,23 @@ final class StoredNotification: @unchecked Sendable {
 
     /// A notification as scheduled at `at`.
     convenience init(
-        spec: NotificationSpec,
+        spec resolved: ResolvedNotification,
         device: DeviceState,
         zones: inout ZoneInterner,
         version: UInt64,
         at: Instant,
         createdAt: Instant
     ) {
-        var fire = at.milliseconds
-        var fireIsLocal = false
-        switch spec.fireDate {
-        case .local(let local)?:
+        let spec = resolved.spec
+        let fire: Int64
+        let fireIsLocal: Bool
+        switch resolved.fireDate {
+        case .local(let local):
             fire = local.secondsSinceEpoch
             fireIsLocal = true
-        case .instant(let instant)?:
+        case .instant(let instant):
             fire = instant.milliseconds
-        case nil:
-            break
+            fireIsLocal = false
         }
         var zone: ZoneBox?
         if case .named(let z)? = spec.timeZone { zone = zones.box(z) }
@@ -224,25 +239,15 @@ final class StoredNotification: @unchecked Sendable {
         // the array in place would leave a trail of freed buffers among long-lived objects.
         var content = zones.scratch
         content.removeAll(keepingCapacity: true)
-        func member(_ key: String, _ value: JSON?) {
-            guard let value else { return }
-            content.append(UInt8(ascii: ","))
-            JSON.writeString(key, to: &content)
-            content.append(UInt8(ascii: ":"))
-            value.write(to: &content)
-        }
-        member("alertTitle", spec.alertTitle.map(JSON.string))
-        member("alertBody", spec.alertBody.map(JSON.string))
-        member("alertAction", spec.alertAction.map(JSON.string))
-        member("hasAction", spec.hasAction.map(JSON.bool))
-        member("soundName", spec.soundName.map(JSON.string))
-        member("category", spec.category.map(JSON.string))
         var userInfoStart: Int32 = -1
-        if let userInfo = spec.userInfo {
-            member("userInfo", .object([:]))
-            content.removeLast(2)
-            userInfoStart = Int32(content.count)
-            JSON.object(userInfo).write(to: &content)
+        for field in NotificationField.content {
+            guard let value = field.value(of: spec) else { continue }
+            content.append(UInt8(ascii: ","))
+            JSON.writeString(field.wireName, to: &content)
+            content.append(UInt8(ascii: ":"))
+            // `userInfo` comes last: its text is the tail of the content.
+            if field == .userInfo { userInfoStart = Int32(content.count) }
+            value.write(to: &content)
         }
         let exact = exactCopy(content)
         zones.scratch = content
@@ -259,7 +264,7 @@ final class StoredNotification: @unchecked Sendable {
             break
         }
         self.init(
-            id: spec.id ?? "",
+            id: resolved.id,
             device: device,
             fire: fire,
             fireIsLocal: fireIsLocal,
@@ -342,11 +347,9 @@ final class StoredNotification: @unchecked Sendable {
         )
     }
 
-    /// The notification as the client gave it (resolved), for `list`, the journal and snapshots.
-    var spec: NotificationSpec {
+    /// The notification as the client gave it (resolved), for `list`, `preview` and snoozes.
+    var spec: ResolvedNotification {
         var s = NotificationSpec()
-        s.id = id
-        s.fireDate = fireDate
         if let zone {
             s.timeZone = .named(zone.zone)
         } else if zoneIsDevice {
@@ -354,29 +357,12 @@ final class StoredNotification: @unchecked Sendable {
         }
         s.repeatInterval = repeatUnit
         s.leadTime = leadTimeGiven >= 0 ? leadTimeGiven : nil
-        let c = contentObject
-        s.alertTitle = c["alertTitle"]?.stringValue
-        s.alertBody = c["alertBody"]?.stringValue
-        s.alertAction = c["alertAction"]?.stringValue
-        if case .bool(let b)? = c["hasAction"] { s.hasAction = b }
-        s.soundName = c["soundName"]?.stringValue
-        s.category = c["category"]?.stringValue
-        s.userInfo = c["userInfo"]?.objectValue
+        // The content was written from these fields, so it reads back without errors.
+        let content = FieldReader(contentObject)
+        for field in NotificationField.content { try? field.decode(content, into: &s, from: .journal) }
         s.badge = badge
-        if let e = extras {
-            s.rrule = e.rrule
-            s.count = e.count
-            s.until = e.until
-            s.exdates = e.exdates
-            s.alertBodies = e.alertBodies
-            s.expiresAfter = e.expiresAfter
-            s.misfire = e.misfire
-            s.ignoreQuietHours = e.ignoreQuietHours
-            s.enabled = e.enabled
-            s.keepAfterFiring = e.keepAfterFiring
-            s.seed = e.seed
-        }
-        return s
+        extras?.fill(&s)
+        return ResolvedNotification(id: id, fireDate: fireDate, s)
     }
 
     /// The userInfo as an object, for selectors.

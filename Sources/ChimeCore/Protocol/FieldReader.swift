@@ -24,6 +24,12 @@ struct FieldReader {
 
     func has(_ key: String) -> Bool { object[key] != nil }
 
+    /// A member that must be there: `value` as read, or `invalid_argument` "missing".
+    func required<T>(_ value: T?, _ key: String) throws(ChimeError) -> T {
+        guard let value else { throw .invalid(name(key), "missing") }
+        return value
+    }
+
     func wrongType(_ key: String, _ expected: String, _ value: JSON) -> ChimeError {
         .invalid(name(key), "expected \(expected), got \(value.typeDescription)")
     }

@@ -173,6 +173,44 @@ public struct NotificationSpec: Hashable, Sendable {
     }
 }
 
+/// A notification as the engine accepted it: its id given or generated, `after` and `alignTo`
+/// resolved into its fire date. What the journal's schedule entries hold and what a stored
+/// notification is read back as.
+///
+/// The other fields are the spec's (``NotificationField``), read through it:
+/// `resolved.rrule` is `resolved.spec.rrule`.
+@dynamicMemberLookup
+public struct ResolvedNotification: Hashable, Sendable {
+    public let id: String
+    public let fireDate: DateTimeValue
+    /// The fields as given; `id` and `fireDate` are the ones above, `after` and `alignTo` unset.
+    public private(set) var spec: NotificationSpec
+
+    /// - Parameters:
+    ///   - spec: the fields as given; its `id`, `fireDate`, `after` and `alignTo` are replaced.
+    public init(id: String, fireDate: DateTimeValue, _ spec: NotificationSpec) {
+        self.id = id
+        self.fireDate = fireDate
+        var spec = spec
+        spec.id = id
+        spec.fireDate = fireDate
+        spec.after = nil
+        spec.alignTo = nil
+        self.spec = spec
+    }
+
+    /// A spec that is already resolved (read from the journal); nil when its id or fire date is
+    /// missing.
+    public init?(resolved spec: NotificationSpec) {
+        guard let id = spec.id, let fireDate = spec.fireDate, spec.after == nil else { return nil }
+        self.init(id: id, fireDate: fireDate, spec)
+    }
+
+    public subscript<T>(dynamicMember path: KeyPath<NotificationSpec, T>) -> T { spec[keyPath: path] }
+
+    public func effectiveZone(deviceZone: Zone?) -> Zone? { spec.effectiveZone(deviceZone: deviceZone) }
+}
+
 /// A selector (PROTOCOL.md section 3): which of a device's notifications a command acts on.
 public enum Selector: Hashable, Sendable {
     case ids([String])

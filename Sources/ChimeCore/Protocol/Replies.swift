@@ -2,15 +2,15 @@
 public struct Reply: Hashable, Sendable {
     public var op: String
     public var requestId: String?
-    public var outcome: Result<JSONObject, ChimeError>
+    public var outcome: Result<ReplyResult, ChimeError>
 
-    public init(op: String, requestId: String?, outcome: Result<JSONObject, ChimeError>) {
+    public init(op: String, requestId: String?, outcome: Result<ReplyResult, ChimeError>) {
         self.op = op
         self.requestId = requestId
         self.outcome = outcome
     }
 
-    public init(request: Request, result: JSONObject) {
+    public init(request: Request, result: ReplyResult) {
         self.init(op: request.op.rawValue, requestId: request.requestId, outcome: .success(result))
     }
 
@@ -23,6 +23,12 @@ public struct Reply: Hashable, Sendable {
         return false
     }
 
+    /// The command was received again and not applied again (``ReplyResult/duplicate``).
+    public var isDuplicate: Bool {
+        if case .success(.duplicate) = outcome { return true }
+        return false
+    }
+
     public var json: JSONObject {
         var o = JSONObject()
         switch outcome {
@@ -30,7 +36,7 @@ public struct Reply: Hashable, Sendable {
             o.append("ok", true)
             o.append("op", .string(op))
             if let requestId { o.append("requestId", .string(requestId)) }
-            o.append("result", .object(result))
+            o.append("result", .object(result.json))
         case .failure(let error):
             o.append("ok", false)
             o.append("op", .string(op))
@@ -47,6 +53,265 @@ public struct Reply: Hashable, Sendable {
     public var bytes: [UInt8] { JSON.object(json).bytes }
 }
 
+/// The `result` of an `ok` reply, one case per kind of answer (PROTOCOL.md section 3).
+///
+/// The engine builds these; ``json`` writes each exactly as the protocol shows it (members in
+/// that order), and ``init(op:json:)`` reads it back, for the `chime` CLI.
+public enum ReplyResult: Hashable, Sendable {
+    /// `schedule`: `{"scheduled": [{"id", "nextFireDate"}...], "replaced": N}`.
+    case scheduled(Scheduled)
+    /// `cancel`: `{"cancelled": [ids]}`.
+    case cancelled(ids: [String])
+    /// `pause`: `{"paused": [ids]}`.
+    case paused(ids: [String])
+    /// `resume`: `{"resumed": [ids]}`.
+    case resumed(ids: [String])
+    /// `device`: the device as it now is.
+    case device(DeviceStatus)
+    /// `snooze`: `{"id", "nextFireDate"}`, the id being the notification snoozed.
+    case snoozed(NextFire)
+    /// `list`: one page.
+    case listed(ListPage)
+    /// `preview`: `{"fireDates": [...]}`.
+    case previewed(fireDates: [Instant])
+    /// A command that changes state, received again and not applied again: `{"duplicate": true}`.
+    case duplicate
+
+    /// A notification's id and its next delivery (nil: paused or finished).
+    public struct NextFire: Hashable, Sendable {
+        public var id: String
+        public var nextFireDate: Instant?
+
+        public init(id: String, nextFireDate: Instant?) {
+            self.id = id
+            self.nextFireDate = nextFireDate
+        }
+    }
+
+    public struct Scheduled: Hashable, Sendable {
+        /// Each notification of the command, in its order.
+        public var scheduled: [NextFire]
+        /// How many notifications `replace` removed.
+        public var replaced: Int
+
+        public init(scheduled: [NextFire], replaced: Int) {
+            self.scheduled = scheduled
+            self.replaced = replaced
+        }
+    }
+
+    public struct DeviceStatus: Hashable, Sendable {
+        public var deviceId: String
+        public var timeZone: Zone?
+        /// The counter as the device has been told (changes in flight included).
+        public var badge: Int
+        public var quietHours: QuietHours?
+        /// How many notifications it holds.
+        public var pending: Int
+
+        public init(deviceId: String, timeZone: Zone?, badge: Int, quietHours: QuietHours?, pending: Int) {
+            self.deviceId = deviceId
+            self.timeZone = timeZone
+            self.badge = badge
+            self.quietHours = quietHours
+            self.pending = pending
+        }
+    }
+
+    public struct ListPage: Hashable, Sendable {
+        public var notifications: [ListedNotification]
+        /// Where the next page starts; nil on the last page.
+        public var cursor: String?
+
+        public init(notifications: [ListedNotification], cursor: String?) {
+            self.notifications = notifications
+            self.cursor = cursor
+        }
+    }
+
+    /// Whether this is ``duplicate``.
+    public var isDuplicate: Bool { self == .duplicate }
+
+    /// The `result` object.
+    public var json: JSONObject {
+        switch self {
+        case .scheduled(let s):
+            return [
+                "scheduled": .array(s.scheduled.map { .object($0.json) }),
+                "replaced": .int(Int64(s.replaced)),
+            ]
+        case .cancelled(let ids): return ["cancelled": .array(ids.map(JSON.string))]
+        case .paused(let ids): return ["paused": .array(ids.map(JSON.string))]
+        case .resumed(let ids): return ["resumed": .array(ids.map(JSON.string))]
+        case .device(let d):
+            return [
+                "deviceId": .string(d.deviceId),
+                "timeZone": d.timeZone.map { .string($0.identifier) } ?? .null,
+                "badge": .int(Int64(d.badge)),
+                "quietHours": Replies.quietHours(d.quietHours),
+                "pending": .int(Int64(d.pending)),
+            ]
+        case .snoozed(let next): return next.json
+        case .listed(let page):
+            return [
+                "notifications": .array(page.notifications.map { .object($0.json) }),
+                "cursor": page.cursor.map(JSON.string) ?? .null,
+            ]
+        case .previewed(let dates): return ["fireDates": .array(dates.map { .string($0.rfc3339()) })]
+        case .duplicate: return ["duplicate": true]
+        }
+    }
+
+    /// Reads the `result` of an `ok` reply to `op`.
+    /// - Throws: ``ChimeError`` `invalid_argument`, naming the member that is missing or wrong.
+    public init(op: Operation, json o: JSONObject) throws(ChimeError) {
+        if o.count == 1, o["duplicate"] == true {
+            self = .duplicate
+            return
+        }
+        // `null` stands for a value that is not there (`cursor`, `timeZone`, `quietHours`).
+        let r = FieldReader(JSONObject(o.members.filter { !$0.value.isNull }.map { ($0.key, $0.value) }))
+        func strings(_ key: String) throws(ChimeError) -> [String] {
+            try r.required(try r.strings(key, maxCount: .max, maxLength: .max), key)
+        }
+        switch op {
+        case .schedule:
+            var items: [NextFire] = []
+            for (i, item) in try r.required(try r.array("scheduled", maxCount: .max), "scheduled").enumerated() {
+                guard case .object(let row) = item else { throw .invalid("scheduled[\(i)]", "expected an object") }
+                items.append(try NextFire(FieldReader(row, path: "scheduled[\(i)].")))
+            }
+            let replaced = try r.required(try r.integer("replaced", in: 0...Int64(Int32.max)), "replaced")
+            self = .scheduled(Scheduled(scheduled: items, replaced: Int(replaced)))
+        case .cancel: self = .cancelled(ids: try strings("cancelled"))
+        case .pause: self = .paused(ids: try strings("paused"))
+        case .resume: self = .resumed(ids: try strings("resumed"))
+        case .device:
+            var zone: Zone?
+            if let name = try r.string("timeZone") {
+                guard let z = Zone(identifier: name) else { throw .invalid("timeZone", "unknown zone \(quoted(name))") }
+                zone = z
+            }
+            var quiet: QuietHours?
+            if let q = try r.object("quietHours") {
+                let qr = FieldReader(q, path: "quietHours.")
+                func time(_ key: String) throws(ChimeError) -> TimeOfDay {
+                    let text = try qr.required(try qr.string(key), key)
+                    return try qr.required(TimeOfDay(parsing: text), key)
+                }
+                quiet = QuietHours(start: try time("start"), end: try time("end"))
+            }
+            self = .device(
+                DeviceStatus(
+                    deviceId: try r.required(try r.string("deviceId"), "deviceId"),
+                    timeZone: zone,
+                    badge: Int(try r.required(try r.integer("badge", in: 0...Int64(Int32.max)), "badge")),
+                    quietHours: quiet,
+                    pending: Int(try r.required(try r.integer("pending", in: 0...Int64(Int32.max)), "pending"))
+                )
+            )
+        case .snooze: self = .snoozed(try NextFire(r))
+        case .list:
+            var rows: [ListedNotification] = []
+            let items = try r.required(try r.array("notifications", maxCount: .max), "notifications")
+            for (i, item) in items.enumerated() {
+                guard case .object(let row) = item else {
+                    throw .invalid("notifications[\(i)]", "expected an object")
+                }
+                rows.append(try ListedNotification(FieldReader(row, path: "notifications[\(i)].")))
+            }
+            self = .listed(ListPage(notifications: rows, cursor: try r.string("cursor", maxLength: .max)))
+        case .preview:
+            var dates: [Instant] = []
+            for (i, text) in try strings("fireDates").enumerated() {
+                dates.append(try Replies.instant(text, field: "fireDates[\(i)]"))
+            }
+            self = .previewed(fireDates: dates)
+        }
+    }
+}
+
+extension ReplyResult.NextFire {
+    var json: JSONObject { ["id": .string(id), "nextFireDate": Replies.instant(nextFireDate)] }
+
+    init(_ r: FieldReader) throws(ChimeError) {
+        guard let id = try r.string("id") else { throw .invalid(r.name("id"), "missing") }
+        self.init(id: id, nextFireDate: try Replies.optionalInstant(r, "nextFireDate"))
+    }
+}
+
+/// A row of a `list` reply: the notification as scheduled (resolved), and its state.
+public struct ListedNotification: Hashable, Sendable {
+    /// The fields as scheduled. Read back from a reply, its `enabled` (when it was given) is the
+    /// current state, which the row shows in the field's place.
+    public var notification: ResolvedNotification
+    /// Nil when paused or finished.
+    public var nextFireDate: Instant?
+    public var enabled: Bool
+    public var firedCount: Int
+    public var lastFiredAt: Instant?
+    public var createdAt: Instant
+    public var updatedAt: Instant
+
+    public init(
+        notification: ResolvedNotification,
+        nextFireDate: Instant?,
+        enabled: Bool,
+        firedCount: Int,
+        lastFiredAt: Instant?,
+        createdAt: Instant,
+        updatedAt: Instant
+    ) {
+        self.notification = notification
+        self.nextFireDate = nextFireDate
+        self.enabled = enabled
+        self.firedCount = firedCount
+        self.lastFiredAt = lastFiredAt
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+
+    /// The notification's fields (``NotificationField`` order), then its state. `enabled` may be
+    /// among the fields as scheduled: the current state replaces it there.
+    public var json: JSONObject {
+        var o = NotificationCoding.encode(notification.spec)
+        o["nextFireDate"] = Replies.instant(nextFireDate)
+        o["enabled"] = .bool(enabled)
+        o["firedCount"] = .int(Int64(firedCount))
+        o["lastFiredAt"] = Replies.instant(lastFiredAt)
+        o["createdAt"] = .string(createdAt.rfc3339())
+        o["updatedAt"] = .string(updatedAt.rfc3339())
+        return o
+    }
+
+    init(_ r: FieldReader) throws(ChimeError) {
+        var spec = try NotificationCoding.decode(r, limits: nil)
+        // `enabled` after the state's first member was not among the fields as scheduled.
+        let keys = r.object.keys
+        if let at = keys.firstIndex(of: "enabled"), let state = keys.firstIndex(of: "nextFireDate"), at > state {
+            spec.enabled = nil
+        }
+        guard let resolved = ResolvedNotification(resolved: spec) else {
+            throw .invalid(r.name("id"), "missing (a listed notification has an id and a fireDate)")
+        }
+        self.init(
+            notification: resolved,
+            nextFireDate: try Replies.optionalInstant(r, "nextFireDate"),
+            enabled: try r.required(try r.bool("enabled"), "enabled"),
+            firedCount: Int(try r.required(try r.integer("firedCount", in: 0...Int64.max), "firedCount")),
+            lastFiredAt: try Replies.optionalInstant(r, "lastFiredAt"),
+            createdAt: try Replies.instant(
+                try r.required(try r.string("createdAt"), "createdAt"),
+                field: r.name("createdAt")
+            ),
+            updatedAt: try Replies.instant(
+                try r.required(try r.string("updatedAt"), "updatedAt"),
+                field: r.name("updatedAt")
+            )
+        )
+    }
+}
+
 /// The JSON forms of values that replies show.
 enum Replies {
     static func quietHours(_ quiet: QuietHours?) -> JSON {
@@ -56,5 +321,17 @@ enum Replies {
 
     static func instant(_ instant: Instant?) -> JSON {
         instant.map { .string($0.rfc3339()) } ?? .null
+    }
+
+    /// An RFC 3339 instant a reply shows.
+    static func instant(_ text: String, field: String) throws(ChimeError) -> Instant {
+        guard case .instant(let instant)? = DateTimeValue(iso8601: text) else { throw ChimeError.badDate(field, text) }
+        return instant
+    }
+
+    /// An instant or `null` (or absent).
+    static func optionalInstant(_ r: FieldReader, _ key: String) throws(ChimeError) -> Instant? {
+        if r.object[key]?.isNull ?? true { return nil }
+        return try instant(try r.string(key, maxLength: 64) ?? "", field: r.name(key))
     }
 }

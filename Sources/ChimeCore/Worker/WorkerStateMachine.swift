@@ -531,7 +531,7 @@ public struct WorkerStateMachine {
         switch engine.decide(request, now: now, random: &random) {
         case .reply(let reply):
             if !reply.isOK { stats.errors += 1 }
-            if case .success(let result) = reply.outcome, result["duplicate"] == true {
+            if reply.isDuplicate {
                 stats.duplicates += 1
                 log(
                     .info,
@@ -584,8 +584,11 @@ public struct WorkerStateMachine {
         case .command(let request, let entry, let replyTo):
             switch outcome {
             case .success:
-                let result = engine.apply(entry, key: request.key) ?? [:]
-                queueReply(Reply(request: request, result: result), to: replyTo)
+                // A command entry always has a result (nil is for delivery records).
+                let reply =
+                    engine.apply(entry, key: request.key).map { Reply(request: request, result: $0) }
+                    ?? Reply(request: request, error: ChimeError(.internal, "the command had no result"))
+                queueReply(reply, to: replyTo)
             case .failure(let error):
                 stats.errors += 1
                 log(.error, "journal write failed; command refused", ["error": "\(error)"], into: &actions)
