@@ -1,75 +1,24 @@
 import ChimeCore
 import ChimeJournal
-import Dispatch
-import Synchronization
+import ChimeSupport
 
 extension Engine {
-    /// Rebuilds the engine from what the journal recovered in `directory`: the snapshot's
-    /// entries, then every record after it, then the timers.
-    ///
-    /// - Parameters:
-    ///   - progress: called every 4096 entries with the phase, how many are done and how many
-    ///     there are, for start-up logging.
-    ///   - timings: the milliseconds each phase took (`snapshotMs`, `journalMs`, `armMs`).
+    /// ``Engine/replaying(_:configuration:directory:progress:timings:)`` with the worker's error
+    /// and phase times in milliseconds, as `Worker.recover()` reports them.
     /// - Throws: ``WorkerError`` naming the snapshot or record that cannot be read.
-    public static func recovered(
+    static func recovered(
         from recovery: Recovery,
         configuration: EngineConfiguration = EngineConfiguration(),
         directory: String,
         progress: (_ phase: String, _ done: Int, _ total: Int) -> Void = { _, _, _ in },
         timings: ((String, Int64) -> Void)? = nil
     ) throws(WorkerError) -> Engine {
-        var phaseStart = ContinuousClock.now
-        func phaseEnded(_ name: String) {
-            let now = ContinuousClock.now
-            timings?(name, milliseconds(now - phaseStart))
-            phaseStart = now
-        }
-        // The records are decoded on another thread while the snapshot is restored here: decoding
-        // is pure, and on a large directory both take a good part of the start-up.
-        let records = recovery.records
-        let decoded = Mutex<[Result<(entry: JournalEntry, key: CommandKey?), JournalEntryError>]?>(nil)
-        let decoding = DispatchGroup()
-        DispatchQueue.global().async(group: decoding) {
-            let entries = records.map { record in
-                Result { () throws(JournalEntryError) in
-                    try JournalEntry.decodeRecord(kind: record.type, payload: record.payload)
-                }
+        do {
+            return try replaying(recovery, configuration: configuration, directory: directory, progress: progress) {
+                timings?($0, milliseconds($1))
             }
-            decoded.withLock { $0 = entries }
+        } catch {
+            throw WorkerError(error.message)
         }
-
-        let engine = Engine(configuration: configuration)
-        engine.beginRecovery()
-        if let snapshot = recovery.snapshot {
-            engine.reserveCapacity(forSnapshotEntries: snapshot.entries)
-            for (i, entry) in snapshot.entries.enumerated() {
-                do {
-                    try engine.restore(snapshotEntry: entry)
-                } catch {
-                    throw WorkerError("snapshot \(snapshot.sequence) in \(directory): \(error)")
-                }
-                if i & 0xFFF == 0 { progress("snapshot", i, snapshot.entries.count) }
-            }
-        }
-        decoding.wait()
-        phaseEnded("snapshotMs")
-        let entries = decoded.withLock { $0 ?? [] }
-        for (i, (record, entry)) in zip(records, entries).enumerated() {
-            do {
-                let (entry, key) = try entry.get()
-                engine.apply(entry, key: key)
-            } catch {
-                throw WorkerError(
-                    "journal record \(record.sequence) in \(directory) cannot be read: \(error); "
-                        + "run `chime journal verify \(directory)`"
-                )
-            }
-            if i & 0xFFF == 0 { progress("journal", i, records.count) }
-        }
-        phaseEnded("journalMs")
-        engine.finishRecovery()
-        phaseEnded("armMs")
-        return engine
     }
 }

@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeJournal
 import ChimeMQTT
+import ChimeSupport
 import Foundation
 import Synchronization
 

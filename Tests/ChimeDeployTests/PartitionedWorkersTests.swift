@@ -121,7 +121,7 @@ func journaledDevices(_ directory: String) throws -> Set<String> {
             failures.append("\(error)")
         }
     }
-    if !failures.isEmpty { throw TestSupportError("undecodable records in \(directory): \(failures)") }
+    if !failures.isEmpty { throw HarnessError("undecodable records in \(directory): \(failures)") }
     return devices
 }
 

@@ -1,5 +1,6 @@
 import ChimeCore
 import ChimeMQTT
+import ChimeSupport
 import ChimeTestSupport
 import ChimeWorker
 import Foundation

@@ -50,7 +50,7 @@ public struct Logger: Sendable {
         _ metadata: KeyValuePairs<String, String> = [:]
     ) {
         guard level >= self.level else { return }
-        let now = Instant(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded()))
+        let now = wallClock()
         var bytes: [UInt8]
         switch format {
         case .text:
