@@ -33,36 +33,47 @@ let package = Package(
         .target(name: "ChimeTime", swiftSettings: swiftSettings),
         // Pure core: JSON, protocol codec, model, engine state machine. Foundation only.
         .target(name: "ChimeCore", dependencies: ["ChimeTime"], swiftSettings: swiftSettings),
-        // The only code that touches the data directory.
-        .target(name: "ChimeJournal", swiftSettings: swiftSettings),
+        // The only code that touches the data directory: the journal, snapshots, and the engine's
+        // state read from and written to them (recovery, repartitioning).
+        .target(name: "ChimeJournal", dependencies: ["ChimeCore"], swiftSettings: swiftSettings),
         // The only code that imports CMosquitto.
         .target(name: "ChimeMQTT", dependencies: ["CMosquitto"], swiftSettings: swiftSettings),
         // The only code that imports CMicroHTTPD: a small bounded HTTP/1.1 responder.
         .target(name: "ChimeHTTP", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
+        // What chimed and chime share: flags, usage errors, logging, signals, clocks, the version.
+        .target(name: "ChimeSupport", dependencies: ["ChimeCore"], swiftSettings: swiftSettings),
         // Wiring: configuration, services, the engine loop, signals.
         .target(
             name: "ChimeWorker",
-            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeHTTP"],
+            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeHTTP", "ChimeSupport"],
             swiftSettings: swiftSettings
         ),
         // The `chime` command-line tool's commands, as a library the thin executable runs.
         .target(
             name: "ChimeCLI",
-            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeWorker"],
+            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeSupport"],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(name: "chimed", dependencies: ["ChimeCore", "ChimeWorker"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "chimed",
+            dependencies: ["ChimeCore", "ChimeWorker", "ChimeSupport"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(name: "chime", dependencies: ["ChimeCLI"], swiftSettings: swiftSettings),
+        // What the benchmark and the tests share: a mosquitto on a free loopback port, child
+        // processes, temporary directories, a seeded random generator, the hostile rules.
+        .target(name: "ChimeHarness", dependencies: ["ChimeMQTT"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "ChimeBench",
-            dependencies: ["ChimeTime", "ChimeCore", "ChimeMQTT", "ChimeWorker", "ChimeTestSupport"],
+            dependencies: ["ChimeTime", "ChimeCore", "ChimeMQTT", "ChimeHarness"],
             swiftSettings: swiftSettings
         ),
 
-        // Helpers shared by the test targets: a temporary broker, temporary directories, processes.
+        // Helpers only the tests use (the harness, re-exported, besides): a fault-injecting file
+        // system, waiting for a condition, recording MQTT events, a chimed process.
         .target(
             name: "ChimeTestSupport",
-            dependencies: ["ChimeCore", "ChimeMQTT", "ChimeWorker"],
+            dependencies: ["ChimeCore", "ChimeHarness", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeWorker"],
             path: "Tests/ChimeTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -90,25 +101,29 @@ let package = Package(
         ),
         .testTarget(
             name: "ChimeMQTTTests",
-            dependencies: ["ChimeMQTT", "ChimeTestSupport"],
+            dependencies: ["ChimeMQTT", "ChimeHarness", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "ChimeWorkerTests",
-            dependencies: ["ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimeTestSupport"],
+            dependencies: [
+                "ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimeSupport", "ChimeTestSupport",
+            ],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         // The built `chime` binary run as a person would, against a real broker and chimed.
         .testTarget(
             name: "ChimeCLITests",
-            dependencies: ["ChimeCLI", "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeTestSupport"],
+            dependencies: ["ChimeCLI", "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         // deploy/ as shipped: broker configs and ACLs, partitioned workers.
         .testTarget(
             name: "ChimeDeployTests",
-            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeWorker", "ChimeTestSupport"],
+            dependencies: [
+                "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeWorker", "ChimeTestSupport",
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,5 +1,5 @@
 import ChimeCore
-import ChimeTestSupport
+import ChimeHarness
 import ChimeTime
 import Foundation
 

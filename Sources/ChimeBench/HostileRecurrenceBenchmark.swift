@@ -1,4 +1,4 @@
-import ChimeTestSupport
+import ChimeHarness
 import ChimeTime
 import Foundation
 

@@ -1,5 +1,5 @@
+import ChimeHarness
 import ChimeMQTT
-import ChimeTestSupport
 import ChimeTime
 import Foundation
 

@@ -1,4 +1,4 @@
-import ChimeWorker
+import ChimeSupport
 import Dispatch
 import Foundation
 import Synchronization
@@ -118,8 +118,8 @@ struct Dispatcher: Sendable {
     func fail(_ failure: CLIFailure) -> Int32 {
         switch failure.kind {
         case .usage:
-            let hint = failure.command.map { "try chime \($0) --help" } ?? "try chime --help"
-            console.err("chime\(failure.command.map { " \($0)" } ?? ""): \(failure.message)\n\(hint)")
+            let program = "chime" + (failure.command.map { " \($0)" } ?? "")
+            console.err(UsageError(failure.message).report(program: program))
         case .reply:
             console.err(failure.message)
         case .failed, .unreachable:

@@ -1,5 +1,5 @@
 import ChimeCore
-import ChimeWorker
+import ChimeSupport
 import Foundation
 
 /// One `chime` command: its name, its help, the flags it takes and what it does.
@@ -118,7 +118,7 @@ enum ExitStatus {
     /// chimed answered with an error, a check failed, or a local operation (journal) failed.
     static let error: Int32 = 1
     /// The command line is wrong.
-    static let usage: Int32 = 2
+    static let usage = UsageError.exitStatus
     /// The broker could not be reached, or nothing answered within `--timeout`.
     static let unreachable: Int32 = 3
 

@@ -1,6 +1,6 @@
 import ChimeCore
 import ChimeMQTT
-import ChimeWorker
+import ChimeSupport
 import Foundation
 
 /// How to reach chimed: the broker, the topic prefix, the reply wait and the MQTT version.
@@ -100,7 +100,7 @@ struct ConnectionOptions: Sendable {
 
     /// The timeout as the user wrote it, for messages.
     var timeoutText: String {
-        let ms = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        let ms = milliseconds(timeout)
         return ms % 1000 == 0 ? "\(ms / 1000)s" : "\(ms)ms"
     }
 }

@@ -1,5 +1,5 @@
 import ChimeCore
-import ChimeWorker
+import ChimeSupport
 
 /// What every command addressed to one device shares: the connection, `--device`, `--raw`, and
 /// the open-send-print sequence.

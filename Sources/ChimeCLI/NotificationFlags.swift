@@ -1,5 +1,5 @@
 import ChimeCore
-import ChimeWorker
+import ChimeSupport
 
 /// The flags that describe a notification, shared by `schedule`, `preview` and `next`, and the
 /// protocol object (PROTOCOL.md section 2) they build.

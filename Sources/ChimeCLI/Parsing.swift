@@ -1,5 +1,5 @@
 import ChimeCore
-import ChimeWorker
+import ChimeSupport
 import Foundation
 
 /// Parsers for the human-friendly values on `chime`'s command line. Each throws a ``UsageError``

@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeJournal
 import ChimeMQTT
+import ChimeSupport
 import Foundation
 
 /// Everything `chimed` is told at start-up (PROTOCOL.md section 6), validated once.

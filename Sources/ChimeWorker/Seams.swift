@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeJournal
 import ChimeMQTT
+import ChimeSupport
 import Foundation
 
 /// Where the worker keeps what it acknowledged: the journal in the data directory today.
@@ -170,11 +171,6 @@ final class MQTTTransport: WorkerTransport {
 
 /// The system's clocks.
 struct SystemClock: WorkerClock {
-    func now() -> Instant {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Instant(milliseconds: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
-    }
-
+    func now() -> Instant { wallClock() }
     func monotonic() -> ContinuousClock.Instant { .now }
 }

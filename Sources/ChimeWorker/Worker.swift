@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeJournal
 import ChimeMQTT
+import ChimeSupport
 import Foundation
 
 /// `chimed`: recovers the data directory, connects to the broker and runs the engine loop.
@@ -68,8 +69,8 @@ public final class Worker: Sendable {
         var lastProgress = ContinuousClock.now
         let engine: Engine
         do {
-            engine = try Engine.recovered(
-                from: recovery,
+            engine = try Engine.replaying(
+                recovery,
                 configuration: configuration.engine,
                 directory: configuration.dataDirectory
             ) { phase, done, total in
@@ -77,11 +78,11 @@ public final class Worker: Sendable {
                 lastProgress = .now
                 logger.info("recovering", ["phase": phase, "done": "\(done)", "total": "\(total)"])
             } timings: {
-                phaseMs[$0] = $1
+                phaseMs[$0] = milliseconds($1)
             }
         } catch {
             try? journal.close()
-            throw error
+            throw WorkerError(error.message)
         }
         logger.notice(
             "ready",
@@ -164,15 +165,6 @@ func redacted(_ url: String) -> String {
     let credentials = url[scheme.upperBound..<at]
     guard let colon = credentials.firstIndex(of: ":") else { return url }
     return url.replacingCharacters(in: colon..<at, with: ":***")
-}
-
-/// A duration in seconds, with its fraction.
-func seconds(_ d: Duration) -> Double {
-    Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-}
-
-func milliseconds(_ d: Duration) -> Int64 {
-    d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
 }
 
 extension WorkerStateMachine.Policy {

@@ -1,5 +1,6 @@
 import ChimeCore
 import ChimeMQTT
+import ChimeSupport
 
 /// The loop thread: hands each event to the ``WorkerStateMachine`` and carries out what it
 /// decides against three seams, a store, a transport and a clock. Every decision is the

@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeSupport
 import ChimeWorker
 import Foundation
 
@@ -27,8 +28,8 @@ do throws(UsageError) {
     if let extra = flags.positional.first { throw UsageError("unexpected argument \"\(extra)\"") }
     configuration = try WorkerConfiguration(flags: flags)
 } catch {
-    FileHandle.standardError.write(Data("chimed: \(error.message)\ntry `chimed --help`\n".utf8))
-    exit(2)
+    FileHandle.standardError.write(Data((error.report(program: "chimed") + "\n").utf8))
+    exit(UsageError.exitStatus)
 }
 
 let logger = Logger(level: configuration.logLevel, format: configuration.logFormat)

@@ -144,14 +144,33 @@ import Testing
             return Set(ids) == Set(aims.indices.map { "aim-\($0)" })
         }
         #expect(aReplies, "A's replies: \(a.messages.map(\.topic))")
-        try await Task.sleep(for: .milliseconds(300))
+        // Positive controls, not a pause: a command of B's, served after A's, is answered on B's
+        // replies topic (the path a reply aimed at B would have taken); then one more of A's, answered
+        // after it on A's. Once each is here, whatever chimed sent before it on that path is here too.
+        func replied(_ requestId: String, on topic: String) -> @Sendable ([MQTTMessage]) -> Bool {
+            { messages in
+                messages.contains {
+                    $0.topic == topic && (try? RecordingClient.object($0.payload))?["requestId"] == .string(requestId)
+                }
+            }
+        }
+        for (client, device) in [(b, "phone-b"), (a, "phone-a")] {
+            try await client.requester.publish(
+                topic: "chime/\(device)/cmd/list",
+                payload: Array(#"{"requestId":"marker"}"#.utf8),
+                timeout: .seconds(10)
+            )
+            let answered = await client.wait(until: replied("marker", on: "chime/\(device)/replies"))
+            #expect(answered, "no reply to \(device)'s marker: \(client.messages.map(\.topic))")
+        }
 
         let leaked = a.messages.map(\.topic).filter { !$0.hasPrefix("chime/phone-a/") }
         #expect(leaked.isEmpty)
-        // B got exactly its two deliveries and its one reply: nothing A sent reached it.
+        // B got exactly its two deliveries and its two replies: nothing A sent reached it.
         #expect(
             b.messages.map(\.topic).sorted() == [
                 "chime/phone-b/notifications", "chime/phone-b/notifications", "chime/phone-b/replies",
+                "chime/phone-b/replies",
             ]
         )
         let delivered = b.messages.filter { $0.topic == "chime/phone-b/notifications" }.compactMap {

@@ -1,5 +1,6 @@
 import ChimeCore
 import ChimeMQTT
+import ChimeSupport
 import ChimeTestSupport
 import ChimeWorker
 import Foundation
@@ -88,7 +89,7 @@ struct Accounts {
             aclFile: aclFile
         )
         guard status == .exited(0), output.count == 1, let password = output.first, password.count >= 16 else {
-            throw TestSupportError(
+            throw HarnessError(
                 "chime-accounts add \(role) \(name): \(String(describing: status)) \(output) \(errors)"
             )
         }
@@ -138,7 +139,7 @@ enum ProductionBroker {
             }
         }
         guard rewritten == ["password_file", "acl_file", "persistence_location"] else {
-            throw TestSupportError("\(config) lacks one of password_file, acl_file, persistence_location")
+            throw HarnessError("\(config) lacks one of password_file, acl_file, persistence_location")
         }
         return lines
     }
@@ -170,7 +171,7 @@ final class SecuredDeployment: Sendable {
         for device in devices { try await accounts.add("device", device) }
         // The accounts above are the ACL's own: the script must have left it as shipped.
         guard try Data(contentsOf: URL(fileURLWithPath: acl)) == shippedACL else {
-            throw TestSupportError("chime-accounts changed the shipped ACL")
+            throw HarnessError("chime-accounts changed the shipped ACL")
         }
         let persistence = files.appending("broker")
         try FileManager.default.createDirectory(atPath: persistence, withIntermediateDirectories: false)
@@ -197,7 +198,7 @@ final class SecuredDeployment: Sendable {
         do {
             try await chimed.start()
         } catch {
-            throw TestSupportError("\(error)\nbroker log:\n\(broker.log)")
+            throw HarnessError("\(error)\nbroker log:\n\(broker.log)")
         }
     }
 
@@ -276,19 +277,14 @@ final class RecordingClient: Sendable {
 
     static func object(_ payload: [UInt8]) throws -> JSONObject {
         guard case .object(let o) = try JSON(parsing: payload) else {
-            throw TestSupportError("not a JSON object: \(String(decoding: payload, as: UTF8.self))")
+            throw HarnessError("not a JSON object: \(String(decoding: payload, as: UTF8.self))")
         }
         return o
     }
 
     /// Waits until `condition` holds for the messages received, or `timeout` passes.
     func wait(timeout: Duration = .seconds(10), until condition: ([MQTTMessage]) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !condition(messages) {
-            if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return true
+        await eventually(timeout: timeout) { condition(messages) }
     }
 }
 

@@ -315,7 +315,7 @@ final class WorkerWatch: Sendable {
         try #require(arrived, "no stats from \(workerId)")
         let stats = try RecordingClient.object(client.messages(where: { $0.topic.hasSuffix("/stats") })[seen].payload)
         guard case .int(let count)? = stats["reconnects"] else {
-            throw TestSupportError("no reconnects in \(JSON.object(stats).text)")
+            throw HarnessError("no reconnects in \(JSON.object(stats).text)")
         }
         return count
     }

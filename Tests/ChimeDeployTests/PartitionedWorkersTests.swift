@@ -62,7 +62,6 @@ import Testing
             let expected = ["n"] + (repeating.contains(device) ? ["series"] : [])
             #expect(ids == expected, "\(device)")
         }
-        let sent = commands.count + cancels.count + lists.count
 
         // Every delivery exactly once: 300 one-shots and three occurrences of each series.
         let expectedDeliveries = devices.count + 3 * repeating.count
@@ -70,11 +69,26 @@ import Testing
             messages.filter { $0.topic.hasSuffix("/notifications") }.count >= expectedDeliveries
         }
         #expect(arrived)
-        // Late duplicates would come within a moment; give them one.
-        try await Task.sleep(for: .seconds(2))
+        // A positive control for late duplicates, not a pause: one more notification per device, due
+        // after everything above. A device's deliveries come in order on its topic, so once its marker
+        // is here, a duplicate of an earlier one would be here too.
+        let markers = devices.map {
+            (device: $0, op: ChimeCore.Operation.schedule, payload: #"{"id":"end","after":1}"#)
+        }
+        for (device, reply) in zip(devices, try await client.send(markers)) {
+            #expect(reply["ok"] == true, "\(device): \(JSON.object(reply).text)")
+        }
+        func isMarker(_ message: MQTTMessage) -> Bool {
+            message.topic.hasSuffix("/notifications") && (try? RecordingClient.object(message.payload))?["id"] == "end"
+        }
+        let markersArrived = await client.wait(timeout: .seconds(60)) { messages in
+            Set(messages.filter(isMarker).map(\.topic)).count == devices.count
+        }
+        #expect(markersArrived)
+        let sent = commands.count + cancels.count + lists.count + markers.count
         var count: [String: Int] = [:]
         var idsByDevice: [String: [String]] = [:]
-        for message in client.messages where message.topic.hasSuffix("/notifications") {
+        for message in client.messages where message.topic.hasSuffix("/notifications") && !isMarker(message) {
             let delivery = try RecordingClient.object(message.payload)
             let device = delivery["deviceId"]?.stringValue ?? "?"
             #expect(message.topic == "chime/\(device)/notifications")
@@ -94,7 +108,7 @@ import Testing
         let perWorker = await cluster.commandCounts(in: client, total: sent)
         #expect(perWorker.reduce(0, +) == sent, "counted \(perWorker)")
         for k in 0..<Self.partitionCount {
-            let mine = (commands.map(\.device) + doomed + listed).filter { owner($0) == k }.count
+            let mine = (commands.map(\.device) + doomed + listed + devices).filter { owner($0) == k }.count
             #expect(perWorker[k] == mine, "worker \(k)")
         }
 
@@ -121,7 +135,7 @@ func journaledDevices(_ directory: String) throws -> Set<String> {
             failures.append("\(error)")
         }
     }
-    if !failures.isEmpty { throw TestSupportError("undecodable records in \(directory): \(failures)") }
+    if !failures.isEmpty { throw HarnessError("undecodable records in \(directory): \(failures)") }
     return devices
 }
 

@@ -2,7 +2,6 @@ import ChimeCore
 import ChimeJournal
 import ChimeMQTT
 import ChimeTestSupport
-import ChimeWorker
 import Foundation
 import Testing
 
@@ -71,11 +70,10 @@ import Testing
         // lists as fired.
         var before: [String: JSONObject] = [:]
         var fired = 0
-        for _ in 0..<100 {
+        _ = try await eventually {
             before = try await state(of: devices, via: client)
             fired = before.values.filter { JSON.object($0).text.contains(#""firedCount":1"#) }.count
-            if fired == firing { break }
-            try await Task.sleep(for: .milliseconds(50))
+            return fired == firing
         }
         #expect(fired == firing)
         // chimed's own snapshots (SIGUSR1), snoozes included, then records after them: the inputs
@@ -132,11 +130,13 @@ import Testing
             }
         )
         var current: [String: JSONObject] = [:]
-        for _ in 0..<100 {
-            current = try await state(of: devices, via: client)
-            if current[moved].map({ JSON.object($0).text.contains("after-move") }) == false { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        #expect(
+            try await eventually {
+                current = try await state(of: devices, via: client)
+                return current[moved].map { JSON.object($0).text.contains("after-move") } == false
+            },
+            "the delivery of after-move is not recorded"
+        )
         await new.stop()
 
         // 3 -> 2: the inputs now hold a snapshot and records written after it.
@@ -238,22 +238,13 @@ private func state(of devices: [String], via client: RecordingClient) async thro
 
 /// The snapshot entries of a data directory written by repartition (no records after it yet).
 private func snapshotEntries(_ directory: String) throws -> [[UInt8]] {
-    // repartition has just closed it: a process another test is spawning may hold the lock for an
-    // instant (see openJournal in Repartition.swift).
-    var attempt = 0
-    while true {
-        do {
-            let (journal, recovery) = try Journal.open(directory: directory)
-            defer { try? journal.close() }
-            guard let snapshot = recovery.snapshot, recovery.records.isEmpty else {
-                throw TestSupportError("\(directory) holds no snapshot alone")
-            }
-            return snapshot.entries.map(Array.init)
-        } catch let error as JournalError where error.code == .locked && attempt < 20 {
-            attempt += 1
-            usleep(50_000)
-        }
+    // Read without the lock, which a process another test is spawning may hold for an instant
+    // after repartition closed the directory (see openJournal in Repartition.swift).
+    let recovery = try JournalTools.read(directory: directory)
+    guard let snapshot = recovery.snapshot, recovery.records.isEmpty else {
+        throw HarnessError("\(directory) holds no snapshot alone")
     }
+    return snapshot.entries.map(Array.init)
 }
 
 /// The devices a repartitioned directory's snapshot holds.

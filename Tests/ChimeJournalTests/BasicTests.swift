@@ -1,3 +1,4 @@
+import ChimeTestSupport
 import Foundation
 import Testing
 
@@ -44,8 +45,7 @@ import Testing
 
 @Suite struct JournalBasicTests {
     @Test func appendCommitReopen() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, recovery) = try Journal.open(directory: scratch.path, options: JournalOptions())
         #expect(recovery.snapshot == nil && recovery.records.isEmpty && recovery.lastSequence == 0)
         #expect(recovery.warnings.isEmpty)
@@ -67,8 +67,7 @@ import Testing
     }
 
     @Test func closedJournalRefusesWrites() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path)
         try journal.close()
         try journal.close()  // harmless
@@ -76,29 +75,26 @@ import Testing
     }
 
     @Test func directoryThatIsAFile() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
-        Disk.write(scratch.path("file"), [1])
-        #expect(throws: JournalError.badDirectory) { try Journal.open(directory: scratch.path("file")) }
-        #expect(throws: JournalError.badDirectory) { try Journal.open(directory: scratch.path("file/deeper")) }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
+        Disk.write(scratch.appending("file"), [1])
+        #expect(throws: JournalError.badDirectory) { try Journal.open(directory: scratch.appending("file")) }
+        #expect(throws: JournalError.badDirectory) { try Journal.open(directory: scratch.appending("file/deeper")) }
     }
 
     /// Missing parents are created (chimed's `--data-dir /var/lib/chime/data` on a new machine).
     @Test func missingParentsAreCreated() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
-        let (journal, recovery) = try Journal.open(directory: scratch.path("missing/deeper/data"))
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
+        let (journal, recovery) = try Journal.open(directory: scratch.appending("missing/deeper/data"))
         #expect(recovery.records.isEmpty)
         try journal.close()
-        #expect(try JournalTools.contents(of: scratch.path("missing/deeper")) == .entries(["data"]))
-        #expect(try JournalTools.contents(of: scratch.path("nothing")) == .missing)
-        Disk.write(scratch.path("file"), [1])
-        #expect(try JournalTools.contents(of: scratch.path("file")) == .notADirectory)
+        #expect(try JournalTools.contents(of: scratch.appending("missing/deeper")) == .entries(["data"]))
+        #expect(try JournalTools.contents(of: scratch.appending("nothing")) == .missing)
+        Disk.write(scratch.appending("file"), [1])
+        #expect(try JournalTools.contents(of: scratch.appending("file")) == .notADirectory)
     }
 
     @Test func secondOpenIsLockedUntilClose() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path)
         do {
             _ = try Journal.open(directory: scratch.path)
@@ -119,8 +115,7 @@ import Testing
     }
 
     @Test func droppedJournalReleasesLock() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         do {
             let (journal, _) = try Journal.open(directory: scratch.path)
             try journal.append(type: 1, payload: [1])
@@ -130,8 +125,7 @@ import Testing
     }
 
     @Test func segmentsRotateAndSequencesContinue() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let options = JournalOptions(fsync: .none, segmentBytes: 300)
         let (journal, _) = try Journal.open(directory: scratch.path, options: options)
         try journal.appendStandard(through: 100)
@@ -151,8 +145,7 @@ import Testing
     }
 
     @Test func oversizedPayloadIsRefused() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path)
         let huge = [UInt8](repeating: 0, count: JournalFormat.maximumPayloadBytes + 1)
         #expect(throws: JournalError.invalidArgument) { try journal.append(type: 0, payload: huge) }
@@ -163,8 +156,7 @@ import Testing
 
 @Suite struct GroupCommitTests {
     @Test func oneSyncPerCommittedBatch() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let fs = FaultyFileSystem()
         let (journal, _) = try Journal.open(directory: scratch.path, options: JournalOptions(), fileSystem: fs)
         let before = fs.count(.dataSync)
@@ -182,8 +174,7 @@ import Testing
     }
 
     @Test func intervalSyncsOnlyWhenDue() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let fs = FaultyFileSystem()
         let options = JournalOptions(fsync: .interval(milliseconds: 100))
         let (journal, _) = try Journal.open(directory: scratch.path, options: options, fileSystem: fs)
@@ -207,8 +198,7 @@ import Testing
     }
 
     @Test func noneNeverSyncsOnCommit() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let fs = FaultyFileSystem()
         let (journal, _) = try Journal.open(
             directory: scratch.path,

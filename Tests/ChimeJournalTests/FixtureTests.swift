@@ -1,3 +1,4 @@
+import ChimeTestSupport
 import Foundation
 import Testing
 
@@ -20,9 +21,8 @@ import Testing
 
     @Test func version1DirectoryReadsBack() throws {
         let fixtures = try #require(Bundle.module.path(forResource: "Fixtures", ofType: nil))
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
-        let copy = scratch.path("v1")
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
+        let copy = scratch.appending("v1")
         Disk.copyDirectory(fixtures + "/v1", to: copy)
         #expect(Disk.snapshots(copy).count == 2)
 

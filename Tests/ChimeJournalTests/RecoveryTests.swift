@@ -1,3 +1,4 @@
+import ChimeTestSupport
 import Foundation
 import Testing
 
@@ -5,7 +6,7 @@ import Testing
 
 /// A directory with two segments of standard records, and where each record of the last one is.
 private struct TwoSegments {
-    let scratch = TemporaryDirectory()
+    let scratch: TemporaryDirectory
     let pristine: String
     let older: String
     let newest: String
@@ -15,7 +16,8 @@ private struct TwoSegments {
     let last: UInt64 = 12
 
     init() throws {
-        pristine = scratch.path("pristine")
+        scratch = try TemporaryDirectory(prefix: "chime-journal")
+        pristine = scratch.appending("pristine")
         let options = JournalOptions(fsync: .none, segmentBytes: 200)
         let (journal, _) = try Journal.open(directory: pristine, options: options)
         try journal.appendStandard(through: last)
@@ -31,7 +33,7 @@ private struct TwoSegments {
 
     /// A fresh copy of the pristine directory.
     func copy(_ name: String) -> String {
-        let path = scratch.path(name)
+        let path = scratch.appending(name)
         Disk.copyDirectory(pristine, to: path)
         return path
     }
@@ -42,7 +44,6 @@ private struct TwoSegments {
     /// written whole come back, bytes dropped are reported, and appends continue after them.
     @Test func truncationAtEveryOffsetOfTheLastThreeRecords() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         let ends = setup.boundaries
         let firstCut = ends[ends.count - 4]
         let fileEnd = ends[ends.count - 1]
@@ -78,7 +79,6 @@ private struct TwoSegments {
 
     @Test func segmentWithIncompleteHeaderIsRemoved() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         for size in [0, 1, 23] {
             let directory = setup.copy("header-\(size)")
             Disk.truncate(directory + "/" + setup.newest, to: size)
@@ -95,7 +95,6 @@ private struct TwoSegments {
 
     @Test func zeroFilledTailIsTorn() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         let directory = setup.copy("zeros")
         let path = directory + "/" + setup.newest
         Disk.write(path, Disk.read(path) + [UInt8](repeating: 0, count: 4096))
@@ -110,7 +109,6 @@ private struct TwoSegments {
     /// A flipped bit anywhere in the newest record is a torn write: dropped with a warning.
     @Test func bitFlipInLastRecordIsTruncated() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         let start = setup.boundaries[setup.boundaries.count - 2]
         let end = setup.boundaries[setup.boundaries.count - 1]
         for offset in start..<end {
@@ -128,7 +126,6 @@ private struct TwoSegments {
     /// damage, not a torn write.
     @Test func bitFlipInMiddleRecordIsRefused() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         let ends = setup.boundaries
         for index in 0..<(ends.count - 2) {
             for offset in [
@@ -144,7 +141,6 @@ private struct TwoSegments {
 
     @Test func anyDamageInOlderSegmentIsRefused() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         let size = Disk.size(setup.pristine + "/" + setup.older)
         let olderBoundaries = Disk.recordBoundaries(setup.pristine + "/" + setup.older)
         #expect(olderBoundaries.count >= 3 && size > 100, "\(olderBoundaries)")
@@ -162,7 +158,6 @@ private struct TwoSegments {
     /// it, and once the snapshot is gone it is refused like any other.
     @Test func damageInASegmentTheSnapshotCoversIsLeftForVerify() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         let directory = setup.copy("covered")
         let options = JournalOptions(fsync: .none, segmentBytes: 200)
         do {
@@ -188,7 +183,6 @@ private struct TwoSegments {
 
     @Test func truncatedOlderSegmentIsRefused() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         let directory = setup.copy("short")
         let path = directory + "/" + setup.older
         Disk.truncate(path, to: Disk.size(path) - 1)
@@ -197,7 +191,6 @@ private struct TwoSegments {
 
     @Test func badMagicVersionAndGapAreRefused() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
 
         let magic = setup.copy("magic")
         Disk.flipBit(magic + "/" + setup.newest, at: 2)
@@ -243,7 +236,6 @@ private struct TwoSegments {
 
     @Test func repairMakesDamagedDirectoryOpenable() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         // Damage a middle record of the newest segment.
         let directory = setup.copy("repair")
         let damaged = setup.boundaries[1]
@@ -267,7 +259,6 @@ private struct TwoSegments {
 
     @Test func repairOfOlderSegmentAndGap() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         let directory = setup.copy("older")
         Disk.flipBit(directory + "/" + setup.older, at: 30)
         let report = try JournalTools.repair(directory: directory)
@@ -282,7 +273,6 @@ private struct TwoSegments {
 
     @Test func repairOfTornTailAndTemporaryFiles() throws {
         let setup = try TwoSegments()
-        defer { setup.scratch.remove() }
         let directory = setup.copy("torn")
         Disk.truncate(directory + "/" + setup.newest, to: Disk.size(directory + "/" + setup.newest) - 3)
         Disk.write(directory + "/snapshot-00000000000000000005.snap.tmp", [1, 2, 3])

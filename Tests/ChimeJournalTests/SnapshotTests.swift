@@ -1,3 +1,4 @@
+import ChimeTestSupport
 import Foundation
 import Testing
 
@@ -7,8 +8,7 @@ import Testing
     private let options = JournalOptions(fsync: .none, segmentBytes: 256, snapshotAfterBytes: 1000)
 
     @Test func snapshotThenRecordsRecoverExactly() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path, options: options)
         try journal.appendStandard(through: 30)
         try journal.snapshotStandard()
@@ -24,8 +24,7 @@ import Testing
     }
 
     @Test func snapshotDueFollowsBytesWritten() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path, options: options)
         #expect(!journal.snapshotDue)
         while !journal.snapshotDue { try journal.append(type: 0, payload: [UInt8](repeating: 7, count: 50)) }
@@ -48,8 +47,7 @@ import Testing
     }
 
     @Test func abandonedSnapshotLeavesNothing() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path, options: options)
         try journal.appendStandard(through: 10)
         let writer = try journal.beginSnapshot()
@@ -62,8 +60,7 @@ import Testing
     }
 
     @Test func snapshotWithoutNewRecordsReplacesTheSameSequence() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path, options: options)
         try journal.appendStandard(through: 10)
         try journal.snapshotStandard()
@@ -78,8 +75,7 @@ import Testing
 
     /// The writer runs on another thread while the owner keeps appending.
     @Test func snapshotOnAnotherThread() async throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path, options: options)
         try journal.appendStandard(through: 200)
         let writer = try journal.beginSnapshot()
@@ -102,8 +98,7 @@ import Testing
     /// Many records and snapshots: old segments and snapshots go, two snapshots stay, and the
     /// state is exact after reopening.
     @Test func rolloverKeepsTwoSnapshotsAndTheSegmentsTheyNeed() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path, options: options)
         var snapshots: [UInt64] = []
         for round in 1...8 {
@@ -132,8 +127,7 @@ import Testing
 
     @Test(arguments: ["flip", "truncate", "trailer", "empty", "extended"])
     func damagedNewestSnapshotFallsBackToThePrevious(damage: String) throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path, options: options)
         try journal.appendStandard(through: 50)
         try journal.snapshotStandard()
@@ -142,7 +136,7 @@ import Testing
         try journal.appendStandard(through: 120)
         try journal.close()
 
-        let newest = scratch.path(JournalFormat.snapshotName(100))
+        let newest = scratch.appending(JournalFormat.snapshotName(100))
         let size = Disk.size(newest)
         switch damage {
         case "flip": Disk.flipBit(newest, at: size / 2)
@@ -167,14 +161,13 @@ import Testing
     }
 
     @Test func damagedOnlySnapshotFallsBackToFullReplay() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path, options: options)
         try journal.appendStandard(through: 40)
         try journal.snapshotStandard()
         try journal.appendStandard(through: 45)
         try journal.close()
-        Disk.flipBit(scratch.path(JournalFormat.snapshotName(40)), at: 50)
+        Disk.flipBit(scratch.appending(JournalFormat.snapshotName(40)), at: 50)
         let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
         #expect(recovery.snapshot == nil)
         #expect(recovery.records == (1...45).map(Content.record))
@@ -190,8 +183,7 @@ import Testing
 
     @Test(arguments: CrashPoint.allCases)
     func crashDuringSnapshotLosesNothing(point: CrashPoint) throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let fs = FaultyFileSystem()
         let directory = scratch.path
         do {

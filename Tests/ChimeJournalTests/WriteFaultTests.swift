@@ -1,3 +1,4 @@
+import ChimeTestSupport
 import Foundation
 import Testing
 
@@ -11,13 +12,12 @@ import Testing
     /// A failed append leaves nothing of the record on disk and the journal keeps working.
     @Test(arguments: Failure.allCases)
     func failedAppendLeavesNoPartialRecord(failure: Failure) throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let fs = FaultyFileSystem()
         let (journal, _) = try Journal.open(directory: scratch.path, options: JournalOptions(), fileSystem: fs)
         try journal.appendStandard(through: 5)
         try journal.commit()
-        let segment = scratch.path(JournalFormat.segmentName(1))
+        let segment = scratch.appending(JournalFormat.segmentName(1))
         let sizeBefore = Disk.size(segment)
 
         let fault: FaultyFileSystem.Fault =
@@ -49,8 +49,7 @@ import Testing
     }
 
     @Test func failedTruncateMakesJournalUnusable() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let fs = FaultyFileSystem()
         let (journal, _) = try Journal.open(directory: scratch.path, options: JournalOptions(), fileSystem: fs)
         try journal.appendStandard(through: 3)
@@ -75,8 +74,7 @@ import Testing
     }
 
     @Test func failedSyncIsFatal() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let fs = FaultyFileSystem()
         let (journal, _) = try Journal.open(directory: scratch.path, options: JournalOptions(), fileSystem: fs)
         try journal.append(type: 1, payload: [1])
@@ -97,8 +95,7 @@ import Testing
     }
 
     @Test func failedSegmentCreationKeepsTheOldSegment() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let fs = FaultyFileSystem()
         let options = JournalOptions(segmentBytes: 100)
         let (journal, _) = try Journal.open(directory: scratch.path, options: options, fileSystem: fs)
@@ -114,8 +111,7 @@ import Testing
     }
 
     @Test func failedOpenReleasesTheLock() throws {
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let fs = FaultyFileSystem()
         fs.inject { $0.operation == .dataSync || $0.operation == .sync ? .fail(.ioError) : nil }
         #expect(throws: JournalError.syncFailed) { try Journal.open(directory: scratch.path, fileSystem: fs) }

@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 
-@testable import ChimeTestSupport
+@testable import ChimeHarness
 
-@Suite("Test support: ChildProcess, TemporaryDirectory, TestBroker")
+@Suite("Harness: ChildProcess, TemporaryDirectory, TestBroker")
 struct TestSupportTests {
     @Test("captures stdout and stderr lines and the exit status")
     func capturesOutput() async throws {

@@ -111,13 +111,3 @@ struct WillTests {
         await broker.stop()
     }
 }
-
-/// Polls `condition` until it holds (true) or `timeout` passes (false).
-func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return true
-}

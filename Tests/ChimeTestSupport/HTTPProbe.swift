@@ -28,13 +28,13 @@ public enum HTTPProbe {
 
         public func send(_ bytes: [UInt8]) throws {
             let n = bytes.withUnsafeBytes { Foundation.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n == bytes.count else { throw TestSupportError("send: \(String(cString: strerror(errno)))") }
+            guard n == bytes.count else { throw HarnessError("send: \(String(cString: strerror(errno)))") }
         }
     }
 
     static func connect(port: Int, timeout: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestSupportError("socket: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw HarnessError("socket: \(String(cString: strerror(errno)))") }
         var limit = timeval(tv_sec: timeout, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
@@ -49,7 +49,7 @@ public enum HTTPProbe {
         }
         guard connected else {
             close(fd)
-            throw TestSupportError("connect to port \(port): \(String(cString: strerror(errno)))")
+            throw HarnessError("connect to port \(port): \(String(cString: strerror(errno)))")
         }
         return fd
     }
@@ -80,12 +80,12 @@ public enum HTTPProbe {
     public static func parse(_ bytes: [UInt8]) throws -> Response {
         let text = String(decoding: bytes, as: UTF8.self)
         guard let end = text.range(of: "\r\n\r\n") else {
-            throw TestSupportError("not an HTTP response: \(text.prefix(200))")
+            throw HarnessError("not an HTTP response: \(text.prefix(200))")
         }
         let head = text[..<end.lowerBound].components(separatedBy: "\r\n")
         let statusParts = head[0].split(separator: " ")
         guard statusParts.count >= 2, let status = Int(statusParts[1]) else {
-            throw TestSupportError("bad status line: \(head[0])")
+            throw HarnessError("bad status line: \(head[0])")
         }
         var headers: [String: String] = [:]
         for line in head.dropFirst() {

@@ -1,3 +1,4 @@
+import ChimeHarness
 import ChimeMQTT
 import Synchronization
 
@@ -71,17 +72,12 @@ public final class MQTTEventRecorder: Sendable {
         events.withLock { $0.removeAll() }
     }
 
-    /// Waits until `condition` holds, checking every few milliseconds.
-    /// - Returns: whether it held before `timeout`.
+    /// ``eventually(timeout:every:_:)`` on what was recorded.
+    /// - Returns: whether `condition` held before `timeout`.
     public func waitUntil(
         timeout: Duration = .seconds(10),
         _ condition: (MQTTEventRecorder) -> Bool
     ) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !condition(self) {
-            if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
+        await eventually(timeout: timeout, every: .milliseconds(5)) { condition(self) }
     }
 }

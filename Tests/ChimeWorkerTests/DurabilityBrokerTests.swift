@@ -1,5 +1,6 @@
 import ChimeCore
 import ChimeMQTT
+import ChimeSupport
 import ChimeTestSupport
 import Foundation
 import Synchronization
@@ -60,13 +61,13 @@ import Testing
             try #require(await c.waitForDelivery(device, id: policy) != nil)
         }
         await f.broker.stop()
-        let down = Durability.wallClock()
+        let down = wallClock()
         try await Task.sleep(for: .seconds(5))
         try await f.broker.restart()
-        let up = Durability.wallClock()
+        let up = wallClock()
 
         // Wait for the end of the series.
-        let finished = await Durability.eventually(timeout: .seconds(40), every: .milliseconds(200)) {
+        let finished = await eventually(timeout: .seconds(40), every: .milliseconds(200)) {
             ["coalesce", "skip", "all"].allSatisfy { policy in
                 c.deliveries(device).contains { $0["id"]?.stringValue == policy && $0["last"] == true }
             } && c.deliveries(device).contains { $0["id"] == "once" }
@@ -175,7 +176,7 @@ import Testing
             }
         }
         // Let some commands through, then take the broker away in the middle of the stream.
-        _ = await Durability.eventually { acknowledged.value.count >= 30 }
+        _ = await eventually { acknowledged.value.count >= 30 }
         if how == "stop" { await f.broker.stop() } else { await f.broker.kill() }
         try await Task.sleep(for: .seconds(2))
         try await f.broker.restart()

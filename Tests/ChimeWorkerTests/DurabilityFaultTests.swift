@@ -10,6 +10,27 @@ import Testing
 /// or a failed `fdatasync` does to commands, reads and deliveries. (The journal's own behaviour
 /// under these faults is unit-tested in ChimeJournalTests; this is the worker's.)
 @Suite(.serialized) struct DurabilityFaultTests {
+    /// How every write fails, as a rule for ``FaultyFileSystem/inject(_:)``.
+    enum WriteFault: String, Sendable, CaseIterable, CustomTestStringConvertible {
+        /// ENOSPC.
+        case noSpace
+        /// EIO.
+        case ioError
+        /// Half the bytes written and reported (ENOSPC when there is no half to write).
+        case shortWrite
+
+        var testDescription: String { rawValue }
+
+        func fault(_ call: FaultyFileSystem.Call) -> FaultyFileSystem.Fault? {
+            guard call.operation == .write else { return nil }
+            switch self {
+            case .noSpace: return .fail(.noSpace)
+            case .ioError: return .fail(.ioError)
+            case .shortWrite: return call.length / 2 > 0 ? .short(call.length / 2) : .fail(.noSpace)
+            }
+        }
+    }
+
     struct World {
         let broker: TestBroker
         let data: TemporaryDirectory
@@ -34,9 +55,8 @@ import Testing
 
         func end() async {
             client.stop()
-            disk.failWrites(nil)
-            disk.failDataSync(false)
-            disk.releaseSnapshots()
+            disk.inject(nil)
+            disk.release()
             if worker.result == nil { await worker.stop() }
             await broker.stop()
         }
@@ -47,8 +67,8 @@ import Testing
     /// so the worker keeps refusing changes until a snapshot has caught the disk up). Once writes
     /// work again, changes succeed again, and the data directory holds exactly what was
     /// acknowledged.
-    @Test(arguments: FaultyFileSystem.WriteFault.allCases)
-    func writeFailuresRefuseChangesButReadsAndDeliveriesGoOn(fault: FaultyFileSystem.WriteFault) async throws {
+    @Test(arguments: WriteFault.allCases)
+    func writeFailuresRefuseChangesButReadsAndDeliveriesGoOn(fault: WriteFault) async throws {
         let w = try await World.start()
         defer { Task { await w.end() } }
         let c = w.client
@@ -58,7 +78,7 @@ import Testing
         try await c.ok("d1", .schedule, #"{"id":"keep","after":3600}"#)
         let listBefore = try await c.ok("d1", .list, "{}")
 
-        w.disk.failWrites(fault)
+        w.disk.inject(fault.fault)
         for (op, payload) in [
             (ChimeCore.Operation.schedule, #"{"id":"new","after":60}"#),
             (.cancel, #"{"ids":["keep"]}"#),
@@ -69,7 +89,7 @@ import Testing
             let reply = try await c.send("d1", op, payload)
             #expect(reply.errorCode == "unavailable", "\(op.rawValue): \(JSON.object(reply).text)")
         }
-        #expect(w.disk.failedWrites > 0)
+        #expect(w.disk.faults(.write) > 0)
         // Reads answer, and show nothing changed.
         #expect(try await c.ok("d1", .list, "{}") == listBefore)
         #expect(try await c.ok("d1", .device, "{}")["badge"] == 0)
@@ -81,8 +101,8 @@ import Testing
         #expect(try await c.send("d1", .schedule, #"{"id":"new","after":60}"#).errorCode == "unavailable")
 
         // Writes work again: after the worker's catch-up snapshot, changes are accepted again.
-        w.disk.failWrites(nil)
-        let accepted = try await Durability.eventually(timeout: .seconds(30), every: .milliseconds(500)) {
+        w.disk.inject(nil)
+        let accepted = try await eventually(timeout: .seconds(30), every: .milliseconds(500)) {
             try await c.send("d1", .schedule, #"{"id":"new","after":3600}"#).isOK
         }
         #expect(accepted, "\(w.worker.log)")
@@ -109,18 +129,20 @@ import Testing
         try await c.ok("d1", .schedule, #"{"id":"keep","after":3600}"#)
 
         // "first" is delivered while writes fail: the worker diverges.
-        w.disk.failWrites(.noSpace)
+        w.disk.inject(WriteFault.noSpace.fault)
         #expect(await c.waitForDelivery("d1", id: "first") != nil)
-        try #require(await Durability.eventually { w.worker.log.contains("refusing commands until a snapshot") })
+        try #require(await eventually { w.worker.log.contains("refusing commands until a snapshot") })
         // Writes work again, but the catch-up snapshot is held while "second" is delivered.
-        w.disk.holdSnapshots()
-        w.disk.failWrites(nil)
-        try #require(await Durability.eventually(timeout: .seconds(30)) { w.disk.heldSnapshotWrites > 0 })
+        w.disk.inject { $0.operation == .write && $0.path.contains(".snap") ? .hold : nil }
+        try #require(await eventually(timeout: .seconds(30)) { w.disk.held > 0 })
         #expect(await c.waitForDelivery("d1", id: "second") != nil)
-        try await Task.sleep(for: .seconds(1))  // its PUBACK reaches the worker
-        w.disk.releaseSnapshots()
+        // Its PUBACK has reached the worker once the delivery is applied: a delivered one-shot
+        // leaves the list (reads are answered while diverged).
+        try #require(await eventually { try await !c.listedIds("d1").contains("second") }, "\(w.worker.log)")
+        w.disk.inject(nil)
+        w.disk.release()
         // Commands are accepted again once a snapshot covers everything in memory.
-        let accepted = try await Durability.eventually(timeout: .seconds(30), every: .milliseconds(500)) {
+        let accepted = try await eventually(timeout: .seconds(30), every: .milliseconds(500)) {
             try await c.send("d1", .schedule, #"{"id":"later","after":3600}"#).isOK
         }
         #expect(accepted, "\(w.worker.log)")
@@ -140,7 +162,7 @@ import Testing
         let c = w.client
         try await c.ok("d1", .schedule, #"{"id":"before","after":3600}"#)
 
-        w.disk.failDataSync(true)
+        w.disk.inject { $0.operation == .dataSync ? .fail(.ioError) : nil }
         let reply = try? await c.send("d1", .schedule, #"{"id":"unsynced","after":3600}"#, timeout: .seconds(5))
         #expect(
             reply == nil || reply?.isOK == false,
@@ -152,10 +174,10 @@ import Testing
             return
         }
         #expect(error.message.contains("journal sync failed"), "\(error)")
-        #expect(w.disk.failedSyncs >= 1)
+        #expect(w.disk.faults(.dataSync) >= 1)
 
         // Restarted (with a working disk), it has everything acknowledged.
-        w.disk.failDataSync(false)
+        w.disk.inject(nil)
         let (engine, _) = try Durability.recover(w.data.path)
         #expect(try Durability.listedIds(engine, "d1").contains("before"))
     }
@@ -171,8 +193,9 @@ extension DurabilityFaultTests {
         let c = w.client
         try await c.ok("d1", .schedule, #"{"id":"before","after":3600}"#)
 
-        w.disk.failTruncate(true)
-        w.disk.failWrites(.shortWrite)
+        w.disk.inject { call in
+            call.operation == .truncate ? .fail(.ioError) : WriteFault.shortWrite.fault(call)
+        }
         let reply = try? await c.send("d1", .schedule, #"{"id":"torn","after":3600}"#, timeout: .seconds(5))
         #expect(reply?.isOK != true, "acknowledged: \(reply.map { JSON.object($0).text } ?? "")")
         guard case .failure(let error)? = await w.worker.waitForEnd() else {
@@ -181,8 +204,7 @@ extension DurabilityFaultTests {
         }
         #expect(error.message.contains("could not be truncated"), "\(error)")
 
-        w.disk.failWrites(nil)
-        w.disk.failTruncate(false)
+        w.disk.inject(nil)
         let (engine, recovery) = try Durability.recover(w.data.path)
         #expect(try Durability.listedIds(engine, "d1") == ["before"])
         #expect(recovery.warnings.contains { $0.contains("bytes dropped") }, "\(recovery.warnings)")

@@ -26,7 +26,7 @@ import Testing
         init(_ json: JSON) throws {
             guard let o = json.objectValue, let devices = o["devices"]?.objectValue,
                 let snoozes = o["snoozes"]?.arrayValue?.compactMap(\.objectValue)
-            else { throw TestSupportError("the expectations are not what the generator writes") }
+            else { throw HarnessError("the expectations are not what the generator writes") }
             self.devices = devices
             self.snoozes = snoozes
         }
@@ -179,10 +179,12 @@ import Testing
         _ = await f.waitForDeliveries("d1", count: 5, timeout: .seconds(20))
         try #require(Set(f.deliveries("d1").compactMap { $0["id"]?.stringValue }) == ["kept", "thrice", "gone"])
         try #require(
-            await Durability.eventually { try await f.list("d1").first { $0["id"] == "thrice" }?["firedCount"] == 3 }
+            await eventually { try await f.list("d1").first { $0["id"] == "thrice" }?["firedCount"] == 3 }
         )
         try await f.ok("d1", .schedule, #"{"id":"expiring","after":2,"expiresAfter":1,\#(quick)}"#)
         try #require(await f.stopWorker() == .exited(0))
+        // Not a wait for an event: the scenario needs "expiring" (due in 2 s, for 1 s) to expire
+        // while no worker runs.
         try await Task.sleep(for: .seconds(4))
 
         // 2. A snapshot, as the worker writes one.
@@ -214,10 +216,10 @@ import Testing
         let snooze2 = try await f.ok("d2", .snooze, #"{"id":"p2","after":314000000}"#)
         try await f.ok("d2", .schedule, #"{"id":"now","after":1,"badge":"-1",\#(quick)}"#)
         _ = await f.waitForDeliveries("d2", count: 1, timeout: .seconds(20))
-        try #require(await Durability.eventually { try await f.ok("d2", .device, "{}")["badge"] == 1 })
+        try #require(await eventually { try await f.ok("d2", .device, "{}")["badge"] == 1 })
         try await f.ok("d1", .device, #"{"quietHours":null}"#)
         try #require(
-            await Durability.eventually { try await f.list("d1").contains { $0["id"] == "expiring" } == false }
+            await eventually { try await f.list("d1").contains { $0["id"] == "expiring" } == false }
         )
 
         var devices = JSONObject()

@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeJournal
 import ChimeMQTT
+import ChimeSupport
 import ChimeTestSupport
 import Foundation
 import Synchronization
@@ -142,7 +143,7 @@ import Testing
         }
         try await Self.checkListed(f, device, model, context: "at the end; \(context)")
         let expected = scheduled.values.filter { $0.kind != .far }
-        let covered = await Durability.eventually(timeout: .seconds(30), every: .milliseconds(200)) {
+        let covered = await eventually(timeout: .seconds(30), every: .milliseconds(200)) {
             Self.uncovered(expected, f.deliveries(device)).isEmpty
         }
         let missing = Self.uncovered(expected, f.deliveries(device))
@@ -228,7 +229,7 @@ import Testing
     static func checkListed(_ f: WorkerFixture, _ device: String, _ model: Model, context: String) async throws {
         let snapshot = model.state.withLock { ($0.scheduled, $0.cancelled, $0.cancelling) }
         let listed = Set(try await f.list(device).compactMap { $0["id"]?.stringValue })
-        let horizon = Durability.wallClock().adding(seconds: 3)
+        let horizon = wallClock().adding(seconds: 3)
         for s in snapshot.0.values where !snapshot.1.contains(s.id) && !snapshot.2.contains(s.id) && s.last > horizon {
             #expect(listed.contains(s.id), "\(s.id) (acknowledged, due \(s.last)) is not listed \(context)")
         }

@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeJournal
 import ChimeMQTT
+import ChimeSupport
 import ChimeTestSupport
 import Foundation
 import Synchronization
@@ -9,10 +10,10 @@ import Testing
 @testable import ChimeWorker
 
 /// Helpers shared by the durability tests: rebuilding the state of a data directory as chimed does,
-/// reading it, an in-process worker, and a file system that fails on demand.
+/// reading it, and an in-process worker (over ``FaultyFileSystem``, for the fault tests).
 enum Durability {
     /// Rebuilds the engine from a data directory with the worker's own recovery (`Journal.open`,
-    /// then `Engine.recovered`). The journal is closed again (and the directory unlocked) before
+    /// then `Engine.replaying`). The journal is closed again (and the directory unlocked) before
     /// this returns.
     static func recover(
         _ directory: String,
@@ -30,7 +31,7 @@ enum Durability {
     ) throws -> (journal: Journal, engine: Engine, recovery: Recovery) {
         let (journal, recovery) = try Journal.open(directory: directory)
         do {
-            let engine = try Engine.recovered(from: recovery, configuration: configuration, directory: directory)
+            let engine = try Engine.replaying(recovery, configuration: configuration, directory: directory)
             return (journal, engine, recovery)
         } catch {
             try? journal.close()
@@ -49,11 +50,11 @@ enum Durability {
     {
         guard
             case .success(let request) = CommandDecoder().decode(deviceId: device, op: op, payload: Array(payload.utf8))
-        else { throw TestSupportError("\(payload) is not a valid \(op.rawValue) command") }
+        else { throw HarnessError("\(payload) is not a valid \(op.rawValue) command") }
         var random = SystemRandomNumberGenerator()
-        guard case .reply(let reply) = engine.decide(request, now: wallClock(), random: &random),
+        guard case .reply(let reply) = engine.decide(request, now: ChimeSupport.wallClock(), random: &random),
             case .success(let result) = reply.outcome
-        else { throw TestSupportError("\(op.rawValue) \(payload) did not answer ok at once") }
+        else { throw HarnessError("\(op.rawValue) \(payload) did not answer ok at once") }
         return result.json
     }
 
@@ -61,25 +62,6 @@ enum Durability {
     static func listedIds(_ engine: Engine, _ device: String) throws -> [String] {
         let result = try read(engine, device, .list, #"{"limit":1000}"#)
         return (result["notifications"]?.arrayValue ?? []).compactMap { $0.objectValue?["id"]?.stringValue }
-    }
-
-    static func wallClock() -> Instant {
-        Instant(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
-    }
-
-    /// Waits until `condition` holds or `timeout` passes; returns whether it held. For waiting on
-    /// what another process does, never for asserting how fast it is.
-    static func eventually(
-        timeout: Duration = .seconds(20),
-        every interval: Duration = .milliseconds(50),
-        _ condition: () async throws -> Bool
-    ) async rethrows -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if try await condition() { return true }
-            if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: interval)
-        }
     }
 }
 
@@ -102,121 +84,6 @@ extension JSONObject {
     var errorCode: String? { self["error"]?.objectValue?["code"]?.stringValue }
     var errorField: String? { self["error"]?.objectValue?["field"]?.stringValue }
     var isOK: Bool { self["ok"] == true }
-}
-
-// MARK: - A file system that fails on demand
-
-/// `SystemFileSystem` with switches: fail every write (ENOSPC, EIO, or a short write that stores
-/// half the bytes), fail `fdatasync` with EIO, and hold snapshot writes until released. Safe to
-/// flip from the test while the worker's threads use it.
-final class FaultyFileSystem: FileSystem {
-    enum WriteFault: String, Sendable, CaseIterable, CustomTestStringConvertible {
-        case noSpace, ioError, shortWrite
-        var testDescription: String { rawValue }
-    }
-
-    private struct State {
-        var writeFault: WriteFault?
-        var failDataSync = false
-        var failTruncate = false
-        var holdSnapshots = false
-        var paths: [Int32: String] = [:]
-        var failedWrites = 0
-        var failedSyncs = 0
-        var heldSnapshotWrites = 0
-    }
-
-    private let base = SystemFileSystem()
-    private let state = Mutex(State())
-    private let snapshotGate = DispatchSemaphore(value: 0)
-
-    /// Makes every later write fail (nil: writes work again).
-    func failWrites(_ fault: WriteFault?) { state.withLock { $0.writeFault = fault } }
-    func failDataSync(_ fail: Bool) { state.withLock { $0.failDataSync = fail } }
-    /// Makes `ftruncate` fail with EIO: a failed append can then not be undone.
-    func failTruncate(_ fail: Bool) { state.withLock { $0.failTruncate = fail } }
-    /// Makes writes to snapshot files wait until ``releaseSnapshots()``.
-    func holdSnapshots() { state.withLock { $0.holdSnapshots = true } }
-
-    func releaseSnapshots() {
-        let waiting = state.withLock { s -> Int in
-            s.holdSnapshots = false
-            return s.heldSnapshotWrites
-        }
-        for _ in 0..<max(waiting, 1) { snapshotGate.signal() }
-    }
-
-    var failedWrites: Int { state.withLock { $0.failedWrites } }
-    var failedSyncs: Int { state.withLock { $0.failedSyncs } }
-    /// Snapshot writes waiting at the gate.
-    var heldSnapshotWrites: Int { state.withLock { $0.heldSnapshotWrites } }
-
-    func open(_ path: String, access: FileAccess, options: OpenOptions) throws(Errno) -> FileDescriptor {
-        let fd = try base.open(path, access: access, options: options)
-        state.withLock { $0.paths[fd.rawValue] = path }
-        return fd
-    }
-
-    func close(_ fd: FileDescriptor) throws(Errno) {
-        state.withLock { _ = $0.paths.removeValue(forKey: fd.rawValue) }
-        try base.close(fd)
-    }
-
-    func read(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int {
-        try base.read(fd, into: buffer, at: offset)
-    }
-
-    func write(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int) throws(Errno) -> Int {
-        let (fault, hold) = state.withLock { s -> (WriteFault?, Bool) in
-            let isSnapshot = s.paths[fd.rawValue]?.contains(".snap") == true
-            if let fault = s.writeFault {
-                s.failedWrites += 1
-                return (fault, false)
-            }
-            if isSnapshot && s.holdSnapshots {
-                s.heldSnapshotWrites += 1
-                return (nil, true)
-            }
-            return (nil, false)
-        }
-        if hold {
-            snapshotGate.wait()
-            state.withLock { $0.heldSnapshotWrites -= 1 }
-        }
-        switch fault {
-        case .noSpace: throw .noSpace
-        case .ioError: throw .ioError
-        case .shortWrite:
-            // The kernel stores what fits and says so; the rest is the caller's problem.
-            let half = bytes.count / 2
-            guard half > 0 else { throw .noSpace }
-            return try base.write(fd, UnsafeRawBufferPointer(rebasing: bytes[0..<half]), at: offset)
-        case nil:
-            return try base.write(fd, bytes, at: offset)
-        }
-    }
-
-    func truncate(_ fd: FileDescriptor, to length: Int) throws(Errno) {
-        if state.withLock({ $0.failTruncate }) { throw .ioError }
-        try base.truncate(fd, to: length)
-    }
-
-    func dataSync(_ fd: FileDescriptor) throws(Errno) {
-        let fail = state.withLock { s -> Bool in
-            if s.failDataSync { s.failedSyncs += 1 }
-            return s.failDataSync
-        }
-        if fail { throw .ioError }
-        try base.dataSync(fd)
-    }
-
-    func sync(_ fd: FileDescriptor) throws(Errno) { try base.sync(fd) }
-    func size(of fd: FileDescriptor) throws(Errno) -> Int { try base.size(of: fd) }
-    func rename(_ source: String, to destination: String) throws(Errno) { try base.rename(source, to: destination) }
-    func unlink(_ path: String) throws(Errno) { try base.unlink(path) }
-    func makeDirectory(_ path: String) throws(Errno) { try base.makeDirectory(path) }
-    func listDirectory(_ path: String) throws(Errno) -> [String] { try base.listDirectory(path) }
-    func lock(_ fd: FileDescriptor, exclusive: Bool) throws(Errno) { try base.lock(fd, exclusive: exclusive) }
 }
 
 // MARK: - chimed in this process
@@ -260,8 +127,8 @@ final class InProcessWorker: Sendable {
                 self.outcome.withLock { $0 = .failure(error) }
             }
         }
-        let serving = await Durability.eventually { self.log.contains(" serving ") || self.result != nil }
-        guard serving, result == nil else { throw TestSupportError("the worker did not start:\n\(log)") }
+        let serving = await eventually { self.log.contains(" serving ") || self.result != nil }
+        guard serving, result == nil else { throw HarnessError("the worker did not start:\n\(log)") }
     }
 
     var log: String { lines.all.withLock { $0.joined() } }
@@ -270,7 +137,7 @@ final class InProcessWorker: Sendable {
 
     /// Waits until `run()` returns or throws.
     func waitForEnd(timeout: Duration = .seconds(20)) async -> Result<Void, WorkerError>? {
-        _ = await Durability.eventually(timeout: timeout) { self.result != nil }
+        _ = await eventually(timeout: timeout) { self.result != nil }
         return result
     }
 
@@ -337,7 +204,7 @@ final class CommandClient: Sendable {
             timeout: timeout
         )
         guard case .object(let o) = try JSON(parsing: reply.payload) else {
-            throw TestSupportError("reply is not an object")
+            throw HarnessError("reply is not an object")
         }
         return o
     }
@@ -347,7 +214,7 @@ final class CommandClient: Sendable {
     func ok(_ device: String, _ op: ChimeCore.Operation, _ payload: String) async throws -> JSONObject {
         let reply = try await send(device, op, payload)
         guard reply.isOK, case .object(let result)? = reply["result"] else {
-            throw TestSupportError("expected ok, got \(JSON.object(reply).text)")
+            throw HarnessError("expected ok, got \(JSON.object(reply).text)")
         }
         return result
     }
@@ -374,7 +241,7 @@ final class CommandClient: Sendable {
     /// Waits until a delivery of notification `id` of `device` arrives; returns it.
     func waitForDelivery(_ device: String, id: String, timeout: Duration = .seconds(20)) async -> JSONObject? {
         var found: JSONObject?
-        _ = await Durability.eventually(timeout: timeout) {
+        _ = await eventually(timeout: timeout) {
             found = deliveries(device).first { $0["id"]?.stringValue == id }
             return found != nil
         }

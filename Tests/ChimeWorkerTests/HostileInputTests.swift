@@ -126,7 +126,7 @@ import Testing
         func replies(_ topic: String) -> [String] {
             f.commands.objects(on: topic).compactMap { $0["requestId"]?.stringValue }
         }
-        #expect(await Durability.eventually { replies("chime/phone-a/replies") == ["other"] })
+        #expect(await eventually { replies("chime/phone-a/replies") == ["other"] })
         #expect(replies("chime/$reply/phone-a/x") == ["own"])
         #expect(replies("chime/$reply/backend/x").isEmpty)
     }
@@ -166,20 +166,20 @@ import Testing
             chimed?.process.standardErrorLines.filter { $0.contains("the broker refused a delivery") }.count ?? 0
         }
         // Refused, then retried after a second (the first backoff).
-        #expect(await Durability.eventually { refusals(f.worker) >= 2 })
+        #expect(await eventually { refusals(f.worker) >= 2 })
         #expect(try await f.list("blocked").count == 1, "a refused one-shot is still pending")
 
         // Not journaled as delivered: after a restart it is refused again.
         await f.stopWorker()
         try await f.startWorker()
-        #expect(await Durability.eventually { refusals(f.worker) >= 1 })
+        #expect(await eventually { refusals(f.worker) >= 1 })
         #expect(f.deliveries("blocked").isEmpty)
 
         try writeACL(blocking: false)
         f.broker.reload()
         let delivered = await f.commands.waitForDelivery("blocked", id: "held", timeout: .seconds(30))
         #expect(delivered?["late"] == true)
-        #expect(try await Durability.eventually { try await f.list("blocked").isEmpty })
+        #expect(try await eventually { try await f.list("blocked").isEmpty })
     }
 
     /// A SUBACK that refuses the command subscription (mosquitto's dynamic security plugin with
@@ -203,7 +203,7 @@ import Testing
         try chimed.process.start()
         defer { chimed.process.kill() }
         let refusals = { chimed.process.standardErrorLines.filter { $0.contains("refused the command subscription") } }
-        #expect(await Durability.eventually(timeout: .seconds(30)) { refusals().count >= 2 }, "\(chimed.log)")
+        #expect(await eventually(timeout: .seconds(30)) { refusals().count >= 2 }, "\(chimed.log)")
         #expect(refusals().first?.contains("reason=0x87") == true)
         #expect(!chimed.log.contains(" serving "))
         #expect(chimed.log.contains(" connected "), "the positive control: it did connect")
@@ -231,7 +231,7 @@ import Testing
             second.process.kill()
         }
         var exited: (Chimed, ChildProcess.Termination)?
-        _ = await Durability.eventually(timeout: .seconds(90), every: .milliseconds(200)) { () -> Bool in
+        _ = await eventually(timeout: .seconds(90), every: .milliseconds(200)) { () -> Bool in
             for chimed in [first, second] {
                 if let status = chimed.process.termination {
                     exited = (chimed, status)
@@ -271,7 +271,7 @@ import Testing
         )
         // The broker has sent it to the frozen chimed (it is in chimed's socket, unacknowledged).
         let clientId = "chimed-\(f.workerId)"
-        #expect(await Durability.eventually { f.broker.log.contains("Sending PUBLISH to \(clientId)") })
+        #expect(await eventually { f.broker.log.contains("Sending PUBLISH to \(clientId)") })
         await f.broker.stop()
         chimed.process.signal(SIGCONT)
         try await f.broker.restart()
@@ -279,7 +279,7 @@ import Testing
         let replies = { f.commands.objects(on: "chime/twice/replies") }
         // The redelivery is answered as a duplicate.
         #expect(
-            await Durability.eventually(timeout: .seconds(30)) {
+            await eventually(timeout: .seconds(30)) {
                 chimed.log.contains("a command was received again and not applied again")
             }
         )
@@ -302,7 +302,7 @@ import Testing
         }
         func replyCount() -> Int { f.commands.objects(on: "chime/keys/replies").count }
         try await publish(#"{"after":3600,"requestId":"in-snapshot"}"#)
-        #expect(await Durability.eventually { replyCount() == 1 })
+        #expect(await eventually { replyCount() == 1 })
         f.worker?.process.signal(SIGUSR1)
         #expect(
             await f.worker?.process.waitForLine(onStandardError: true, timeout: .seconds(20)) {
@@ -310,7 +310,7 @@ import Testing
             } != nil
         )
         try await publish(#"{"after":3600,"requestId":"in-journal"}"#)
-        #expect(await Durability.eventually { replyCount() == 2 })
+        #expect(await eventually { replyCount() == 2 })
         await f.killWorker()
         try await f.startWorker()
 
@@ -318,7 +318,7 @@ import Testing
         try await publish(#"{"after":3600,"requestId":"in-journal"}"#)
         // The same requestId with another payload is another command.
         try await publish(#"{"after":7200,"requestId":"in-journal"}"#)
-        #expect(await Durability.eventually { replyCount() == 5 })
+        #expect(await eventually { replyCount() == 5 })
         let last = f.commands.objects(on: "chime/keys/replies").suffix(3).compactMap { $0["result"]?.objectValue }
         #expect(last.map { $0["duplicate"] == true } == [true, true, false])
         #expect(try await f.list("keys").count == 3)
@@ -341,7 +341,7 @@ import Testing
             )
         }
         let replies = { f.commands.objects(on: "chime/flood/replies") }
-        #expect(await Durability.eventually { replies().count == 100 })
+        #expect(await eventually { replies().count == 100 })
         let limited = replies().filter { $0.errorCode == "rate_limited" }
         #expect(limited.count >= 50, "\(limited.count) of 100 rate limited")
         #expect(replies().contains { $0["ok"] == true })

@@ -282,7 +282,7 @@ enum ReadBackCheck {
         return (records, snapshot)
     }
 
-    /// Rebuilds an engine as `Engine.recovered` does: the snapshot's entries, then the records.
+    /// Rebuilds an engine as `Engine.replaying` does: the snapshot's entries, then the records.
     static func recovered(snapshot: [[UInt8]], records: [Record], _ how: String) throws(Violation) -> Engine {
         let engine = Engine(configuration: configuration)
         engine.beginRecovery()

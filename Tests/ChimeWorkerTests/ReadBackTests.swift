@@ -7,7 +7,7 @@ import Testing
 
 /// "Whatever chimed acknowledges, it can read back" (``ReadBackCheck``): over generated commands,
 /// over the fuzzer's findings and seeds, over a table of worst cases, and for those through a real
-/// data directory and `Engine.recovered`, as chimed restarts.
+/// data directory and `Engine.replaying`, as chimed restarts.
 ///
 /// CPU-bound and broker-free: `make test` runs this suite with the unit tests, not beside the
 /// integration tests of this target, whose timeouts it could starve.
@@ -66,7 +66,7 @@ import Testing
 
     /// The acknowledged worst cases as chimed journals and restarts on them: the prepared state in
     /// the journal and in a snapshot, the command's record after it, the directory recovered by
-    /// `Journal.open` and `Engine.recovered`.
+    /// `Journal.open` and `Engine.replaying`.
     @Test(arguments: ReadBackWorstCase.all.filter(\.isWritten))
     func worstCaseThroughADataDirectory(_ c: ReadBackWorstCase) throws {
         let data = try TemporaryDirectory(prefix: "chime-readback")
@@ -104,7 +104,7 @@ import Testing
         defer { try? reopened.close() }
         #expect(recovery.snapshot != nil)
         #expect(recovery.records.count == 1)
-        let recovered = try Engine.recovered(from: recovery, directory: data.path)
+        let recovered = try Engine.replaying(recovery, directory: data.path)
         let live = try ReadBackCheck.observed(engine, "live")
         let restarted = try ReadBackCheck.observed(recovered, "restarted")
         let same = restarted == live

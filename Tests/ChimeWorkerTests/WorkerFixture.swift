@@ -106,12 +106,7 @@ final class WorkerFixture: Sendable {
     /// Waits until `count` deliveries for `device` have arrived (or the timeout passes), and
     /// returns what arrived.
     func waitForDeliveries(_ device: String, count: Int, timeout: Duration) async -> [JSONObject] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let got = deliveries(device)
-            if got.count >= count { return got }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
+        _ = await eventually(timeout: timeout) { deliveries(device).count >= count }
         return deliveries(device)
     }
 }

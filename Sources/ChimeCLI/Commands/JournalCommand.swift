@@ -1,6 +1,6 @@
 import ChimeCore
 import ChimeJournal
-import ChimeWorker
+import ChimeSupport
 import Foundation
 
 /// `chime journal verify|dump|repair DIR` and `chime journal repartition`: offline tools on data
@@ -95,7 +95,7 @@ struct JournalCommand: Command {
         case .repartition:
             do {
                 console.out(
-                    try ChimeWorker.repartition(inputs: inputs, outputs: outputs, partitionCount: partitions)
+                    try repartition(inputs: inputs, outputs: outputs, partitionCount: partitions)
                         .description
                 )
             } catch {
@@ -121,16 +121,21 @@ struct JournalCommand: Command {
         // The report ends with its verdict, which waits for the replay.
         let verdict = lines.removeLast()
         for line in lines { console.out(line) }
+        let recovery: Recovery
+        let engine: Engine
         do {
-            let recovery = try JournalTools.read(directory: directory)
-            let engine = try Engine.recovered(from: recovery, directory: directory)
-            console.out(
-                "replayed: \(recovery.snapshot?.entries.count ?? 0) snapshot entries and \(recovery.records.count) "
-                    + "records into \(engine.pendingCount) notifications on \(engine.deviceCount) devices"
-            )
+            recovery = try JournalTools.read(directory: directory)
+            engine = try Engine.replaying(recovery, directory: directory)
         } catch {
-            throw CLIFailure(.failed, "\(directory) cannot be replayed, chimed will not start from it: \(error)")
+            throw CLIFailure(
+                .failed,
+                "\(directory) cannot be replayed, chimed will not start from it: \(error.message)"
+            )
         }
+        console.out(
+            "replayed: \(recovery.snapshot?.entries.count ?? 0) snapshot entries and \(recovery.records.count) "
+                + "records into \(engine.pendingCount) notifications on \(engine.deviceCount) devices"
+        )
         console.out(verdict)
     }
 

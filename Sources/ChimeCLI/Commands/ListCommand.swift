@@ -1,5 +1,5 @@
 import ChimeCore
-import ChimeWorker
+import ChimeSupport
 
 /// `chime list`: the device's notifications as a table, following the cursor through every page.
 struct ListCommand: Command {

@@ -1,6 +1,5 @@
 import ChimeCore
-import ChimeWorker
-import Glibc
+import ChimeSupport
 
 /// `chime next`: "when will this fire?", answered offline by the same engine chimed runs.
 struct NextCommand: Command {
@@ -76,21 +75,12 @@ struct NextCommand: Command {
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
-        let result = try fireDates(now: WallClock.now())
+        let result = try fireDates(now: wallClock())
         if raw {
             console.out(JSON.object(result.json).text)
             return
         }
         guard case .previewed(let dates) = result else { return }
         console.out(lines: ExpansionFlags.lines(dates, zone: displayZone))
-    }
-}
-
-/// The wall clock, in milliseconds.
-enum WallClock {
-    static func now() -> Instant {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Instant(milliseconds: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
     }
 }

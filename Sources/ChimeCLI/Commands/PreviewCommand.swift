@@ -1,5 +1,5 @@
 import ChimeCore
-import ChimeWorker
+import ChimeSupport
 
 /// The flags `preview` and `next` add to the notification flags.
 enum ExpansionFlags {

@@ -1,5 +1,5 @@
 import ChimeCore
-import ChimeWorker
+import ChimeSupport
 
 /// `chime schedule`: one notification from flags, or a raw payload (single or batch) from `--json`.
 struct ScheduleCommand: Command {

@@ -1,5 +1,5 @@
 import ChimeCore
-import ChimeWorker
+import ChimeSupport
 
 /// The selector flags of `cancel`, `pause` and `resume`: `--id` (repeatable), `--tag key=value`
 /// (repeatable, all must match the notification's userInfo) or `--all`.

@@ -1,5 +1,5 @@
 import ChimeCore
-import ChimeWorker
+import ChimeSupport
 
 /// `chime snooze`: deliver a notification's content once more, later.
 struct SnoozeCommand: Command {

@@ -1,6 +1,6 @@
 import ChimeCore
 import ChimeMQTT
-import ChimeWorker
+import ChimeSupport
 import Foundation
 import Synchronization
 
@@ -120,7 +120,7 @@ struct StatusCommand: Command {
             )
         }
         let elapsed = ContinuousClock.now - started
-        let ms = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+        let ms = milliseconds(elapsed)
         console.out(
             "ready: worker \(worker) is online (partition \(partition)) and answered a list for device \(device) in \(ms) ms"
         )
@@ -228,7 +228,7 @@ struct StatusCommand: Command {
         if heard.isOnline, let started = status["startedAt"]?.stringValue,
             case .instant(let since)? = DateTimeValue(iso8601: started)
         {
-            head.append("up \(TimeDisplay.elapsed(milliseconds: WallClock.now().milliseconds - since.milliseconds))")
+            head.append("up \(TimeDisplay.elapsed(milliseconds: wallClock().milliseconds - since.milliseconds))")
         }
         var lines = [head.joined(separator: "  ")]
         guard let latest = heard.latest else {
@@ -260,8 +260,7 @@ struct StatusCommand: Command {
     /// Per-second rates of the counters between the first and the latest sample.
     static func rates(_ heard: Heard) -> (values: [(key: String, value: Double)], seconds: Double)? {
         guard heard.sampleCount >= 2, let first = heard.first, let latest = heard.latest else { return nil }
-        let elapsed = latest.at - first.at
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = ChimeSupport.seconds(latest.at - first.at)
         guard seconds > 0.05 else { return nil }
         func total(_ stats: JSONObject) -> Double {
             guard case .object(let commands)? = stats["commands"] else { return 0 }

@@ -1,6 +1,6 @@
 import ChimeCore
 import ChimeMQTT
-import ChimeWorker
+import ChimeSupport
 import Foundation
 
 /// `chime watch`: follows deliveries as they are published, one line each, until Ctrl-C or SIGTERM.

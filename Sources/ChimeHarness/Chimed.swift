@@ -9,12 +9,13 @@ public func builtProduct(_ name: String) throws -> String {
     if dir.lastPathComponent.hasSuffix(".xctest") { dir = dir.deletingLastPathComponent() }
     let path = dir.appendingPathComponent(name).path
     guard FileManager.default.isExecutableFile(atPath: path) else {
-        throw TestSupportError("\(path) is missing: build with `swift build --build-tests` (make test does)")
+        throw HarnessError("\(path) is missing: build with `swift build --build-tests` (make test does)")
     }
     return path
 }
 
-/// A running `chimed` process on a test broker, with its own data directory.
+/// A running `chimed` process on a test broker, with its own data directory: for the tests and
+/// the benchmark.
 public final class Chimed: Sendable {
     public let process: ChildProcess
     public let arguments: [String]
@@ -41,7 +42,7 @@ public final class Chimed: Sendable {
             await process.waitForLine(onStandardError: true, timeout: .seconds(20), where: { $0.contains(" serving ") })
                 != nil
         else {
-            throw TestSupportError("chimed did not connect:\n\(process.standardErrorLines.joined(separator: "\n"))")
+            throw HarnessError("chimed did not connect:\n\(process.standardErrorLines.joined(separator: "\n"))")
         }
     }
 

@@ -42,7 +42,7 @@ public struct Logger: Sendable {
     /// Writes a line whose metadata was built at run time (the worker's policy builds its lines).
     public func write(_ level: LogLevel, _ message: String, metadata: [(key: String, value: String)]) {
         guard level >= self.level else { return }
-        let now = Instant(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded()))
+        let now = wallClock()
         var bytes: [UInt8]
         switch format {
         case .text:

@@ -1,5 +1,4 @@
 import ChimeCore
-import ChimeJournal
 import Foundation
 
 /// Why ``repartition(inputs:outputs:partitionCount:fileSystem:)`` refused or stopped: one line
@@ -46,7 +45,7 @@ public struct RepartitionReport: Hashable, Sendable, CustomStringConvertible {
 /// number of workers (docs/production.md, "Changing the number of partitions").
 ///
 /// Each input is opened and recovered exactly as `chimed` does at start-up (`Journal.open`, the
-/// newest snapshot, then every record after it through `Engine.apply`), so the state moved is the
+/// newest snapshot, then every record after it through `Engine.apply`, by ``Engine/replaying(_:configuration:directory:progress:timings:)``), so the state moved is the
 /// state the stopped worker had: every acknowledged command, every acknowledged delivery.
 /// Deliveries that were in flight when the worker stopped were not acknowledged, so they are not
 /// recorded and the new owner sends them again with the same `fireId`, as after any restart.
@@ -223,10 +222,10 @@ private func checkOutput(_ path: String, fileSystem: any FileSystem) throws(Repa
     }
 }
 
-/// Rebuilds a directory's state as `Worker.run()` does.
+/// Rebuilds a directory's state as `chimed` does at start-up.
 private func replay(_ recovery: Recovery, in path: String) throws(RepartitionError) -> Engine {
     do {
-        return try Engine.recovered(from: recovery, directory: path)
+        return try Engine.replaying(recovery, directory: path)
     } catch {
         throw RepartitionError(error.message)
     }

@@ -1,28 +1,29 @@
 import ChimeCore
-import ChimeJournal
 import Dispatch
 import Synchronization
 
 extension Engine {
     /// Rebuilds the engine from what the journal recovered in `directory`: the snapshot's
-    /// entries, then every record after it, then the timers.
+    /// entries, then every record after it, then the timers. What `chimed` does at start-up,
+    /// `chime journal verify` to check a directory, and repartitioning to read its inputs.
     ///
     /// - Parameters:
+    ///   - directory: the data directory `recovery` came from, for messages.
     ///   - progress: called every 4096 entries with the phase, how many are done and how many
     ///     there are, for start-up logging.
-    ///   - timings: the milliseconds each phase took (`snapshotMs`, `journalMs`, `armMs`).
-    /// - Throws: ``WorkerError`` naming the snapshot or record that cannot be read.
-    public static func recovered(
-        from recovery: Recovery,
+    ///   - timings: how long each phase took (`snapshotMs`, `journalMs`, `armMs`).
+    /// - Throws: ``JournalError/corrupt`` naming the snapshot or record that cannot be read.
+    public static func replaying(
+        _ recovery: Recovery,
         configuration: EngineConfiguration = EngineConfiguration(),
         directory: String,
         progress: (_ phase: String, _ done: Int, _ total: Int) -> Void = { _, _, _ in },
-        timings: ((String, Int64) -> Void)? = nil
-    ) throws(WorkerError) -> Engine {
+        timings: ((String, Duration) -> Void)? = nil
+    ) throws(JournalError) -> Engine {
         var phaseStart = ContinuousClock.now
         func phaseEnded(_ name: String) {
             let now = ContinuousClock.now
-            timings?(name, milliseconds(now - phaseStart))
+            timings?(name, now - phaseStart)
             phaseStart = now
         }
         // The records are decoded on another thread while the snapshot is restored here: decoding
@@ -47,7 +48,7 @@ extension Engine {
                 do {
                     try engine.restore(snapshotEntry: entry)
                 } catch {
-                    throw WorkerError("snapshot \(snapshot.sequence) in \(directory): \(error)")
+                    throw JournalError(.corrupt, "snapshot \(snapshot.sequence) in \(directory): \(error)")
                 }
                 if i & 0xFFF == 0 { progress("snapshot", i, snapshot.entries.count) }
             }
@@ -60,7 +61,8 @@ extension Engine {
                 let (entry, key) = try entry.get()
                 engine.apply(entry, key: key)
             } catch {
-                throw WorkerError(
+                throw JournalError(
+                    .corrupt,
                     "journal record \(record.sequence) in \(directory) cannot be read: \(error); "
                         + "run `chime journal verify \(directory)`"
                 )

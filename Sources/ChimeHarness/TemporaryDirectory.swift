@@ -6,11 +6,11 @@ public final class TemporaryDirectory: Sendable {
     public let path: String
 
     /// Creates `/tmp/{prefix}-XXXXXX` (mode 0700).
-    /// - Throws: `TestSupportError` if `mkdtemp` fails.
+    /// - Throws: ``HarnessError`` if `mkdtemp` fails.
     public init(prefix: String = "chime") throws {
         var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
         guard let created = mkdtemp(&template) else {
-            throw TestSupportError("cannot create a temporary directory: \(String(cString: strerror(errno)))")
+            throw HarnessError("cannot create a temporary directory: \(String(cString: strerror(errno)))")
         }
         self.path = String(cString: created)
     }
@@ -27,14 +27,5 @@ public final class TemporaryDirectory: Sendable {
     /// `path/name`.
     public func appending(_ name: String) -> String {
         (path as NSString).appendingPathComponent(name)
-    }
-}
-
-/// A failure of a test helper, with a sentence saying what to do about it.
-public struct TestSupportError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-
-    public init(_ description: String) {
-        self.description = description
     }
 }

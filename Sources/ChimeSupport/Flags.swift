@@ -1,10 +1,20 @@
 import Foundation
 
-/// A usage mistake on the command line or in `CHIME_*`: reported in one line, exit status 2.
+/// A usage mistake on the command line or in `CHIME_*`: reported as one line and a hint
+/// (``report(program:)``), exit status ``exitStatus``, by `chimed` and `chime` alike.
 public struct UsageError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The exit status of a program stopped by a usage mistake.
+    public static let exitStatus: Int32 = 2
+
     public var message: String
     public init(_ message: String) { self.message = message }
     public var description: String { message }
+
+    /// What a program prints on standard error: `program: message`, then `try program --help`.
+    /// - Parameter program: the words to run again with `--help` (`chimed`, `chime schedule`).
+    public func report(program: String) -> String {
+        "\(program): \(message)\ntry \(program) --help"
+    }
 }
 
 /// Command-line flags (`--name value`, `--name=value`, boolean `--name`), each also readable

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// Runs a program for a test (a built binary, `mosquitto`, `mosquitto_sub`), capturing its output line
+/// Runs a program for a test or the benchmark (a built binary, `mosquitto`, `mosquitto_sub`), capturing its output line
 /// by line, with waits that take a timeout and signals to end it.
 ///
 /// It spawns with `posix_spawn` rather than Foundation's `Process`, to give the child an empty signal
@@ -69,7 +69,7 @@ public final class ChildProcess: Sendable {
     ///   - environment: the whole environment; nil inherits the test process's.
     ///   - currentDirectory: the working directory; nil inherits.
     ///   - killWithTestProcess: run the watchdog described above (one `sh` process per child).
-    /// - Throws: `TestSupportError` if the program is not found.
+    /// - Throws: `HarnessError` if the program is not found.
     public init(
         _ executable: String,
         arguments: [String] = [],
@@ -78,7 +78,7 @@ public final class ChildProcess: Sendable {
         killWithTestProcess: Bool = true
     ) throws {
         guard let path = Self.find(executable) else {
-            throw TestSupportError("cannot find the program '\(executable)' in PATH")
+            throw HarnessError("cannot find the program '\(executable)' in PATH")
         }
         self.executable = path
         self.arguments = arguments
@@ -103,9 +103,9 @@ public final class ChildProcess: Sendable {
     }
 
     /// Starts the process (and its watchdog).
-    /// - Throws: `TestSupportError` if it cannot be started.
+    /// - Throws: `HarnessError` if it cannot be started.
     public func start() throws {
-        guard state.withLock({ $0.pid == 0 }) else { throw TestSupportError("\(executable) was started already") }
+        guard state.withLock({ $0.pid == 0 }) else { throw HarnessError("\(executable) was started already") }
         let stdout = try Self.closeOnExecChannel()
         let stderr = try Self.closeOnExecChannel()
         let devNull = open("/dev/null", O_RDONLY | O_CLOEXEC)
@@ -275,7 +275,7 @@ public final class ChildProcess: Sendable {
     /// - Returns: how it ended, or nil if it still runs after `timeout`.
     @discardableResult
     public func waitForExit(timeout: Duration) async -> Termination? {
-        let ended = await poll(timeout: timeout) {
+        let ended = await eventually(timeout: timeout, every: .milliseconds(5)) {
             reap() != nil && state.withLock { $0.stdout.closed && $0.stderr.closed }
         }
         if ended {
@@ -293,7 +293,7 @@ public final class ChildProcess: Sendable {
         where predicate: @escaping @Sendable (String) -> Bool
     ) async -> String? {
         var found: String?
-        _ = await poll(timeout: timeout) {
+        _ = await eventually(timeout: timeout, every: .milliseconds(5)) {
             let lines = onStandardError ? standardErrorLines : standardOutputLines
             found = lines.first(where: predicate)
             return found != nil
@@ -301,22 +301,12 @@ public final class ChildProcess: Sendable {
         return found
     }
 
-    /// Checks `condition` every few milliseconds until it holds or `timeout` passes.
-    private func poll(timeout: Duration, _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if condition() { return true }
-            if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-    }
-
     /// A connected pair of sockets, close-on-exec from birth so that no process spawned by another
     /// thread inherits them (a `pipe` + `fcntl` would leave a window).
     private static func closeOnExecChannel() throws -> (read: Int32, write: Int32) {
         var ends: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
-            throw TestSupportError("socketpair failed: \(String(cString: strerror(errno)))")
+            throw HarnessError("socketpair failed: \(String(cString: strerror(errno)))")
         }
         return (ends[0], ends[1])
     }
@@ -369,7 +359,7 @@ public final class ChildProcess: Sendable {
         var pid: pid_t = 0
         let result = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
         guard result == 0 else {
-            throw TestSupportError("cannot start \(path): \(String(cString: strerror(result)))")
+            throw HarnessError("cannot start \(path): \(String(cString: strerror(result)))")
         }
         return pid
     }

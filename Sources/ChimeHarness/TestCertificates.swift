@@ -11,7 +11,7 @@ public struct TestCertificates: Sendable {
     public let keyFile: String
 
     /// Creates the files in `directory`.
-    /// - Throws: `TestSupportError` if `openssl` is missing or fails.
+    /// - Throws: `HarnessError` if `openssl` is missing or fails.
     public static func make(in directory: TemporaryDirectory) async throws -> TestCertificates {
         let certificates = TestCertificates(
             caFile: directory.appending("ca.crt"),
@@ -43,14 +43,14 @@ public struct TestCertificates: Sendable {
 
     private static func run(_ arguments: [String]) async throws {
         guard ChildProcess.find("openssl") != nil else {
-            throw TestSupportError("openssl is not installed: run `make test`, or apt-get install openssl")
+            throw HarnessError("openssl is not installed: run `make test`, or apt-get install openssl")
         }
         let openssl = try ChildProcess("openssl", arguments: arguments)
         try openssl.start()
         let termination = await openssl.waitForExit(timeout: .seconds(30))
         guard termination == .exited(0) else {
             let output = (openssl.standardErrorLines + openssl.standardOutputLines).joined(separator: "\n")
-            throw TestSupportError(
+            throw HarnessError(
                 "openssl \(arguments.first ?? "") failed (\(String(describing: termination))): \(output)"
             )
         }

@@ -73,10 +73,10 @@ public final class TestBroker: Sendable {
     }
 
     /// Starts a broker and waits until it accepts connections.
-    /// - Throws: `TestSupportError` if mosquitto is not installed (run `make test`) or does not start.
+    /// - Throws: `HarnessError` if mosquitto is not installed (run `make test`) or does not start.
     public static func start(_ configuration: Configuration = .init()) async throws -> TestBroker {
         guard ChildProcess.find("mosquitto") != nil else {
-            throw TestSupportError(
+            throw HarnessError(
                 "mosquitto is not installed (looked in PATH and /usr/sbin): run `make test`, "
                     + "which installs it with scripts/bootstrap"
             )
@@ -93,7 +93,7 @@ public final class TestBroker: Sendable {
                 lastError = error.underlying  // another process took the port between probe and bind
             }
         }
-        throw lastError ?? TestSupportError("mosquitto did not start")
+        throw lastError ?? HarnessError("mosquitto did not start")
     }
 
     private init(port: Int, configuration: Configuration, directory: TemporaryDirectory) {
@@ -185,7 +185,7 @@ public final class TestBroker: Sendable {
     }
 
     /// Starts the broker again on the same port (stopping it first if it runs).
-    /// - Throws: `TestSupportError` if it does not come back.
+    /// - Throws: `HarnessError` if it does not come back.
     public func restart() async throws {
         if isRunning {
             await stop()
@@ -198,7 +198,7 @@ public final class TestBroker: Sendable {
     }
 
     private struct PortTaken: Error {
-        let underlying: TestSupportError
+        let underlying: HarnessError
     }
 
     private func launch() async throws {
@@ -208,21 +208,23 @@ public final class TestBroker: Sendable {
         let child = try ChildProcess("mosquitto", arguments: ["-c", configPath])
         try child.start()
         process.withLock { $0 = child }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if Self.accepts(port: port) { return }
-            if !child.isRunning {
-                await child.waitForExit(timeout: .seconds(2))
-                let output = (child.standardErrorLines + child.standardOutputLines).joined(separator: "\n")
-                let why = output + "\n" + log
-                let error = TestSupportError("mosquitto exited at start on port \(port): \(why)")
-                if why.contains("Address already in use") { throw PortTaken(underlying: error) }
-                throw error
-            }
-            try await Task.sleep(for: .milliseconds(10))
+        let port = self.port
+        var accepting = false
+        _ = await eventually(timeout: .seconds(10)) {
+            accepting = Self.accepts(port: port)
+            return accepting || !child.isRunning
+        }
+        if accepting { return }
+        if !child.isRunning {
+            await child.waitForExit(timeout: .seconds(2))
+            let output = (child.standardErrorLines + child.standardOutputLines).joined(separator: "\n")
+            let why = output + "\n" + log
+            let error = HarnessError("mosquitto exited at start on port \(port): \(why)")
+            if why.contains("Address already in use") { throw PortTaken(underlying: error) }
+            throw error
         }
         child.kill()
-        throw TestSupportError("mosquitto did not accept connections on port \(port) within 10 s:\n\(log)")
+        throw HarnessError("mosquitto did not accept connections on port \(port) within 10 s:\n\(log)")
     }
 
     private func configurationText() -> String {
@@ -257,7 +259,7 @@ public final class TestBroker: Sendable {
     /// A port that was free a moment ago: bind port 0, read what the kernel chose, close.
     public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestSupportError("socket: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw HarnessError("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -269,7 +271,7 @@ public final class TestBroker: Sendable {
                 bind(fd, generic, length) == 0 && getsockname(fd, generic, &length) == 0
             }
         }
-        guard bound else { throw TestSupportError("bind: \(String(cString: strerror(errno)))") }
+        guard bound else { throw HarnessError("bind: \(String(cString: strerror(errno)))") }
         return Int(UInt16(bigEndian: address.sin_port))
     }
 

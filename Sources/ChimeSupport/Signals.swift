@@ -20,6 +20,3 @@ public final class SignalHandlers: @unchecked Sendable {
         }
     }
 }
-
-/// The version `--version` prints.
-public let chimeVersion = "0.1.0"
