@@ -89,7 +89,7 @@ public final class HTTPServer: Sendable {
         limits: Limits = Limits(),
         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
     ) throws(HTTPError) {
-        let (host, service) = try Self.split(address)
+        let (host, service) = try Self.parse(listen: address)
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -127,7 +127,7 @@ public final class HTTPServer: Sendable {
     }
 
     /// `HOST:PORT` with the port a number in 0...65535; `[v6]:PORT` for an IPv6 address.
-    static func split(_ address: String) throws(HTTPError) -> (host: String, port: String) {
+    public static func parse(listen address: String) throws(HTTPError) -> (host: String, port: String) {
         guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...])
         else {
             throw HTTPError(.badAddress, "expected HOST:PORT, got \"\(address)\"")

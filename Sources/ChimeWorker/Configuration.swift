@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeHTTP
 import ChimeJournal
 import ChimeMQTT
 import ChimeSupport
@@ -27,6 +28,8 @@ public struct WorkerConfiguration: Sendable {
     public var statsInterval: Int
     /// `--snapshot-bytes`: journal bytes written since the last snapshot that trigger the next.
     public var snapshotBytes: Int
+    /// `--metrics-listen`: where `GET /metrics`, `/livez` and `/readyz` are served; nil: nowhere.
+    public var metricsListen: String?
     public var logLevel: LogLevel
     public var logFormat: Logger.Format
 
@@ -54,6 +57,11 @@ public struct WorkerConfiguration: Sendable {
         .init("device-burst", default: "1000", "milliseconds of engine time one device may use at once"),
         .init("stats-interval", default: "10", "seconds between stats publications; 0 turns them off"),
         .init("snapshot-bytes", default: "268435456", "journal bytes since the last snapshot that trigger the next"),
+        .init(
+            "metrics-listen",
+            default: nil,
+            "HOST:PORT serving GET /metrics (Prometheus), /livez and /readyz; off when unset"
+        ),
         .init("log-level", default: "info", "trace, debug, info, notice, warning, error"),
         .init("log-format", default: "text", "text or json"),
         .init("help", value: false, env: false, "show this help"),
@@ -106,6 +114,14 @@ public struct WorkerConfiguration: Sendable {
         )
         statsInterval = try flags.integer("stats-interval", in: 0...86_400)
         snapshotBytes = try flags.integer("snapshot-bytes", in: 65_536...(1 << 40))
+        if let address = flags["metrics-listen"], !address.isEmpty {
+            do {
+                _ = try HTTPServer.parse(listen: address)
+            } catch {
+                throw UsageError("--metrics-listen: \(error.message)")
+            }
+            metricsListen = address
+        }
         guard let level = LogLevel(name: flags["log-level"] ?? "") else {
             throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
         }

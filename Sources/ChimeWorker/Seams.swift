@@ -10,7 +10,7 @@ public protocol WorkerStore: AnyObject {
     /// Appends a record (not yet durable: see ``commit()``).
     func append(_ entry: JournalEntry, key: CommandKey?) throws(StoreError)
     /// Makes what was appended durable under the store's sync policy.
-    /// - Returns: the milliseconds a sync took, nil when none was needed.
+    /// - Returns: the microseconds a sync took, nil when none was needed.
     func commit() throws(StoreError) -> Int64?
     /// Milliseconds until a ``commit()`` would sync what waits under an interval policy; nil when
     /// nothing waits.
@@ -71,7 +71,7 @@ final class JournalStore: WorkerStore {
         } catch {
             throw StoreError("\(error)")
         }
-        return syncing && !journal.hasUnsyncedData ? milliseconds(ContinuousClock.now - before) : nil
+        return syncing && !journal.hasUnsyncedData ? microseconds(ContinuousClock.now - before) : nil
     }
 
     var syncWait: Int64? {

@@ -108,6 +108,15 @@ public final class Worker: Sendable {
     /// - Throws: ``WorkerError`` when the data directory cannot be used, the journal is
     ///   corrupt, or a sync failed.
     public func run() throws(WorkerError) {
+        let clock = SystemClock()
+        let policy = WorkerStateMachine.Policy(configuration, logLevel: logger.level)
+        // Listening before recovery: /livez answers while a large data directory is read.
+        let metrics = try configuration.metricsListen.map { address throws(WorkerError) in
+            let placeholder = WorkerStateMachine(policy: policy, engine: Engine(), now: clock.now())
+            let endpoint = try MetricsEndpoint(listen: address, initial: placeholder.metrics(now: clock.now()))
+            logger.info("metrics endpoint listening", ["address": address, "port": "\(endpoint.port)"])
+            return endpoint
+        }
         let (journal, engine) = try recover()
 
         let inbox = self.inbox
@@ -118,10 +127,7 @@ public final class Worker: Sendable {
             options.sessionExpiryInterval = 7 * 24 * 3600
             options.will = MQTTWill(
                 topic: configuration.topics.workerStatus(configuration.workerId),
-                payload: WorkerStateMachine.statusPayload(
-                    "offline",
-                    policy: WorkerStateMachine.Policy(configuration, logLevel: logger.level)
-                ),
+                payload: WorkerStateMachine.statusPayload("offline", policy: policy),
                 qos: 1,
                 retain: true
             )
@@ -145,15 +151,14 @@ public final class Worker: Sendable {
             throw WorkerError("cannot start the MQTT client: \(error)")
         }
 
-        let clock = SystemClock()
-        let policy = WorkerStateMachine.Policy(configuration, logLevel: logger.level)
         let loop = WorkerLoop(
             machine: WorkerStateMachine(policy: policy, engine: engine, now: clock.now()),
             store: JournalStore(journal),
             transport: MQTTTransport(client),
             clock: clock,
             logger: logger,
-            inbox: inbox
+            inbox: inbox,
+            metrics: metrics
         )
         try loop.run()
     }
@@ -183,5 +188,7 @@ extension WorkerStateMachine.Policy {
             statsInterval: Int64(configuration.statsInterval) * 1000,
             logLevel: logLevel
         )
+        version = chimeVersion
+        metricsInterval = configuration.metricsListen == nil ? 0 : MetricsEndpoint.interval
     }
 }

@@ -12,6 +12,8 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     let clock: Clock
     let logger: Logger
     let inbox: Inbox
+    /// Where the numbers go for the metrics endpoint.
+    let metrics: MetricsEndpoint?
 
     public init(
         machine: WorkerStateMachine,
@@ -19,7 +21,8 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
         transport: Transport,
         clock: Clock,
         logger: Logger,
-        inbox: Inbox
+        inbox: Inbox,
+        metrics: MetricsEndpoint? = nil
     ) {
         self.machine = machine
         self.store = store
@@ -27,6 +30,7 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
         self.clock = clock
         self.logger = logger
         self.inbox = inbox
+        self.metrics = metrics
     }
 
     /// Runs until the machine exits.
@@ -97,7 +101,7 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
             case .commit:
                 let result: WorkerStateMachine.ActionResult
                 do {
-                    result = .committed(syncMilliseconds: try store.commit(), store: store.status)
+                    result = .committed(syncMicroseconds: try store.commit(), store: store.status)
                 } catch {
                     result = .commitFailed(error)
                 }
@@ -151,7 +155,10 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
                     throw WorkerError("journal sync failed at shutdown: \(error)")
                 }
             case .exit(let fatal):
+                metrics?.stopped()
                 if let fatal { throw fatal }
+            case .exportMetrics(let numbers):
+                metrics?.update(numbers)
             }
         }
     }

@@ -9,10 +9,10 @@ public enum HTTPProbe {
         public var body: String
     }
 
-    /// `GET path` on 127.0.0.1:port.
+    /// `GET path` on 127.0.0.1:port, in HTTP/1.0 so that the answer comes whole (not chunked).
     public static func get(port: Int, _ path: String) throws -> Response {
         try parse(
-            exchange(port: port, Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
+            exchange(port: port, Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8))
         )
     }
 

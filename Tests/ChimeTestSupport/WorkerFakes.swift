@@ -80,7 +80,7 @@ public final class FakeStore: WorkerStore {
         timeline.add(.commit)
         let synced = committed < records.count
         committed = records.count
-        return synced ? 1 : nil
+        return synced ? 100 : nil
     }
 
     public var syncWait: Int64? { nil }

@@ -34,6 +34,10 @@ public struct WorkerStateMachine {
         public var statsInterval: Int64
         /// Lines below this level are not built.
         public var logLevel: LogLevel
+        /// chimed's version, in the metrics' worker info.
+        public var version = ""
+        /// Milliseconds between two ``Action/exportMetrics(_:)``; 0: none (no metrics endpoint).
+        public var metricsInterval: Int64 = 0
 
         /// Deliveries published and not yet acknowledged, at most. More would only queue up
         /// inside the MQTT client (whose queue is slow to walk when long) while the broker's
@@ -103,7 +107,7 @@ public struct WorkerStateMachine {
     public enum Action: Sendable {
         /// Append to the store; report ``ActionResult/appended(_:)``.
         case append(JournalEntry, key: CommandKey?)
-        /// Make everything appended durable; report ``ActionResult/committed(syncMilliseconds:store:)``.
+        /// Make everything appended durable; report ``ActionResult/committed(syncMicroseconds:store:)``.
         case commit
         /// Publish; report ``ActionResult/published(_:_:)``.
         case publish(OutboundMessage)
@@ -119,6 +123,8 @@ public struct WorkerStateMachine {
         case closeStore
         /// Stop: cleanly (nil) or with a one-line reason.
         case exit(WorkerError?)
+        /// Hand the numbers to the metrics endpoint (every ``Policy/metricsInterval``).
+        case exportMetrics(WorkerMetrics)
     }
 
     /// The worker's two subscriptions.
@@ -132,8 +138,8 @@ public struct WorkerStateMachine {
     /// How an action went.
     public enum ActionResult: Sendable {
         case appended(Result<Void, StoreError>)
-        /// The commit succeeded; `syncMilliseconds` is how long its sync took, nil when it did not sync.
-        case committed(syncMilliseconds: Int64?, store: StoreStatus)
+        /// The commit succeeded; `syncMicroseconds` is how long its sync took, nil when it did not sync.
+        case committed(syncMicroseconds: Int64?, store: StoreStatus)
         case commitFailed(StoreError)
         /// The transport took the publication (its message id) or refused it.
         case published(OutboundMessage.Purpose, Result<Int32, TransportError>)
@@ -220,6 +226,9 @@ public struct WorkerStateMachine {
     var takeovers: [Instant] = []
     var lastTick: Instant
     var lastStats: Instant
+    var lastMetrics: Instant?
+    /// What the store said after the last commit.
+    var store = StoreStatus()
     /// The device that pays for the command being handled, and when it arrived.
     var charging: (device: String, at: Instant)?
 
@@ -325,8 +334,8 @@ public struct WorkerStateMachine {
         var actions: [Action] = []
         switch result {
         case .appended(let outcome): appended(outcome, &actions)
-        case .committed(let syncMilliseconds, let store):
-            if let syncMilliseconds { stats.fsync.record(syncMilliseconds) }
+        case .committed(let syncMicroseconds, let store):
+            if let syncMicroseconds { stats.fsync.record(microseconds: syncMicroseconds) }
             committed(store, now: now, &actions)
         case .commitFailed(let error):
             lifecycle = .stopped
@@ -466,10 +475,11 @@ public struct WorkerStateMachine {
             return
         }
         guard policy.partition.owns(address.deviceId) else { return }
-        stats.commands[address.opName, default: 0] += 1
+        // Op names come from the topic: count the unknown ones under one name, so that a client
+        // cannot grow the stats (and the metrics' label values) without bound.
+        stats.commands[address.op?.rawValue ?? "unknown", default: 0] += 1
         let replyTo = replyDestination(message, address)
         if let problem = address.problem {
-            stats.errors += 1
             guard let replyTo else {
                 stats.invalidTopics += 1
                 log(
@@ -488,7 +498,6 @@ public struct WorkerStateMachine {
         // refused before its command is even parsed.
         let admission = budget.admits(address.deviceId, now: now)
         guard admission.admitted else {
-            stats.rateLimited += 1
             let error = ChimeError(
                 .rateLimited,
                 "device \(address.deviceId) used its share of the worker (--device-rate \(Int(budget.rate)) ms/s); "
@@ -502,7 +511,6 @@ public struct WorkerStateMachine {
         var request: Request
         switch decoder.decode(deviceId: address.deviceId, op: op, payload: message.payload) {
         case .failure(let failure):
-            stats.errors += 1
             log(
                 .debug,
                 "rejected",
@@ -530,7 +538,6 @@ public struct WorkerStateMachine {
         }
         switch engine.decide(request, now: now, random: &random) {
         case .reply(let reply):
-            if !reply.isOK { stats.errors += 1 }
             if reply.isDuplicate {
                 stats.duplicates += 1
                 log(
@@ -566,6 +573,7 @@ public struct WorkerStateMachine {
     }
 
     mutating func queueReply(_ reply: Reply, to destination: ReplyDestination) {
+        if case .failure(let error) = reply.outcome { stats.errorsByCode[error.code.wireName, default: 0] += 1 }
         pendingReplies.append(
             OutboundMessage(
                 topic: destination.topic,
@@ -590,7 +598,6 @@ public struct WorkerStateMachine {
                     ?? Reply(request: request, error: ChimeError(.internal, "the command had no result"))
                 queueReply(reply, to: replyTo)
             case .failure(let error):
-                stats.errors += 1
                 log(.error, "journal write failed; command refused", ["error": "\(error)"], into: &actions)
                 let refusal = ChimeError(.unavailable, "the journal cannot take writes: \(error.message)")
                 queueReply(Reply(request: request, error: refusal), to: replyTo)
@@ -634,6 +641,7 @@ public struct WorkerStateMachine {
 
     /// After the commit: the replies of what it made durable, then what is due.
     mutating func committed(_ store: StoreStatus, now: Instant, _ actions: inout [Action]) {
+        self.store = store
         for reply in pendingReplies { actions.append(.publish(reply)) }
         pendingReplies.removeAll(keepingCapacity: true)
         if case .refused(let at) = connection, now >= at {
@@ -683,7 +691,7 @@ public struct WorkerStateMachine {
         case (.delivery(let token, _, let due), .success(let messageId)):
             tokensByMessageId[messageId] = token
             let lateness = now.milliseconds - due.milliseconds
-            stats.lateness.record(lateness)
+            stats.lateness.record(microseconds: lateness * 1000)
             if lateness >= engine.configuration.lateThreshold { stats.lateDeliveries += 1 }
         case (.delivery(let token, let fireId, _), .failure(let error)):
             // Retried with the backoff of a refusal: an error such as an oversized packet would
@@ -809,26 +817,54 @@ public struct WorkerStateMachine {
     // MARK: Stats and stopping
 
     mutating func maybePublishStats(_ store: StoreStatus, now: Instant, _ actions: inout [Action]) {
+        if policy.metricsInterval > 0,
+            lastMetrics.map({ now.milliseconds - $0.milliseconds >= policy.metricsInterval }) ?? true
+        {
+            lastMetrics = now
+            actions.append(.exportMetrics(metrics(now: now)))
+        }
         guard policy.statsInterval > 0, isConnected, now.milliseconds - lastStats.milliseconds >= policy.statsInterval
         else { return }
         lastStats = now
-        var o = stats.json
-        o["workerId"] = .string(policy.workerId)
-        o["pending"] = .int(Int64(engine.pendingCount))
-        o["devices"] = .int(Int64(engine.deviceCount))
-        o["inflight"] = .int(Int64(engine.inflightCount))
-        o["journalBytesSinceSnapshot"] = .int(Int64(store.bytesSinceSnapshot))
-        o["journalSequence"] = .int(Int64(store.lastSequence))
-        o["at"] = .string(now.rfc3339())
         actions.append(
             .publish(
                 OutboundMessage(
                     topic: policy.topics.workerStats(policy.workerId),
-                    payload: JSON.object(o).bytes,
+                    payload: JSON.object(metrics(now: now).statsJSON).bytes,
                     qos: 0,
                     purpose: .stats
                 )
             )
+        )
+    }
+
+    /// Every number the worker reports, now.
+    public func metrics(now: Instant) -> WorkerMetrics {
+        var notReady: [String] = []
+        switch connection {
+        case .down: notReady.append("not connected to the broker")
+        case .subscribing: notReady.append("waiting for the broker to grant the command subscription")
+        case .refused: notReady.append("the broker refused the command subscription")
+        case .serving: break
+        }
+        if case .diverged = persistence {
+            notReady.append("the journal cannot take writes until a snapshot catches up")
+        }
+        if lifecycle != .running { notReady.append("stopping") }
+        return WorkerMetrics(
+            stats: stats,
+            pending: engine.pendingCount,
+            devices: engine.deviceCount,
+            inflight: engine.inflightCount,
+            store: store,
+            connected: isConnected,
+            notReady: notReady,
+            workerId: policy.workerId,
+            partition: policy.partition.description,
+            instance: policy.instance,
+            version: policy.version,
+            startedAt: startedAt,
+            at: now
         )
     }
 

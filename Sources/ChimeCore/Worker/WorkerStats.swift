@@ -1,32 +1,34 @@
-/// A histogram of milliseconds over fixed buckets, with quantiles read from the buckets.
+/// A histogram of durations over fixed millisecond buckets, with quantiles read from the
+/// buckets. Values are kept in microseconds, so that sub-millisecond syncs add up.
 public struct Histogram: Hashable, Sendable {
     /// Upper bounds of the buckets, in milliseconds; a last bucket takes everything above.
     public static let bounds: [Int64] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 60000]
     public private(set) var counts = [Int](repeating: 0, count: Histogram.bounds.count + 1)
     public private(set) var total = 0
+    /// The largest value and the sum of all, in microseconds.
     public private(set) var maximum: Int64 = 0
     public private(set) var sum: Int64 = 0
 
-    mutating func record(_ milliseconds: Int64) {
-        let value = max(0, milliseconds)
-        let index = Histogram.bounds.firstIndex { value <= $0 } ?? Histogram.bounds.count
+    mutating func record(microseconds: Int64) {
+        let value = max(0, microseconds)
+        let index = Histogram.bounds.firstIndex { value <= $0 * 1000 } ?? Histogram.bounds.count
         counts[index] += 1
         total += 1
         sum += value
         maximum = max(maximum, value)
     }
 
-    /// The upper bound of the bucket holding quantile `q` (0...1): an over-estimate by at most
-    /// one bucket.
+    /// The upper bound in milliseconds of the bucket holding quantile `q` (0...1): an
+    /// over-estimate by at most one bucket.
     public func quantile(_ q: Double) -> Int64? {
         guard total > 0 else { return nil }
         let rank = Int((Double(total) * q).rounded(.up))
         var seen = 0
         for (i, n) in counts.enumerated() {
             seen += n
-            if seen >= max(rank, 1) { return i < Histogram.bounds.count ? Histogram.bounds[i] : maximum }
+            if seen >= max(rank, 1) { return i < Histogram.bounds.count ? Histogram.bounds[i] : maximum / 1000 }
         }
-        return maximum
+        return maximum / 1000
     }
 
     var json: JSONObject {
@@ -38,8 +40,8 @@ public struct Histogram: Hashable, Sendable {
             "count": .int(Int64(total)),
             "p50": quantile(0.5).map { .int($0) } ?? .null,
             "p99": quantile(0.99).map { .int($0) } ?? .null,
-            "max": .int(maximum),
-            "mean": total > 0 ? .double((Double(sum) / Double(total) * 10).rounded() / 10) : .null,
+            "max": .int(maximum / 1000),
+            "mean": total > 0 ? .double((Double(sum) / Double(total) / 100).rounded() / 10) : .null,
             "buckets": .object(buckets),
         ]
     }
@@ -48,8 +50,10 @@ public struct Histogram: Hashable, Sendable {
 /// Counters the worker publishes on `P/$worker/{id}/stats`. Owned by the loop thread; counts
 /// are totals since start, so rates come from two samples.
 public struct WorkerStats: Hashable, Sendable {
+    /// Commands received, by op (`unknown` for an op that does not exist).
     public internal(set) var commands: [String: Int] = [:]
-    public internal(set) var errors = 0
+    /// Commands answered with an error, by error code.
+    public internal(set) var errorsByCode: [String: Int] = [:]
     public internal(set) var invalidTopics = 0
     public internal(set) var deliveries = 0
     public internal(set) var lateDeliveries = 0
@@ -60,21 +64,26 @@ public struct WorkerStats: Hashable, Sendable {
     public internal(set) var subscriptionRefusals = 0
     /// Times the broker said another client took our session (MQTT 5 reason 0x8E).
     public internal(set) var takeovers = 0
-    /// Commands answered `rate_limited`.
-    public internal(set) var rateLimited = 0
     /// Commands recognised as a redelivery of one already applied, and not applied again.
     public internal(set) var duplicates = 0
-    /// Milliseconds from when a delivery was due to when it was published.
+    /// From when a delivery was due to when it was published.
     public internal(set) var lateness = Histogram()
-    /// Milliseconds each journal sync took.
+    /// How long each journal sync took.
     public internal(set) var fsync = Histogram()
 
+    /// Commands answered with an error.
+    public var errors: Int { errorsByCode.values.reduce(0, +) }
+
     public var json: JSONObject {
-        var byOp = JSONObject()
-        for (op, n) in commands.sorted(by: { $0.key < $1.key }) { byOp.append(op, .int(Int64(n))) }
+        func counts(_ d: [String: Int]) -> JSON {
+            var o = JSONObject()
+            for (k, n) in d.sorted(by: { $0.key < $1.key }) { o.append(k, .int(Int64(n))) }
+            return .object(o)
+        }
         return [
-            "commands": .object(byOp),
+            "commands": counts(commands),
             "errors": .int(Int64(errors)),
+            "errorsByCode": counts(errorsByCode),
             "invalidTopics": .int(Int64(invalidTopics)),
             "deliveries": .int(Int64(deliveries)),
             "lateDeliveries": .int(Int64(lateDeliveries)),
@@ -83,7 +92,7 @@ public struct WorkerStats: Hashable, Sendable {
             "reconnects": .int(Int64(reconnects)),
             "refusedDeliveries": .int(Int64(refusedDeliveries)),
             "subscriptionRefusals": .int(Int64(subscriptionRefusals)),
-            "rateLimited": .int(Int64(rateLimited)),
+            "rateLimited": .int(Int64(errorsByCode[ChimeError.Code.rateLimited.wireName] ?? 0)),
             "takeovers": .int(Int64(takeovers)),
             "duplicates": .int(Int64(duplicates)),
         ]

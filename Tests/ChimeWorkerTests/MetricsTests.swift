@@ -1,0 +1,97 @@
+import ChimeCore
+import ChimeTestSupport
+import Foundation
+import Testing
+
+/// `--metrics-listen` against the real thing: the built chimed, mosquitto, Debian's prometheus
+/// and promtool.
+@Suite struct MetricsTests {
+    func start() async throws -> (WorkerFixture, Int) {
+        let port = try TestBroker.freePort()
+        let fixture = try await WorkerFixture.start(extra: ["--metrics-listen", "127.0.0.1:\(port)"])
+        return (fixture, port)
+    }
+
+    func status(_ port: Int, _ path: String) -> Int { (try? HTTPProbe.get(port: port, path).status) ?? 0 }
+
+    @Test func prometheusScrapesDeliveriesAndComputesALatenessQuantile() async throws {
+        let (fixture, port) = try await start()
+        defer { Task { await fixture.stop() } }
+        #expect(await eventually { status(port, "/readyz") == 200 })
+        try await fixture.subscribeDeliveries("d1")
+        try await fixture.ok("d1", .schedule, #"{"id":"a","after":1}"#)
+        #expect(await fixture.waitForDeliveries("d1", count: 1, timeout: .seconds(10)).count == 1)
+        #expect(
+            await eventually {
+                (try? HTTPProbe.get(port: port, "/metrics").body.contains("\nchime_deliveries_total 1\n")) == true
+            }
+        )
+
+        // The exposition passes promtool's linter.
+        let scrape = try HTTPProbe.get(port: port, "/metrics")
+        #expect(scrape.headers["content-type"]?.hasPrefix("text/plain; version=0.0.4") == true)
+        let file = try TemporaryDirectory(prefix: "chime-metrics")
+        try scrape.body.write(toFile: file.appending("metrics.txt"), atomically: true, encoding: .utf8)
+        let lint = try ChildProcess(
+            "sh",
+            arguments: ["-c", "promtool check metrics < \(file.appending("metrics.txt"))"]
+        )
+        try lint.start()
+        let lintResult = await lint.waitForExit(timeout: .seconds(30))
+        #expect(lintResult == .exited(0), "\(lint.standardOutputLines + lint.standardErrorLines)")
+
+        // A real Prometheus scrapes it, and PromQL reads the histogram.
+        let prometheus = try await TestPrometheus.start(scraping: ["127.0.0.1:\(port)"])
+        var deliveries: [(labels: JSONObject, value: String)] = []
+        let scraped = await eventually(timeout: .seconds(30), every: .milliseconds(200)) {
+            deliveries = (try? prometheus.query("chime_deliveries_total")) ?? []
+            return deliveries.first?.value == "1"
+        }
+        #expect(scraped, "\(deliveries)")
+        #expect(deliveries.first?.labels["job"] == "chime")
+        let p99 = try prometheus.query(
+            "histogram_quantile(0.99, sum by (le) (chime_delivery_lateness_seconds_bucket))"
+        )
+        let seconds = p99.first.flatMap { Double($0.value) }
+        #expect(seconds.map { $0 >= 0 && $0 <= 60 } == true, "\(p99)")
+        let ready = try prometheus.query("chime_ready")
+        #expect(ready.first?.value == "1")
+        let info = try prometheus.query("chime_worker_info")
+        #expect(info.first?.labels["worker_id"]?.stringValue == fixture.workerId)
+    }
+
+    @Test func readyzFollowsTheBrokerConnectionAndLivezTheLoop() async throws {
+        let (fixture, port) = try await start()
+        defer { Task { await fixture.stop() } }
+        #expect(await eventually { status(port, "/readyz") == 200 })
+        #expect(status(port, "/livez") == 200)
+        await fixture.broker.stop()
+        #expect(await eventually { status(port, "/readyz") == 503 })
+        let body = try HTTPProbe.get(port: port, "/readyz").body
+        #expect(body.contains("not connected to the broker"), "\(body)")
+        // Alive while the broker is away: the loop still runs.
+        #expect(status(port, "/livez") == 200)
+        try await fixture.broker.restart()
+        #expect(await eventually { status(port, "/readyz") == 200 })
+    }
+
+    @Test func theEndpointAnswersOnlyWhatItServes() async throws {
+        let (fixture, port) = try await start()
+        defer { Task { await fixture.stop() } }
+        #expect(await eventually { status(port, "/livez") == 200 })
+        #expect(status(port, "/nope") == 404)
+        let post = try HTTPProbe.parse(
+            HTTPProbe.exchange(port: port, Array("POST /metrics HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}".utf8))
+        )
+        #expect(post.status == 405)
+        // A stop is graceful with the endpoint open.
+        #expect(await fixture.stopWorker() == .exited(0))
+    }
+
+    @Test func anAddressThatIsNotHostAndPortIsAUsageError() async throws {
+        let chimed = try ChildProcess(try builtProduct("chimed"), arguments: ["--metrics-listen", "localhost"])
+        try chimed.start()
+        #expect(await chimed.waitForExit(timeout: .seconds(10)) == .exited(2))
+        #expect(chimed.standardErrorLines.joined().contains("--metrics-listen: expected HOST:PORT"))
+    }
+}
