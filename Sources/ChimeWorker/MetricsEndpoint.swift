@@ -2,9 +2,16 @@ import ChimeCore
 import ChimeHTTP
 import Synchronization
 
+/// Where the loop hands its numbers (``WorkerStateMachine/Action/exportMetrics(_:)``).
+public protocol MetricsSink: AnyObject, Sendable {
+    func update(_ metrics: WorkerMetrics)
+    /// The loop has exited.
+    func stopped()
+}
+
 /// `--metrics-listen`: `GET /metrics` (Prometheus), `/livez` and `/readyz`, answered on the HTTP
 /// server's own thread from the numbers the loop last handed over, never on the loop thread.
-public final class MetricsEndpoint: Sendable {
+public final class MetricsEndpoint: MetricsSink {
     enum State {
         /// Reading the data directory: alive, not ready.
         case recovering(WorkerMetrics)
@@ -43,11 +50,11 @@ public final class MetricsEndpoint: Sendable {
     /// The port it listens on.
     public var port: UInt16 { server.port }
 
-    func update(_ metrics: WorkerMetrics) {
+    public func update(_ metrics: WorkerMetrics) {
         shared.state.withLock { $0 = .running(metrics, updated: .now) }
     }
 
-    func stopped() {
+    public func stopped() {
         shared.state.withLock {
             switch $0 {
             case .recovering(let m), .running(let m, _), .stopped(let m): $0 = .stopped(m)

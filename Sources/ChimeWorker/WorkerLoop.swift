@@ -13,7 +13,7 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     let logger: Logger
     let inbox: Inbox
     /// Where the numbers go for the metrics endpoint.
-    let metrics: MetricsEndpoint?
+    let metrics: (any MetricsSink)?
 
     public init(
         machine: WorkerStateMachine,
@@ -22,7 +22,7 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
         clock: Clock,
         logger: Logger,
         inbox: Inbox,
-        metrics: MetricsEndpoint? = nil
+        metrics: (any MetricsSink)? = nil
     ) {
         self.machine = machine
         self.store = store

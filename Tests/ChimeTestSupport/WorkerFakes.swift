@@ -178,6 +178,7 @@ public final class WorkerTestLoop {
     public let clock: ManualClock
     public let inbox = Inbox()
     public let log = LogLines()
+    public let metrics = RecordingMetrics()
     public let topics = Topics(prefix: "chime")
     public private(set) var loop: WorkerLoop<FakeStore, FakeTransport, ManualClock>
 
@@ -187,12 +188,13 @@ public final class WorkerTestLoop {
     public init(
         now: Instant = Instant(milliseconds: 1_796_119_200_000),
         engine: Engine = Engine(),
-        statsInterval: Int64 = 0
+        statsInterval: Int64 = 0,
+        metricsInterval: Int64 = 0
     ) {
         clock = ManualClock(now)
         store = FakeStore(timeline: timeline)
         transport = FakeTransport(timeline: timeline)
-        let policy = WorkerStateMachine.Policy(
+        var policy = WorkerStateMachine.Policy(
             workerId: "w1",
             instance: "this",
             pid: 1,
@@ -204,6 +206,7 @@ public final class WorkerTestLoop {
             statsInterval: statsInterval,
             logLevel: .info
         )
+        policy.metricsInterval = metricsInterval
         let log = self.log
         loop = WorkerLoop(
             machine: WorkerStateMachine(policy: policy, engine: engine, now: now, random: SplitMix64(seed: 7)),
@@ -211,11 +214,15 @@ public final class WorkerTestLoop {
             transport: transport,
             clock: clock,
             logger: Logger(level: .info, format: .text) { log.append($0) },
-            inbox: inbox
+            inbox: inbox,
+            metrics: metrics
         )
     }
 
     public var machine: WorkerStateMachine { loop.machine }
+
+    /// What the loop handed to its metrics endpoint, oldest first.
+    public var exported: [WorkerMetrics] { metrics.exported.withLock { $0 } }
     public var engine: Engine { loop.machine.engine }
 
     public func step(_ events: WorkerEvent...) throws(WorkerError) { try loop.step(events) }
@@ -263,4 +270,13 @@ public final class WorkerTestLoop {
     }
 
     public func logged(_ text: String) -> Bool { log.contains(text) }
+}
+
+/// A metrics sink that keeps what it was handed.
+public final class RecordingMetrics: MetricsSink {
+    public let exported = Mutex<[WorkerMetrics]>([])
+    public let isStopped = Mutex(false)
+    public init() {}
+    public func update(_ metrics: WorkerMetrics) { exported.withLock { $0.append(metrics) } }
+    public func stopped() { isStopped.withLock { $0 = true } }
 }

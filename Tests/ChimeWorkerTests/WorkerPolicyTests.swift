@@ -359,3 +359,53 @@ extension WorkerTestLoop {
         return try #require(deliveries().dropFirst(before).first)
     }
 }
+
+@Suite struct WorkerMetricsPolicyTests {
+    @Test func metricsAreHandedOverAtTheirIntervalAndSayWhyTheWorkerIsNotReady() throws {
+        let w = WorkerTestLoop(metricsInterval: 250)
+        var exported: [WorkerMetrics] { w.exported }
+        try w.step()
+        #expect(exported.last?.notReady == ["not connected to the broker"])
+        try w.step(.mqtt(.connected(sessionPresent: false)))
+        // Within the interval: nothing new.
+        #expect(exported.count == 1)
+        w.clock.advance(milliseconds: 250)
+        try w.step()
+        #expect(exported.last?.notReady == ["waiting for the broker to grant the command subscription"])
+        let commands = try #require(w.transport.subscriptions.last)
+        try w.step(.mqtt(.subscribed(messageId: commands.messageId, grantedQoS: [1])))
+        w.clock.advance(milliseconds: 250)
+        try w.step()
+        #expect(exported.last?.ready == true)
+        try w.schedule("a", after: 60)
+        w.clock.advance(milliseconds: 250)
+        try w.step()
+        #expect(exported.last?.pending == 1)
+        #expect(exported.last?.stats.commands["schedule"] == 1)
+        try w.step(.stop)
+        w.clock.advance(milliseconds: 250)
+        try w.step(w.command("d1", .list, "{}"))
+        #expect(w.machine.isFinished)
+        #expect(w.metrics.isStopped.withLock { $0 })
+    }
+
+    @Test func noMetricsAreBuiltWithoutAnEndpoint() throws {
+        let w = WorkerTestLoop()
+        try w.online()
+        w.clock.advance(milliseconds: 10_000)
+        try w.step()
+        #expect(w.exported.isEmpty)
+    }
+
+    @Test func errorsAreCountedByCodeAndUnknownOpsUnderOneName() throws {
+        let w = WorkerTestLoop()
+        try w.online()
+        for i in 0..<50 {
+            try w.step(.mqtt(.message(MQTTMessage(topic: "chime/d1/cmd/op\(i)", payload: [], qos: 1))))
+        }
+        try w.step(w.command("d1", .schedule, #"{"id":"a","after":"soon"}"#))
+        #expect(w.machine.stats.commands == ["unknown": 50, "schedule": 1])
+        #expect(w.machine.stats.errorsByCode == ["invalid_argument": 51])
+        #expect(w.machine.stats.errors == 51)
+    }
+}

@@ -1,0 +1,74 @@
+import Testing
+
+@testable import ChimeCore
+
+@Suite struct WorkerMetricsTests {
+    func metrics(notReady: [String] = []) -> WorkerMetrics {
+        WorkerMetrics(
+            stats: WorkerStats(),
+            pending: 3,
+            devices: 2,
+            inflight: 1,
+            store: StoreStatus(snapshotDue: false, bytesSinceSnapshot: 4096, lastSequence: 17),
+            connected: true,
+            notReady: notReady,
+            workerId: "w\"1\\x\ny",
+            partition: "0/1",
+            instance: "abc",
+            version: "1.0",
+            startedAt: Instant(milliseconds: 1_796_119_200_500),
+            at: Instant(milliseconds: 1_796_119_260_000)
+        )
+    }
+
+    /// Each family has one HELP and one TYPE line, before its samples, and every sample belongs to
+    /// a declared family.
+    @Test func everySampleBelongsToADeclaredFamilyWithItsHeaderFirst() {
+        let text = metrics().prometheusText
+        var declared: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("# TYPE ") {
+                let parts = line.split(separator: " ")
+                #expect(declared[String(parts[2])] == nil, "\(parts[2]) declared twice")
+                declared[String(parts[2])] = String(parts[3])
+            } else if !line.hasPrefix("#") {
+                let name = String(line.prefix { $0 != "{" && $0 != " " })
+                let family = declared.keys.first { name == $0 || name.hasPrefix($0 + "_") }
+                #expect(family != nil, "\(name) comes before its family's TYPE line")
+            }
+        }
+        #expect(Set(declared.keys) == Set(WorkerMetrics.families.map(\.name)))
+        #expect(declared["chime_delivery_lateness_seconds"] == "histogram")
+        #expect(declared["chime_deliveries_total"] == "counter")
+    }
+
+    @Test func gaugesAndLabelsAreWrittenInBaseUnitsAndEscaped() {
+        let text = metrics().prometheusText
+        #expect(text.contains("\nchime_pending_notifications 3\n"))
+        #expect(text.contains("\nchime_journal_unsnapshotted_bytes 4096\n"))
+        #expect(text.contains("\nchime_start_time_seconds 1796119200.5\n"))
+        #expect(text.contains("\nchime_ready 1\n"))
+        let info = #"chime_worker_info{worker_id="w\"1\\x\ny",partition="0/1",instance="abc",version="1.0"} 1"#
+        #expect(text.contains(info))
+        #expect(metrics(notReady: ["stopping"]).prometheusText.contains("\nchime_ready 0\n"))
+    }
+
+    @Test func histogramBucketsAreCumulativeInSeconds() {
+        var h = Histogram()
+        for microseconds: Int64 in [300, 800, 1500, 7_000, 90_000_000] { h.record(microseconds: microseconds) }
+        var stats = WorkerStats()
+        stats.fsync = h
+        var m = metrics()
+        m.stats = stats
+        let lines = m.prometheusText.split(separator: "\n").filter { $0.hasPrefix("chime_journal_sync_seconds") }
+        #expect(lines.contains(#"chime_journal_sync_seconds_bucket{le="0.001"} 2"#))
+        #expect(lines.contains(#"chime_journal_sync_seconds_bucket{le="0.002"} 3"#))
+        #expect(lines.contains(#"chime_journal_sync_seconds_bucket{le="0.01"} 4"#))
+        #expect(lines.contains(#"chime_journal_sync_seconds_bucket{le="60"} 4"#))
+        #expect(lines.contains(#"chime_journal_sync_seconds_bucket{le="+Inf"} 5"#))
+        #expect(lines.contains("chime_journal_sync_seconds_count 5"))
+        #expect(lines.contains("chime_journal_sync_seconds_sum 90.0096"))
+        // The stats message keeps milliseconds.
+        #expect(h.quantile(0.5) == 2)
+    }
+}
