@@ -57,12 +57,17 @@ import Testing
         // What differs on a test machine; everything else as shipped, with no flags at all.
         settings["CHIME_BROKER"] = broker.url
         settings["CHIME_DATA_DIR"] = data.appending("data")
+        // The shipped port may be taken on a test machine: same host, a free port.
+        #expect(settings["CHIME_METRICS_LISTEN"] == "127.0.0.1:9464")
+        let metricsPort = try TestBroker.freePort()
+        settings["CHIME_METRICS_LISTEN"] = "127.0.0.1:\(metricsPort)"
         let chimed = try ChildProcess(try builtProduct("chimed"), environment: settings)
         try chimed.start()
         let serving = await chimed.waitForLine(onStandardError: true, timeout: .seconds(20)) {
             $0.contains("serving")
         }
         #expect(serving?.hasPrefix("{") == true, "log lines are JSON: \(chimed.standardErrorLines)")
+        #expect(await eventually { (try? HTTPProbe.get(port: metricsPort, "/readyz").status) == 200 })
         chimed.terminate()
         #expect(await chimed.waitForExit(timeout: .seconds(20)) == .exited(0))
         await broker.stop()
