@@ -47,6 +47,19 @@ public struct WorkerConfiguration: Sendable {
             default: "1048576",
             "bytes of notifications (content, userInfo, rules) a device may hold"
         ),
+        .init(
+            "receipts",
+            default: "false",
+            "true: every device that did not choose keeps deliveries in its inbox until it acknowledges them"
+        ),
+        .init("inbox-ttl", default: "604800", "seconds an unacknowledged delivery stays in an inbox"),
+        .init(
+            "max-inbox-per-device",
+            default: "100",
+            "unacknowledged deliveries a device's inbox holds (oldest go first)"
+        ),
+        .init("max-inbox-bytes-per-device", default: "1048576", "bytes of deliveries a device's inbox holds"),
+        .init("history-per-device", default: "50", "deliveries a device's history keeps"),
         .init("max-command-bytes", default: "262144", "largest command payload"),
         .init("max-userinfo-bytes", default: "4096", "largest serialized userInfo"),
         .init(
@@ -104,6 +117,15 @@ public struct WorkerConfiguration: Sendable {
             maxPendingPerDevice: try flags.integer("max-pending-per-device", in: 1...100_000_000),
             maxBytesPerDevice: try flags.integer("max-bytes-per-device", in: 1024...(1 << 40))
         )
+        switch flags["receipts"] ?? "false" {
+        case "true": engine.receipts.byDefault = true
+        case "false": engine.receipts.byDefault = false
+        case let other: throw UsageError("--receipts must be true or false, got \"\(other)\"")
+        }
+        engine.receipts.inboxTTL = Int64(try flags.integer("inbox-ttl", in: 1...31_536_000)) * 1000
+        engine.receipts.maxInboxPerDevice = try flags.integer("max-inbox-per-device", in: 1...100_000)
+        engine.receipts.maxInboxBytesPerDevice = try flags.integer("max-inbox-bytes-per-device", in: 1024...(1 << 34))
+        engine.receipts.historyPerDevice = try flags.integer("history-per-device", in: 1...100_000)
         limits = CommandLimits(
             maxCommandBytes: try flags.integer("max-command-bytes", in: 256...268_435_456),
             maxUserInfoBytes: try flags.integer("max-userinfo-bytes", in: 2...16_777_216)

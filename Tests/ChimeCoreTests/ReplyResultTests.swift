@@ -35,17 +35,27 @@ import Testing
             (.snooze, #"{"id":"b","after":60}"#, #"{"id":"b","nextFireDate":"2026-12-01T10:01:00Z"}"#),
             (
                 .device, #"{"timeZone":"Asia/Shanghai","quietHours":{"start":"22:00","end":"07:00"}}"#,
-                #"{"deviceId":"d","timeZone":"Asia/Shanghai","badge":0,"quietHours":{"start":"22:00","end":"07:00"},"pending":2}"#
+                #"{"deviceId":"d","timeZone":"Asia/Shanghai","badge":0,"quietHours":{"start":"22:00","end":"07:00"},"pending":2,"receipts":false,"history":false}"#
             ),
             (
                 .device, #"{"quietHours":null}"#,
-                #"{"deviceId":"d","timeZone":"Asia/Shanghai","badge":0,"quietHours":null,"pending":2}"#
+                #"{"deviceId":"d","timeZone":"Asia/Shanghai","badge":0,"quietHours":null,"pending":2,"receipts":false,"history":false}"#
             ),
             (
                 .preview, #"{"id":"c","count":2}"#,
                 #"{"fireDates":["2026-12-01T12:00:00Z","2026-12-02T12:00:00Z"]}"#
             ),
             (.cancel, #"{"all":true}"#, #"{"cancelled":["b","c"]}"#),
+            (
+                .device, #"{"receipts":true}"#,
+                #"{"deviceId":"d","timeZone":"Asia/Shanghai","badge":0,"quietHours":null,"pending":0,"receipts":true,"history":true}"#
+            ),
+            (
+                .ack, #"{"fireIds":["x@2026-12-01T10:00:00Z"]}"#,
+                #"{"acknowledged":0,"unknown":["x@2026-12-01T10:00:00Z"]}"#
+            ),
+            (.inbox, #"{}"#, #"{"deliveries":[],"cursor":null,"dropped":0}"#),
+            (.history, #"{}"#, #"{"deliveries":[]}"#),
         ]
         for (op, payload, expected) in cases {
             let reply = h.send("d", op, payload)

@@ -80,6 +80,14 @@ struct ReadBackGenerator {
             op = .device
             text = deviceUpdate()
             what = "device"
+        case 93..<96:
+            // Acknowledges nothing the generator delivered: answered, never journaled (the
+            // receipts tests deliver first).
+            op = pick([.ack, .inbox, .history])
+            var m = maybe(90, "fireIds") { "[" + $0.quote($0.id() + "@2026-12-01T10:00:00Z") + "]" }
+            m += maybe(20, "badge") { $0.pick(Self.badges) }
+            text = object(op == .ack ? m + requestId() : requestId())
+            what = op.rawValue
         default:
             op = .snooze
             var m = maybe(80, "id") { $0.id() }
@@ -230,6 +238,8 @@ struct ReadBackGenerator {
         m += maybe(50, "timeZone") { $0.zone() }
         m += maybe(40, "badge") { $0.pick($0.chance(95) ? Self.badges : Self.badBadges) }
         m += maybe(40, "quietHours") { $0.pick(Self.quietHours) }
+        m += maybe(15, "receipts") { $0.pick(["true", "false", "1", "null"]) }
+        m += maybe(15, "history") { $0.pick(["true", "false", "\"yes\""]) }
         return object(m + requestId())
     }
 

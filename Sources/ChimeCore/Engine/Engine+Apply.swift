@@ -66,6 +66,17 @@ extension Engine {
             let device = device(deviceId)
             if let badge = update.badge { device.badge = badge }
             if let quiet = update.quietHours { device.quietHours = quiet }
+            if update.receipts != nil || update.history != nil {
+                let r = device.receipts ?? DeviceReceipts()
+                device.receipts = r
+                if let receipts = update.receipts { r.receipts = receipts }
+                if let history = update.history { r.history = history }
+                // Turning receipts off empties the inbox: nothing would ever acknowledge it.
+                if r.receipts == false {
+                    r.inbox.removeAll()
+                    r.inboxBytes = 0
+                }
+            }
             let zoneChanged = update.timeZone != nil && update.timeZone != device.timeZone
             if let zone = update.timeZone { device.timeZone = zone }
             if zoneChanged || update.quietHours != nil {
@@ -77,6 +88,9 @@ extension Engine {
             }
             dropIfEmpty(device)
             return .device(deviceStatus(deviceId))
+
+        case .ack(let deviceId, let at, let fireIds, let badge):
+            return applyAck(deviceId, at: at, fireIds: fireIds, badge: badge)
 
         case .snooze(let deviceId, let at, let id, let due):
             guard let device = devices[deviceId], let original = device.notifications[id] else { return nil }
@@ -102,6 +116,9 @@ extension Engine {
             let device = device(record.deviceId)
             if case .delivered = entry, let badge = record.badge {
                 device.badge = badge.applied(to: device.badge)
+            }
+            if case .delivered = entry, let capture = record.receipt {
+                keep(capture, of: record, fireId: fireId(record.id, record.occurrence), in: device)
             }
             if let n = device.notifications[record.id], n.version == record.version {
                 if case .delivered = entry {

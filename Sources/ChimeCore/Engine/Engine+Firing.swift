@@ -158,7 +158,16 @@ extension Engine {
                 occurrence: o,
                 firedAt: now,
                 last: last,
-                badge: n.badge
+                badge: n.badge,
+                capture: device.receipts == nil && !configuration.receipts.byDefault
+                    ? nil
+                    : capture(
+                        device,
+                        payload: payload,
+                        due: n.fireTime(o).milliseconds,
+                        expiresAfter: extras?.expiresAfter,
+                        now: now
+                    )
             )
             var expiry: UInt32?
             if let expires = extras?.expiresAfter {
@@ -198,7 +207,8 @@ extension Engine {
                 occurrence: f.occurrence.instant,
                 at: f.firedAt,
                 last: f.last,
-                badge: f.badge
+                badge: f.badge,
+                receipt: f.capture
             )
         )
     }
@@ -239,7 +249,10 @@ extension Engine {
         return n
     }
 
-    func fireId(_ id: String, _ o: Occurrence) -> String { "\(id)@\(o.instant.rfc3339())" }
+    func fireId(_ id: String, _ o: Occurrence) -> String { fireId(id, o.instant) }
+
+    /// A delivery's `fireId`: the notification's id and its occurrence (PROTOCOL.md section 5).
+    func fireId(_ id: String, _ occurrence: Instant) -> String { "\(id)@\(occurrence.rfc3339())" }
 
     /// The delivery's JSON (PROTOCOL.md section 5), written straight into bytes: this runs for
     /// every delivery, so it builds no intermediate JSON values or strings.

@@ -14,13 +14,16 @@ public struct EngineSnapshot: Sendable {
     let nextVersion: UInt64
     /// Each device's recent command keys (``CommandKeyWindow``).
     let commandKeys: [String: [(key: CommandKey, at: Int64)]]
+    /// The receipts, inboxes and histories of the devices that use them.
+    let receipts: [FrozenReceipts]
 
-    /// The current snapshot format (3: binary entries with command keys, see ``SnapshotCoding``).
-    /// Readers accept this and every earlier one (2: binary entries, 1: JSON entries).
-    public static let format: Int64 = 3
+    /// The current snapshot format (4: binary entries with command keys and receipts, see
+    /// ``SnapshotCoding``). Readers accept this and every earlier one (3: without receipts, 2:
+    /// without command keys, 1: JSON entries).
+    public static let format: Int64 = 4
 
     /// How many entries ``forEachEntry(_:)`` produces.
-    public var entryCount: Int { 1 + devices.count + notifications.count + commandKeys.count }
+    public var entryCount: Int { 1 + devices.count + notifications.count + commandKeys.count + receipts.count }
 
     /// Calls `body` with each snapshot entry: a header, then each device, then each
     /// notification.
@@ -34,7 +37,18 @@ public struct EngineSnapshot: Sendable {
             try body(w.bytes)
         }
         for (device, keys) in commandKeys { try body(SnapshotCoding.encode(commandKeys: keys, of: device)) }
+        for r in receipts { try body(SnapshotCoding.encode(r)) }
     }
+}
+
+/// A device's ``DeviceReceipts`` copied out for a snapshot.
+struct FrozenReceipts: Sendable {
+    var deviceId: String
+    var receipts: Bool?
+    var history: Bool?
+    var inbox: [InboxEntry]
+    var entries: [HistoryEntry]
+    var dropped: Int
 }
 
 /// Why recovery could not read the snapshot or the journal.
@@ -46,6 +60,7 @@ extension Engine {
     /// The durable state as of now.
     public var snapshot: EngineSnapshot {
         var list: [EngineSnapshot.Device] = []
+        var receipts: [FrozenReceipts] = []
         list.reserveCapacity(devices.count)
         var notifications: [(notification: StoredNotification, state: DurableState)] = []
         notifications.reserveCapacity(devices.values.reduce(0) { $0 + $1.notifications.count })
@@ -54,12 +69,25 @@ extension Engine {
                 .init(id: device.id, timeZone: device.timeZone, badge: device.badge, quietHours: device.quietHours)
             )
             for n in device.notifications.values { notifications.append((n, n.durable)) }
+            if let r = device.receipts, !r.isEmpty {
+                receipts.append(
+                    FrozenReceipts(
+                        deviceId: device.id,
+                        receipts: r.receipts,
+                        history: r.history,
+                        inbox: r.inbox,
+                        entries: r.entries,
+                        dropped: r.dropped
+                    )
+                )
+            }
         }
         return EngineSnapshot(
             devices: list,
             notifications: notifications,
             nextVersion: nextVersion,
-            commandKeys: commandKeys.devices
+            commandKeys: commandKeys.devices,
+            receipts: receipts
         )
     }
 

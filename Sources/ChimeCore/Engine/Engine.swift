@@ -13,6 +13,8 @@ public struct EngineConfiguration: Hashable, Sendable {
     public var maxMissedDeliveries = 1000
     /// How far `missed` counts before it stops counting.
     public var maxMissedCount = 100_000
+    /// Receipts, the inbox and history.
+    public var receipts = Receipts()
 
     public init(minRepeatSeconds: Int64 = 60, maxPendingPerDevice: Int = 1000, maxBytesPerDevice: Int = 1_048_576) {
         self.minRepeatSeconds = minRepeatSeconds
@@ -153,6 +155,24 @@ public final class Engine {
             case .preview(let target, let count, let from):
                 let dates = try preview(request.deviceId, target, count, from ?? now, &random)
                 return .reply(Reply(request: request, result: .previewed(fireDates: dates)))
+            case .ack(let fireIds, let badge):
+                // Nothing new (acknowledged already, or unknown): answered without a journal record.
+                let outcome = ackOutcome(request.deviceId, fireIds, now: now.milliseconds)
+                if outcome.new.isEmpty {
+                    return .reply(Reply(request: request, result: .acknowledged(count: 0, unknown: outcome.unknown)))
+                }
+                return .write(.ack(deviceId: request.deviceId, at: now, fireIds: fireIds, badge: badge))
+            case .inbox(let limit, let cursor):
+                return .reply(
+                    Reply(
+                        request: request,
+                        result: try inboxPage(request.deviceId, limit: limit, cursor: cursor, now: now)
+                    )
+                )
+            case .history(let since, let limit):
+                return .reply(
+                    Reply(request: request, result: historyPage(request.deviceId, since: since, limit: limit, now: now))
+                )
             case .device(let update):
                 if update.isEmpty {
                     return .reply(Reply(request: request, result: .device(deviceStatus(request.deviceId))))
@@ -427,7 +447,9 @@ public final class Engine {
             timeZone: device.timeZone,
             badge: device.currentBadge,
             quietHours: device.quietHours,
-            pending: device.listedCount
+            pending: device.listedCount,
+            receipts: receiptsMode(device).inbox,
+            history: receiptsMode(device).history
         )
     }
 

@@ -31,8 +31,10 @@ extension EngineSnapshot {
         var notifications: [String: [(notification: StoredNotification, state: DurableState)]] = [:]
         var nextVersion: UInt64 = 1
         var commandKeys: [String: [(key: CommandKey, at: Int64)]] = [:]
+        var receipts: [String: FrozenReceipts] = [:]
         for part in parts {
             for (device, keys) in part.commandKeys where isIncluded(device) { commandKeys[device] = keys }
+            for r in part.receipts where isIncluded(r.deviceId) { receipts[r.deviceId] = r }
             nextVersion = max(nextVersion, part.nextVersion)
             var fromPart: [String: [(notification: StoredNotification, state: DurableState)]] = [:]
             for entry in part.notifications where isIncluded(entry.notification.deviceId) {
@@ -47,7 +49,8 @@ extension EngineSnapshot {
             devices: Array(devices.values),
             notifications: notifications.values.flatMap { $0 },
             nextVersion: nextVersion,
-            commandKeys: commandKeys
+            commandKeys: commandKeys,
+            receipts: Array(receipts.values)
         )
     }
 }

@@ -15,12 +15,14 @@ public enum JournalEntry: Hashable, Sendable {
     case delivered(OccurrenceRecord)
     /// An occurrence passed over: expired, or missed under `misfire: skip`.
     case dropped(OccurrenceRecord)
+    /// The device acknowledged deliveries (receipts); `badge` applies if any was new.
+    case ack(deviceId: String, at: Instant, fireIds: [String], badge: Badge?)
 
     /// When the worker received the command, for command entries; nil for delivery records.
     public var commandTime: Instant? {
         switch self {
         case .schedule(_, let at, _, _), .cancel(_, let at, _), .setEnabled(_, let at, _, _), .device(_, let at, _),
-            .snooze(_, let at, _, _):
+            .snooze(_, let at, _, _), .ack(_, let at, _, _):
             return at
         case .delivered, .dropped: return nil
         }
@@ -29,7 +31,7 @@ public enum JournalEntry: Hashable, Sendable {
     public var deviceId: String {
         switch self {
         case .schedule(let d, _, _, _), .cancel(let d, _, _), .setEnabled(let d, _, _, _), .device(let d, _, _),
-            .snooze(let d, _, _, _):
+            .snooze(let d, _, _, _), .ack(let d, _, _, _):
             return d
         case .delivered(let r), .dropped(let r): return r.deviceId
         }
@@ -49,6 +51,8 @@ public struct OccurrenceRecord: Hashable, Sendable {
     public var last: Bool
     /// The badge change it carried, applied to the device's counter.
     public var badge: Badge?
+    /// For a device with receipts or history, what its inbox and history keep.
+    public var receipt: ReceiptCapture?
 }
 
 /// Why a journal entry could not be read.
@@ -66,6 +70,7 @@ extension JournalEntry {
         case snooze = 5
         case delivered = 6
         case dropped = 7
+        case ack = 8
 
         public var name: String { "\(self)" }
     }
@@ -79,6 +84,7 @@ extension JournalEntry {
         case .snooze: return .snooze
         case .delivered: return .delivered
         case .dropped: return .dropped
+        case .ack: return .ack
         }
     }
 
@@ -109,6 +115,17 @@ extension JournalEntry {
             if let zone = update.timeZone { o.append("timeZone", .string(zone.identifier)) }
             if let badge = update.badge { o.append("badge", .int(Int64(badge))) }
             if let quiet = update.quietHours { o.append("quietHours", Replies.quietHours(quiet)) }
+            if let receipts = update.receipts { o.append("receipts", .bool(receipts)) }
+            if let history = update.history { o.append("history", .bool(history)) }
+        case .ack(let d, let at, let fireIds, let badge):
+            o.append("device", .string(d))
+            o.append("at", .int(at.milliseconds))
+            o.append("fireIds", .array(fireIds.map(JSON.string)))
+            switch badge {
+            case .absolute(let n): o.append("badge", .int(Int64(n)))
+            case .delta(let n): o.append("badgeDelta", .int(Int64(n)))
+            case nil: break
+            }
         case .snooze(let d, let at, let id, let due):
             o.append("device", .string(d))
             o.append("at", .int(at.milliseconds))
@@ -126,6 +143,14 @@ extension JournalEntry {
             case .absolute(let n): o.append("badge", .int(Int64(n)))
             case .delta(let n): o.append("badgeDelta", .int(Int64(n)))
             case nil: break
+            }
+            if let receipt = r.receipt {
+                // The delivery as published, as a string: its bytes come back exactly.
+                if let payload = receipt.payload {
+                    o.append("inbox", .string(String(decoding: payload, as: UTF8.self)))
+                }
+                o.append("expires", .int(receipt.expiresAt))
+                if receipt.late { o.append("late", true) }
             }
         }
         return o
@@ -212,6 +237,8 @@ extension JournalEntry {
                 update.timeZone = try required(Zone(identifier: name), "timeZone")
             }
             if let badge = try r.integer("badge", in: 0...Int64(Int32.max)) { update.badge = Int(badge) }
+            update.receipts = try r.bool("receipts")
+            update.history = try r.bool("history")
             if let value = r.object["quietHours"] {
                 if case .object(let q) = value {
                     let qr = FieldReader(q, path: "quietHours.")
@@ -238,11 +265,29 @@ extension JournalEntry {
                 at: Instant(milliseconds: try required(try r.integer("at", in: limits), "at")),
                 last: try r.bool("last") ?? false
             )
-            if let n = try r.integer("badge", in: 0...Int64(Int32.max)) { record.badge = .absolute(Int(n)) }
-            if let d = try r.integer("badgeDelta", in: Int64(Int32.min)...Int64(Int32.max)) {
-                record.badge = .delta(Int(d))
+            record.badge = try badge(r)
+            if let expires = try r.integer("expires", in: limits) {
+                record.receipt = ReceiptCapture(
+                    payload: try r.string("inbox", maxLength: .max).map { Array($0.utf8) },
+                    expiresAt: expires,
+                    late: try r.bool("late") ?? false
+                )
             }
             return kind == .delivered ? .delivered(record) : .dropped(record)
+        case .ack:
+            return .ack(
+                deviceId: device,
+                at: Instant(milliseconds: try required(try r.integer("at", in: limits), "at")),
+                fireIds: try required(try r.strings("fireIds", maxCount: .max, maxLength: .max), "fireIds"),
+                badge: try badge(r)
+            )
         }
+    }
+
+    /// A badge change as records write it: `badge` (absolute) or `badgeDelta`.
+    private static func badge(_ r: FieldReader) throws(ChimeError) -> Badge? {
+        if let n = try r.integer("badge", in: 0...Int64(Int32.max)) { return .absolute(Int(n)) }
+        if let d = try r.integer("badgeDelta", in: Int64(Int32.min)...Int64(Int32.max)) { return .delta(Int(d)) }
+        return nil
     }
 }

@@ -14,6 +14,45 @@ enum SnapshotCoding {
     /// A device's recent command keys (format 3): the device id, a `UInt32` count, then each key
     /// as a `UInt64` and its receive time as an `Int64`, oldest first.
     static let commandKeys = UInt8(ascii: "K")
+    /// A device's receipts settings, inbox and history (format 4): `R`, then a JSON object, as
+    /// few devices have one.
+    static let receipts = UInt8(ascii: "R")
+
+    static func encode(_ r: FrozenReceipts) -> [UInt8] {
+        var o = JSONObject()
+        o.append("device", .string(r.deviceId))
+        if let receipts = r.receipts { o.append("receipts", .bool(receipts)) }
+        if let history = r.history { o.append("history", .bool(history)) }
+        if r.dropped > 0 { o.append("dropped", .int(Int64(r.dropped))) }
+        o.append(
+            "inbox",
+            .array(
+                r.inbox.map {
+                    [
+                        "fireId": .string($0.fireId), "payload": .string(String(decoding: $0.payload, as: UTF8.self)),
+                        "expires": .int($0.expiresAt),
+                    ]
+                }
+            )
+        )
+        o.append(
+            "deliveries",
+            .array(
+                r.entries.map { h in
+                    var e: JSONObject = [
+                        "fireId": .string(h.fireId), "id": .string(h.id), "occurrence": .int(h.occurrence),
+                        "firedAt": .int(h.firedAt),
+                    ]
+                    if h.late { e.append("late", true) }
+                    if let at = h.acknowledgedAt { e.append("acknowledgedAt", .int(at)) }
+                    if let left = h.leftAs { e.append("left", .string(left.rawValue)) }
+                    if let expires = h.expiresAt { e.append("expires", .int(expires)) }
+                    return .object(e)
+                }
+            )
+        )
+        return [receipts] + JSON.object(o).bytes
+    }
 
     static func encode(commandKeys keys: [(key: CommandKey, at: Int64)], of deviceId: String) -> [UInt8] {
         var w = ByteWriter()
@@ -138,6 +177,16 @@ extension Engine {
                 }
                 device.quietHours = QuietHours(start: times[0], end: times[1])
             }
+        case SnapshotCoding.receipts:
+            do throws(ChimeError) {
+                guard case .object(let o)? = try? JSON(parsing: Array(bytes.dropFirst())) else {
+                    throw ChimeError(.invalidArgument, "receipts entry is not a JSON object")
+                }
+                try restoreReceipts(FieldReader(o))
+            } catch {
+                throw RecoveryError(description: "receipts: \(error.message)")
+            }
+            return
         case SnapshotCoding.commandKeys:
             let deviceId = try r.string()
             let count = Int(try r.u32())

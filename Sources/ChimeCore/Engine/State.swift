@@ -423,6 +423,8 @@ final class DeviceState {
     /// For devices with many notifications: userInfo members to the notifications that have them
     /// (see `Engine.matching`).
     var index: UserInfoIndex?
+    /// Receipts settings, inbox and history; nil for a device that uses none.
+    var receipts: DeviceReceipts?
 
     init(id: String) { self.id = id }
 
@@ -433,6 +435,7 @@ final class DeviceState {
 
     var isEmpty: Bool {
         notifications.isEmpty && timeZone == nil && badge == 0 && quietHours == nil && inflightBadges.isEmpty
+            && receipts?.isEmpty != false
     }
 }
 
@@ -517,4 +520,6 @@ struct InFlight: Sendable {
     var firedAt: Instant
     var last: Bool
     var badge: Badge?
+    /// What the device's inbox and history keep of it (receipts or history only).
+    var capture: ReceiptCapture?
 }

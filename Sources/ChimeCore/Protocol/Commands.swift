@@ -10,6 +10,12 @@ public enum Command: Hashable, Sendable {
     case device(DeviceUpdate)
     /// `after` in milliseconds.
     case snooze(id: String, after: Int64)
+    /// Deliveries the device has (receipts); `badge` applies only if one of them was new.
+    case ack(fireIds: [String], badge: Badge?)
+    /// The unacknowledged deliveries, oldest first, from after the fireId `cursor`.
+    case inbox(limit: Int, cursor: String?)
+    /// Recent deliveries, newest first, fired at `since` or later.
+    case history(since: Instant?, limit: Int)
 }
 
 public enum PreviewTarget: Hashable, Sendable {
@@ -23,14 +29,28 @@ public struct DeviceUpdate: Hashable, Sendable {
     public var badge: Int?
     /// `.some(nil)` clears the quiet hours.
     public var quietHours: QuietHours??
+    /// Keep each delivery in the inbox until the device acknowledges it (`ack`).
+    public var receipts: Bool?
+    /// Keep the recent deliveries for `history` (always, with receipts).
+    public var history: Bool?
 
-    public init(timeZone: Zone? = nil, badge: Int? = nil, quietHours: QuietHours?? = nil) {
+    public init(
+        timeZone: Zone? = nil,
+        badge: Int? = nil,
+        quietHours: QuietHours?? = nil,
+        receipts: Bool? = nil,
+        history: Bool? = nil
+    ) {
         self.timeZone = timeZone
         self.badge = badge
         self.quietHours = quietHours
+        self.receipts = receipts
+        self.history = history
     }
 
-    public var isEmpty: Bool { timeZone == nil && badge == nil && quietHours == nil }
+    public var isEmpty: Bool {
+        timeZone == nil && badge == nil && quietHours == nil && receipts == nil && history == nil
+    }
 }
 
 /// A command with its address and the id to echo in the reply.
@@ -76,6 +96,8 @@ public struct CommandDecoder: Sendable {
 
     public static let maxBatch = 1000
     public static let maxIdLength = 128
+    /// A fireId is an id, `@` and an RFC 3339 instant with milliseconds.
+    public static let maxFireIdLength = maxIdLength + 32
 
     public init(limits: CommandLimits = CommandLimits()) {
         self.limits = limits
@@ -200,8 +222,10 @@ public struct CommandDecoder: Sendable {
                 throw ChimeError(.invalidArgument, field: "id", "preview takes exactly one of id or notification")
             }
         case .device:
-            try r.checkKnown(["requestId", "timeZone", "badge", "quietHours"])
+            try r.checkKnown(["requestId", "timeZone", "badge", "quietHours", "receipts", "history"])
             var update = DeviceUpdate()
+            update.receipts = try r.bool("receipts")
+            update.history = try r.bool("history")
             if let name = try r.string("timeZone", maxLength: 64) {
                 guard let zone = Zone(identifier: name) else {
                     throw .invalid("timeZone", "\(quoted(name)) is not an IANA time zone such as Europe/Paris")
@@ -223,6 +247,27 @@ public struct CommandDecoder: Sendable {
                 }
             }
             return .device(update)
+        case .ack:
+            try r.checkKnown(["requestId", "fireIds", "badge"])
+            guard let ids = try r.strings("fireIds", maxCount: Self.maxBatch, maxLength: Self.maxFireIdLength) else {
+                throw .invalid("fireIds", "missing")
+            }
+            guard !ids.isEmpty else { throw .invalid("fireIds", "must hold at least one fireId") }
+            return .ack(fireIds: ids, badge: try NotificationCoding.decodeBadge(r))
+        case .inbox:
+            try r.checkKnown(["requestId", "limit", "cursor"])
+            let limit = try r.integer("limit", in: 1...1000) ?? 100
+            return .inbox(limit: Int(limit), cursor: try r.string("cursor", maxLength: Self.maxFireIdLength))
+        case .history:
+            try r.checkKnown(["requestId", "since", "limit"])
+            var since: Instant?
+            if let value = try r.dateTime("since") {
+                guard case .instant(let instant) = value else {
+                    throw .invalid("since", "expected an absolute instant with Z or an offset")
+                }
+                since = instant
+            }
+            return .history(since: since, limit: Int(try r.integer("limit", in: 1...1000) ?? 100))
         case .snooze:
             try r.checkKnown(["requestId", "id", "after"])
             guard let id = try r.string("id", maxLength: Self.maxIdLength, allowEmpty: false) else {

@@ -74,8 +74,85 @@ public enum ReplyResult: Hashable, Sendable {
     case listed(ListPage)
     /// `preview`: `{"fireDates": [...]}`.
     case previewed(fireDates: [Instant])
+    /// `ack`: `{"acknowledged": N, "unknown": [fireIds]}`.
+    case acknowledged(count: Int, unknown: [String])
+    /// `inbox`: `{"deliveries": [...], "cursor": c | null, "dropped": N}`.
+    case inbox(InboxPage)
+    /// `history`: `{"deliveries": [...]}`, newest first.
+    case history([HistoryRow])
     /// A command that changes state, received again and not applied again: `{"duplicate": true}`.
     case duplicate
+
+    public struct InboxPage: Hashable, Sendable {
+        /// Each delivery exactly as it was published, oldest first.
+        public var deliveries: [JSON]
+        /// The fireId to pass as `cursor` for the next page; nil on the last page.
+        public var cursor: String?
+        /// Deliveries dropped from the inbox to make room, in all.
+        public var dropped: Int
+
+        public init(deliveries: [JSON], cursor: String?, dropped: Int) {
+            self.deliveries = deliveries
+            self.cursor = cursor
+            self.dropped = dropped
+        }
+    }
+
+    public struct HistoryRow: Hashable, Sendable {
+        public var fireId: String
+        public var id: String
+        public var occurrenceDate: Instant
+        public var firedAt: Instant
+        public var late: Bool
+        public var acknowledgedAt: Instant?
+        public var state: DeliveryState
+
+        public init(
+            fireId: String,
+            id: String,
+            occurrenceDate: Instant,
+            firedAt: Instant,
+            late: Bool,
+            acknowledgedAt: Instant?,
+            state: DeliveryState
+        ) {
+            self.fireId = fireId
+            self.id = id
+            self.occurrenceDate = occurrenceDate
+            self.firedAt = firedAt
+            self.late = late
+            self.acknowledgedAt = acknowledgedAt
+            self.state = state
+        }
+
+        var json: JSONObject {
+            [
+                "fireId": .string(fireId),
+                "id": .string(id),
+                "occurrenceDate": .string(occurrenceDate.rfc3339(fractional: true)),
+                "firedAt": .string(firedAt.rfc3339(fractional: true)),
+                "late": .bool(late),
+                "acknowledgedAt": acknowledgedAt.map { .string($0.rfc3339(fractional: true)) } ?? .null,
+                "state": .string(state.rawValue),
+            ]
+        }
+
+        init(_ r: FieldReader) throws(ChimeError) {
+            func instant(_ key: String) throws(ChimeError) -> Instant {
+                try Replies.instant(try r.required(try r.string(key), key), field: r.name(key))
+            }
+            let stateName = try r.required(try r.string("state"), "state")
+            self.init(
+                fireId: try r.required(try r.string("fireId", maxLength: .max), "fireId"),
+                id: try r.required(try r.string("id", maxLength: .max), "id"),
+                occurrenceDate: try instant("occurrenceDate"),
+                firedAt: try instant("firedAt"),
+                late: try r.required(try r.bool("late"), "late"),
+                acknowledgedAt: try Replies.optionalInstant(r, "acknowledgedAt"),
+                state: try r.required(DeliveryState(rawValue: stateName), "state")
+            )
+        }
+    }
 
     /// A notification's id and its next delivery (nil: paused or finished).
     public struct NextFire: Hashable, Sendable {
@@ -108,13 +185,27 @@ public enum ReplyResult: Hashable, Sendable {
         public var quietHours: QuietHours?
         /// How many notifications it holds.
         public var pending: Int
+        /// Deliveries wait in its inbox for an `ack`.
+        public var receipts: Bool
+        /// It keeps a delivery history (always with receipts).
+        public var history: Bool
 
-        public init(deviceId: String, timeZone: Zone?, badge: Int, quietHours: QuietHours?, pending: Int) {
+        public init(
+            deviceId: String,
+            timeZone: Zone?,
+            badge: Int,
+            quietHours: QuietHours?,
+            pending: Int,
+            receipts: Bool = false,
+            history: Bool = false
+        ) {
             self.deviceId = deviceId
             self.timeZone = timeZone
             self.badge = badge
             self.quietHours = quietHours
             self.pending = pending
+            self.receipts = receipts
+            self.history = history
         }
     }
 
@@ -150,6 +241,8 @@ public enum ReplyResult: Hashable, Sendable {
                 "badge": .int(Int64(d.badge)),
                 "quietHours": Replies.quietHours(d.quietHours),
                 "pending": .int(Int64(d.pending)),
+                "receipts": .bool(d.receipts),
+                "history": .bool(d.history),
             ]
         case .snoozed(let next): return next.json
         case .listed(let page):
@@ -158,6 +251,15 @@ public enum ReplyResult: Hashable, Sendable {
                 "cursor": page.cursor.map(JSON.string) ?? .null,
             ]
         case .previewed(let dates): return ["fireDates": .array(dates.map { .string($0.rfc3339()) })]
+        case .acknowledged(let count, let unknown):
+            return ["acknowledged": .int(Int64(count)), "unknown": .array(unknown.map(JSON.string))]
+        case .inbox(let page):
+            return [
+                "deliveries": .array(page.deliveries),
+                "cursor": page.cursor.map(JSON.string) ?? .null,
+                "dropped": .int(Int64(page.dropped)),
+            ]
+        case .history(let rows): return ["deliveries": .array(rows.map { .object($0.json) })]
         case .duplicate: return ["duplicate": true]
         }
     }
@@ -207,9 +309,29 @@ public enum ReplyResult: Hashable, Sendable {
                     timeZone: zone,
                     badge: Int(try r.required(try r.integer("badge", in: 0...Int64(Int32.max)), "badge")),
                     quietHours: quiet,
-                    pending: Int(try r.required(try r.integer("pending", in: 0...Int64(Int32.max)), "pending"))
+                    pending: Int(try r.required(try r.integer("pending", in: 0...Int64(Int32.max)), "pending")),
+                    receipts: try r.bool("receipts") ?? false,
+                    history: try r.bool("history") ?? false
                 )
             )
+        case .ack:
+            let count = try r.required(try r.integer("acknowledged", in: 0...Int64(Int32.max)), "acknowledged")
+            self = .acknowledged(count: Int(count), unknown: try strings("unknown"))
+        case .inbox:
+            self = .inbox(
+                InboxPage(
+                    deliveries: try r.required(try r.array("deliveries", maxCount: .max), "deliveries"),
+                    cursor: try r.string("cursor", maxLength: .max),
+                    dropped: Int(try r.required(try r.integer("dropped", in: 0...Int64.max), "dropped"))
+                )
+            )
+        case .history:
+            var rows: [HistoryRow] = []
+            for (i, item) in try r.required(try r.array("deliveries", maxCount: .max), "deliveries").enumerated() {
+                guard case .object(let row) = item else { throw .invalid("deliveries[\(i)]", "expected an object") }
+                rows.append(try HistoryRow(FieldReader(row, path: "deliveries[\(i)].")))
+            }
+            self = .history(rows)
         case .snooze: self = .snoozed(try NextFire(r))
         case .list:
             var rows: [ListedNotification] = []

@@ -1,10 +1,10 @@
 /// The operations a client may publish to `P/{deviceId}/cmd/{op}`.
 public enum Operation: String, Hashable, Sendable, CaseIterable {
-    case schedule, cancel, pause, resume, list, preview, device, snooze
+    case schedule, cancel, pause, resume, list, preview, device, snooze, ack, inbox, history
 
-    /// Whether the operation can change state (and so must not be applied twice). A `device` or
-    /// `cancel` that changes nothing is not journaled, so it is never taken for a duplicate.
-    public var changesState: Bool { self != .list && self != .preview }
+    /// Whether the operation can change state (and so must not be applied twice). A `device`,
+    /// `cancel` or `ack` that changes nothing is not journaled, so it is never taken for a duplicate.
+    public var changesState: Bool { self != .list && self != .preview && self != .inbox && self != .history }
 }
 
 /// Device ids: 1 to 128 characters from `A-Z a-z 0-9 _ . : @ -`, not starting with `$`.

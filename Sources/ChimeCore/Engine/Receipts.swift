@@ -1,0 +1,315 @@
+/// Receipts, the inbox and delivery history (PROTOCOL.md section 3.9).
+///
+/// A device with receipts keeps each delivery, exactly as it was published, in its inbox until
+/// it acknowledges it (`ack`), the notification's `expiresAfter` passes, `--inbox-ttl` passes,
+/// or the inbox is past `--max-inbox-per-device` or `--max-inbox-bytes-per-device` (the oldest go
+/// first). A device with receipts or with `history` keeps its last `--history-per-device`
+/// deliveries and what became of each.
+///
+/// What goes into the inbox and history is decided when a delivery is published, and journaled
+/// with its `delivered` record (``ReceiptCapture``), so that replay rebuilds them exactly
+/// whatever the worker's flags are on a later start. Time-based expiry is computed from the
+/// instants recorded, never from the clock: the inbox shows what has not expired at the time of
+/// the read, and entries are removed from memory by the next record or acknowledgement of the
+/// device whose time is past them.
+
+/// What a delivery of a device with receipts or history keeps, from publication to record.
+public struct ReceiptCapture: Hashable, Sendable {
+    /// The delivery as published, for the inbox (nil: history only).
+    public var payload: [UInt8]?
+    /// When it leaves the inbox unacknowledged (milliseconds).
+    public var expiresAt: Int64
+    /// It was published a second or more after it was due.
+    public var late: Bool
+
+    public init(payload: [UInt8]?, expiresAt: Int64, late: Bool) {
+        self.payload = payload
+        self.expiresAt = expiresAt
+        self.late = late
+    }
+}
+
+/// What became of a delivery, as `history` shows it.
+public enum DeliveryState: String, Hashable, Sendable {
+    /// In the inbox, waiting for the device's `ack`.
+    case unacknowledged
+    case acknowledged
+    /// Left the inbox unacknowledged: `expiresAfter` or `--inbox-ttl` passed.
+    case expired
+    /// Left the inbox unacknowledged to make room (`--max-inbox-per-device`).
+    case dropped
+    /// Delivered to a device without receipts (history only).
+    case delivered
+}
+
+/// One delivery in a device's history.
+struct HistoryEntry: Hashable, Sendable {
+    var fireId: String
+    var id: String
+    var occurrence: Int64
+    var firedAt: Int64
+    var late: Bool
+    var acknowledgedAt: Int64?
+    /// Set once it leaves the inbox unacknowledged.
+    var leftAs: DeliveryState?
+    /// Nil without receipts.
+    var expiresAt: Int64?
+
+    func state(at now: Int64) -> DeliveryState {
+        if acknowledgedAt != nil { return .acknowledged }
+        if let leftAs { return leftAs }
+        guard let expiresAt else { return .delivered }
+        return now >= expiresAt ? .expired : .unacknowledged
+    }
+}
+
+/// One unacknowledged delivery, as it was published.
+struct InboxEntry: Hashable, Sendable {
+    var fireId: String
+    var payload: [UInt8]
+    var expiresAt: Int64
+}
+
+/// A device's receipts settings, inbox and history. Only devices that use them have one.
+final class DeviceReceipts {
+    /// The `device` command's `receipts` and `history`; nil: the worker's default.
+    var receipts: Bool?
+    var history: Bool?
+    /// Oldest first.
+    var inbox: [InboxEntry] = []
+    var inboxBytes = 0
+    /// Oldest first, at most `--history-per-device`.
+    var entries: [HistoryEntry] = []
+    /// Deliveries dropped from the inbox to make room, in all.
+    var dropped = 0
+
+    var isEmpty: Bool { receipts == nil && history == nil && inbox.isEmpty && entries.isEmpty && dropped == 0 }
+}
+
+extension EngineConfiguration {
+    /// The receipts flags: `--receipts`, `--inbox-ttl`, `--max-inbox-per-device`,
+    /// `--max-inbox-bytes-per-device`, `--history-per-device`.
+    public struct Receipts: Hashable, Sendable {
+        /// Receipts for devices that did not choose.
+        public var byDefault = false
+        /// Milliseconds an unacknowledged delivery stays in the inbox.
+        public var inboxTTL: Int64 = 7 * 86_400_000
+        public var maxInboxPerDevice = 100
+        public var maxInboxBytesPerDevice = 1_048_576
+        public var historyPerDevice = 50
+
+        public init() {}
+    }
+}
+
+extension Engine {
+    /// Whether deliveries to `device` go to its inbox, and whether they are kept in its history.
+    func receiptsMode(_ device: DeviceState) -> (inbox: Bool, history: Bool) {
+        let inbox = device.receipts?.receipts ?? configuration.receipts.byDefault
+        return (inbox, inbox || device.receipts?.history == true)
+    }
+
+    /// What a delivery being published keeps, if its device uses receipts or history.
+    func capture(
+        _ device: DeviceState,
+        payload: [UInt8],
+        due: Int64,
+        expiresAfter: Int64?,
+        now: Instant
+    )
+        -> ReceiptCapture?
+    {
+        let mode = receiptsMode(device)
+        guard mode.history else { return nil }
+        var expires = now.milliseconds + configuration.receipts.inboxTTL
+        if let expiresAfter { expires = min(expires, due + expiresAfter) }
+        return ReceiptCapture(
+            payload: mode.inbox ? payload : nil,
+            expiresAt: expires,
+            late: now.milliseconds - due >= configuration.lateThreshold
+        )
+    }
+
+    /// A delivery was recorded: into the device's history, and its inbox with receipts.
+    func keep(_ capture: ReceiptCapture, of record: OccurrenceRecord, fireId: String, in device: DeviceState) {
+        let r = device.receipts ?? DeviceReceipts()
+        device.receipts = r
+        let now = record.at.milliseconds
+        expire(r, at: now)
+        let limits = configuration.receipts
+        r.entries.append(
+            HistoryEntry(
+                fireId: fireId,
+                id: record.id,
+                occurrence: record.occurrence.milliseconds,
+                firedAt: now,
+                late: capture.late,
+                acknowledgedAt: nil,
+                leftAs: nil,
+                expiresAt: capture.payload == nil ? nil : capture.expiresAt
+            )
+        )
+        if r.entries.count > limits.historyPerDevice {
+            r.entries.removeFirst(r.entries.count - limits.historyPerDevice)
+        }
+        guard let payload = capture.payload else { return }
+        r.inbox.append(InboxEntry(fireId: fireId, payload: payload, expiresAt: capture.expiresAt))
+        r.inboxBytes += payload.count
+        while r.inbox.count > limits.maxInboxPerDevice || r.inboxBytes > limits.maxInboxBytesPerDevice {
+            let gone = r.inbox.removeFirst()
+            r.inboxBytes -= gone.payload.count
+            r.dropped += 1
+            setLeft(r, gone.fireId, as: .dropped)
+        }
+    }
+
+    /// Removes from the inbox what expired by `now` (history keeps saying so).
+    func expire(_ r: DeviceReceipts, at now: Int64) {
+        guard r.inbox.contains(where: { $0.expiresAt <= now }) else { return }
+        r.inbox.removeAll { entry in
+            guard entry.expiresAt <= now else { return false }
+            r.inboxBytes -= entry.payload.count
+            setLeft(r, entry.fireId, as: .expired)
+            return true
+        }
+    }
+
+    private func setLeft(_ r: DeviceReceipts, _ fireId: String, as state: DeliveryState) {
+        if let i = r.entries.lastIndex(where: { $0.fireId == fireId }), r.entries[i].leftAs == nil {
+            r.entries[i].leftAs = state
+        }
+    }
+
+    /// Which of `fireIds` an `ack` at `now` would acknowledge for the first time, and which the
+    /// device does not know (neither in its inbox nor in its history).
+    func ackOutcome(_ deviceId: String, _ fireIds: [String], now: Int64) -> (new: [String], unknown: [String]) {
+        guard let r = devices[deviceId]?.receipts else { return ([], fireIds) }
+        var new: [String] = []
+        var unknown: [String] = []
+        var seen = Set<String>()
+        for id in fireIds where seen.insert(id).inserted {
+            if r.inbox.contains(where: { $0.fireId == id && $0.expiresAt > now }) {
+                new.append(id)
+            } else if let h = r.entries.last(where: { $0.fireId == id }) {
+                // Known: acknowledged already, left the inbox, or history only (recorded once).
+                if h.acknowledgedAt == nil && h.expiresAt == nil && h.leftAs == nil { new.append(id) }
+            } else {
+                unknown.append(id)
+            }
+        }
+        return (new, unknown)
+    }
+
+    /// Applies an `ack`: what it acknowledges leaves the inbox; the badge changes if anything did.
+    func applyAck(_ deviceId: String, at: Instant, fireIds: [String], badge: Badge?) -> ReplyResult {
+        let (new, unknown) = ackOutcome(deviceId, fireIds, now: at.milliseconds)
+        let device = device(deviceId)
+        if let r = device.receipts {
+            let acknowledged = Set(new)
+            r.inbox.removeAll { entry in
+                guard acknowledged.contains(entry.fireId) else { return false }
+                r.inboxBytes -= entry.payload.count
+                return true
+            }
+            for i in r.entries.indices where acknowledged.contains(r.entries[i].fireId) {
+                r.entries[i].acknowledgedAt = at.milliseconds
+            }
+            expire(r, at: at.milliseconds)
+        }
+        if !new.isEmpty, let badge { device.badge = badge.applied(to: device.badge) }
+        dropIfEmpty(device)
+        return .acknowledged(count: new.count, unknown: unknown)
+    }
+
+    /// One page of the inbox at `now`: what has not expired, oldest first, after `cursor`.
+    func inboxPage(_ deviceId: String, limit: Int, cursor: String?, now: Instant) throws(ChimeError) -> ReplyResult {
+        guard let r = devices[deviceId]?.receipts else {
+            return .inbox(ReplyResult.InboxPage(deliveries: [], cursor: nil, dropped: 0))
+        }
+        var live = r.inbox.filter { $0.expiresAt > now.milliseconds }[...]
+        if let cursor {
+            guard let at = live.firstIndex(where: { $0.fireId == cursor }) else {
+                throw ChimeError(.invalidArgument, field: "cursor", "cursor: \(quoted(cursor)) is not in the inbox")
+            }
+            live = live[(at + 1)...]
+        }
+        var page: [JSON] = []
+        var bytes = 0
+        for entry in live {
+            // A page also ends by size, like `list`'s.
+            if page.count == limit || (!page.isEmpty && bytes + entry.payload.count > Self.maxListBytes) { break }
+            guard let delivery = try? JSON(parsing: entry.payload) else { continue }
+            page.append(delivery)
+            bytes += entry.payload.count
+        }
+        let more = live.count > page.count
+        let last = more ? live[live.startIndex + page.count - 1].fireId : nil
+        return .inbox(ReplyResult.InboxPage(deliveries: page, cursor: page.isEmpty ? nil : last, dropped: r.dropped))
+    }
+
+    /// The device's recent deliveries, newest first.
+    func historyPage(_ deviceId: String, since: Instant?, limit: Int, now: Instant) -> ReplyResult {
+        guard let r = devices[deviceId]?.receipts else { return .history([]) }
+        var rows: [ReplyResult.HistoryRow] = []
+        for entry in r.entries.reversed() {
+            if let since, entry.firedAt < since.milliseconds { break }
+            rows.append(
+                ReplyResult.HistoryRow(
+                    fireId: entry.fireId,
+                    id: entry.id,
+                    occurrenceDate: Instant(milliseconds: entry.occurrence),
+                    firedAt: Instant(milliseconds: entry.firedAt),
+                    late: entry.late,
+                    acknowledgedAt: entry.acknowledgedAt.map { Instant(milliseconds: $0) },
+                    state: entry.state(at: now.milliseconds)
+                )
+            )
+            if rows.count == limit { break }
+        }
+        return .history(rows)
+    }
+}
+
+extension Engine {
+    /// Reads a snapshot's `R` entry (``SnapshotCoding/encode(_:)``).
+    func restoreReceipts(_ r: FieldReader) throws(ChimeError) {
+        let all = Int64.min...Int64.max
+        let device = device(try r.required(try r.string("device"), "device"))
+        let receipts = DeviceReceipts()
+        receipts.receipts = try r.bool("receipts")
+        receipts.history = try r.bool("history")
+        receipts.dropped = Int(try r.integer("dropped", in: 0...Int64.max) ?? 0)
+        for (i, item) in (try r.array("inbox", maxCount: .max) ?? []).enumerated() {
+            guard case .object(let o) = item else { throw .invalid("inbox[\(i)]", "not an object") }
+            let e = FieldReader(o, path: "inbox[\(i)].")
+            let payload = Array(try e.required(try e.string("payload", maxLength: .max), "payload").utf8)
+            receipts.inbox.append(
+                InboxEntry(
+                    fireId: try e.required(try e.string("fireId", maxLength: .max), "fireId"),
+                    payload: payload,
+                    expiresAt: try e.required(try e.integer("expires", in: all), "expires")
+                )
+            )
+            receipts.inboxBytes += payload.count
+        }
+        for (i, item) in (try r.array("deliveries", maxCount: .max) ?? []).enumerated() {
+            guard case .object(let o) = item else { throw .invalid("deliveries[\(i)]", "not an object") }
+            let e = FieldReader(o, path: "deliveries[\(i)].")
+            var left: DeliveryState?
+            if let name = try e.string("left") { left = try e.required(DeliveryState(rawValue: name), "left") }
+            receipts.entries.append(
+                HistoryEntry(
+                    fireId: try e.required(try e.string("fireId", maxLength: .max), "fireId"),
+                    id: try e.required(try e.string("id", maxLength: .max), "id"),
+                    occurrence: try e.required(try e.integer("occurrence", in: all), "occurrence"),
+                    firedAt: try e.required(try e.integer("firedAt", in: all), "firedAt"),
+                    late: try e.bool("late") ?? false,
+                    acknowledgedAt: try e.integer("acknowledgedAt", in: all),
+                    leftAs: left,
+                    expiresAt: try e.integer("expires", in: all)
+                )
+            )
+        }
+        device.receipts = receipts
+    }
+}

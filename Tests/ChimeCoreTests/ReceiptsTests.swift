@@ -1,0 +1,161 @@
+import ChimeCore
+import Testing
+
+/// Receipts, the inbox and history (PROTOCOL.md section 3.9), through the worker's own loop.
+@Suite struct ReceiptsTests {
+    func inbox(_ h: inout Harness, _ device: String = "d1") -> JSONObject { h.ok(device, .inbox, "{}") }
+
+    func deliveries(_ result: JSONObject) -> [JSONObject] {
+        result["deliveries"]?.arrayValue?.compactMap(\.objectValue) ?? []
+    }
+
+    func fireIds(_ result: JSONObject) -> [String] { deliveries(result).compactMap { $0["fireId"]?.stringValue } }
+
+    @Test func theInboxHoldsEachDeliveryAsPublishedUntilItIsAcknowledged() {
+        var h = Harness()
+        #expect(h.ok("d1", .device, #"{"receipts":true}"#)["receipts"] == true)
+        for (i, after) in [10, 20, 30].enumerated() {
+            h.ok("d1", .schedule, #"{"id":"n\#(i)","after":\#(after),"alertBody":"take \#(i)","userInfo":{"k":\#(i)}}"#)
+        }
+        let published = h.advance(seconds: 40)
+        #expect(published.count == 3)
+        let held = inbox(&h)
+        #expect(deliveries(held) == published)
+        #expect(held["dropped"] == 0)
+        #expect(held["cursor"] == .null)
+
+        let ids = fireIds(held)
+        let ack = h.ok("d1", .ack, #"{"fireIds":["\#(ids[0])","\#(ids[1])","nope@2026-12-01T10:00:00Z"]}"#)
+        #expect(ack["acknowledged"] == 2)
+        #expect(ack["unknown"] == ["nope@2026-12-01T10:00:00Z"])
+        #expect(fireIds(inbox(&h)) == [ids[2]])
+
+        // The journal and a snapshot both rebuild it.
+        let replayed = h.replayed()
+        var restarted = h
+        restarted.engine = replayed
+        #expect(fireIds(inbox(&restarted)) == [ids[2]])
+        var entries: [[UInt8]] = []
+        replayed.snapshot.forEachEntry { entries.append($0) }
+        let fromSnapshot = Engine(configuration: h.engine.configuration)
+        fromSnapshot.beginRecovery()
+        for entry in entries { try? fromSnapshot.restore(snapshotEntry: entry) }
+        fromSnapshot.finishRecovery()
+        var again = h
+        again.engine = fromSnapshot
+        #expect(deliveries(inbox(&again)) == [published[2]])
+        #expect(again.ok("d1", .history, "{}") == h.ok("d1", .history, "{}"))
+    }
+
+    @Test func anAckAppliesItsBadgeOnceAndAnAckOfNothingNewIsNotJournaled() {
+        var h = Harness()
+        h.ok("d1", .device, #"{"receipts":true,"badge":3}"#)
+        h.ok("d1", .schedule, #"{"id":"a","after":1}"#)
+        let fireId = h.advance(seconds: 2)[0]["fireId"]!.stringValue!
+        let ack = #"{"fireIds":["\#(fireId)"],"badge":"-1"}"#
+        #expect(h.ok("d1", .ack, ack)["acknowledged"] == 1)
+        #expect(h.ok("d1", .device, "{}")["badge"] == 2)
+        let journaled = h.journal.count
+        // The same message again (a redelivery) is recognised; a second ack of its own
+        // acknowledges nothing new, so neither moves the badge nor is journaled.
+        #expect(h.ok("d1", .ack, ack)["duplicate"] == true)
+        let second = #"{"requestId":"again","fireIds":["\#(fireId)"],"badge":"-1"}"#
+        #expect(h.ok("d1", .ack, second)["acknowledged"] == 0)
+        #expect(h.ok("d1", .device, "{}")["badge"] == 2)
+        #expect(h.journal.count == journaled)
+    }
+
+    @Test func expiresAfterTheTTLAndTheCapEachTakeWhatTheyShould() {
+        var configuration = EngineConfiguration()
+        configuration.receipts.inboxTTL = 3_600_000
+        configuration.receipts.maxInboxPerDevice = 2
+        var h = Harness(configuration: configuration)
+        h.ok("d1", .device, #"{"receipts":true}"#)
+        h.ok("d1", .schedule, #"{"id":"short","after":10,"expiresAfter":60}"#)
+        h.ok("d1", .schedule, #"{"id":"long","after":20}"#)
+        _ = h.advance(seconds: 30)
+        #expect(fireIds(inbox(&h)).count == 2)
+        // expiresAfter: 60 s after it was due.
+        _ = h.advance(seconds: 41)
+        #expect(fireIds(inbox(&h)).map { $0.hasPrefix("long@") } == [true])
+        // The TTL: an hour after it was published.
+        _ = h.advance(seconds: 3600)
+        #expect(fireIds(inbox(&h)).isEmpty)
+        // The cap: the oldest go first, and are counted.
+        for i in 0..<3 { h.ok("d1", .schedule, #"{"id":"c\#(i)","after":\#(i + 1)}"#) }
+        _ = h.advance(seconds: 5)
+        let held = inbox(&h)
+        #expect(fireIds(held).map { $0.prefix(3) } == ["c1@", "c2@"])
+        #expect(held["dropped"] == 1)
+        let states = h.ok("d1", .history, "{}")["deliveries"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(states.map { $0["id"] } == ["c2", "c1", "c0", "long", "short"])
+        #expect(states.map { $0["state"] } == ["unacknowledged", "unacknowledged", "dropped", "expired", "expired"])
+    }
+
+    @Test func historyShowsWhatBecameOfEachDeliveryNewestFirst() throws {
+        var h = Harness()
+        h.ok("d1", .device, #"{"history":true}"#)
+        h.ok("d1", .schedule, #"{"id":"a","after":1}"#)
+        h.ok("d1", .schedule, #"{"id":"b","after":100}"#)
+        let a = h.advance(seconds: 2)[0]
+        _ = h.advance(seconds: 100)
+        var rows = h.ok("d1", .history, "{}")["deliveries"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(rows.map { $0["id"] } == ["b", "a"])
+        #expect(rows.map { $0["state"] } == ["delivered", "delivered"])
+        #expect(rows[1]["fireId"] == a["fireId"])
+        #expect(rows[1]["acknowledgedAt"] == .null)
+        #expect(rows[1]["late"] == false)
+        // No inbox without receipts.
+        #expect(fireIds(inbox(&h)).isEmpty)
+        // An app can still say it showed one.
+        #expect(
+            h.ok("d1", .ack, #"{"fireIds":[\#(JSON.string(a["fireId"]!.stringValue!).text)]}"#)["acknowledged"] == 1
+        )
+        rows =
+            h.ok("d1", .history, #"{"since":"2026-12-01T10:00:01Z","limit":1}"#)["deliveries"]?.arrayValue?
+            .compactMap(\.objectValue) ?? []
+        #expect(rows.map { $0["id"] } == ["b"])
+        rows = h.ok("d1", .history, "{}")["deliveries"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(rows[1]["state"] == "acknowledged")
+        #expect(rows[1]["acknowledgedAt"] == "2026-12-01T10:01:42.000Z")
+    }
+
+    @Test func aDeviceWithoutReceiptsOrHistoryKeepsNothing() {
+        var h = Harness()
+        h.ok("d1", .schedule, #"{"id":"a","after":1}"#)
+        let fireId = h.advance(seconds: 2)[0]["fireId"]!.stringValue!
+        #expect(fireIds(inbox(&h)).isEmpty)
+        #expect(h.ok("d1", .history, "{}")["deliveries"] == [])
+        #expect(h.ok("d1", .ack, #"{"fireIds":["\#(fireId)"]}"#)["unknown"] == [.string(fireId)])
+        #expect(h.ok("d1", .device, "{}")["receipts"] == false)
+        #expect(h.engine.deviceCount == 0)
+    }
+
+    @Test func theInboxPagesByCursor() {
+        var h = Harness()
+        h.ok("d1", .device, #"{"receipts":true}"#)
+        for i in 0..<5 { h.ok("d1", .schedule, #"{"id":"p\#(i)","after":\#(i + 1)}"#) }
+        _ = h.advance(seconds: 10)
+        var seen: [String] = []
+        var cursor: String?
+        repeat {
+            let payload = cursor.map { #"{"limit":2,"cursor":\#(JSON.string($0).text)}"# } ?? #"{"limit":2}"#
+            let page = h.ok("d1", .inbox, payload)
+            seen += fireIds(page)
+            cursor = page["cursor"]?.stringValue
+        } while cursor != nil
+        #expect(seen.map { String($0.prefix(2)) } == ["p0", "p1", "p2", "p3", "p4"])
+        #expect(h.errorCode("d1", .inbox, #"{"cursor":"gone@2026-12-01T10:00:00Z"}"#) == "invalid_argument")
+    }
+
+    @Test(arguments: [
+        (#"{}"#, "fireIds"), (#"{"fireIds":[]}"#, "fireIds"), (#"{"fireIds":["a"],"badge":"x"}"#, "badge"),
+        (#"{"fireIds":["a"],"extra":1}"#, "extra"),
+    ])
+    func aBadAckIsRefusedNamingItsField(payload: String, field: String) {
+        var h = Harness()
+        let reply = h.send("d1", .ack, payload)
+        #expect(reply["ok"] == false)
+        #expect(reply["error"]?.objectValue?["field"]?.stringValue == field)
+    }
+}
