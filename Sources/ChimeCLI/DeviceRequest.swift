@@ -11,9 +11,11 @@ struct DeviceRequest: Sendable {
     let device: String
     let raw: Bool
 
-    /// Reads the connection flags, `--device` (required) and `--raw`; takes no positional argument.
-    init(_ flags: Flags) throws(UsageError) {
-        try flags.expectNoPositional()
+    /// Reads the connection flags, `--device` (required) and `--raw`.
+    /// - Parameter positional: the command reads positional arguments itself (`ack`'s fireIds);
+    ///   otherwise one is a usage mistake.
+    init(_ flags: Flags, positional: Bool = false) throws(UsageError) {
+        if !positional { try flags.expectNoPositional() }
         connection = try ConnectionOptions(flags)
         device = try ConnectionOptions.device(flags)
         raw = flags.isSet("raw")

@@ -184,13 +184,18 @@ extension Engine {
     /// device does not know (neither in its inbox nor in its history).
     func ackOutcome(_ deviceId: String, _ fireIds: [String], now: Int64) -> (new: [String], unknown: [String]) {
         guard let r = devices[deviceId]?.receipts else { return ([], fireIds) }
+        // Sets, so that an ack costs its fireIds plus the device's inbox and history, whatever
+        // the caps are configured to.
+        let held = Set(r.inbox.lazy.filter { $0.expiresAt > now }.map(\.fireId))
+        var history: [String: HistoryEntry] = [:]
+        for entry in r.entries { history[entry.fireId] = entry }
         var new: [String] = []
         var unknown: [String] = []
         var seen = Set<String>()
         for id in fireIds where seen.insert(id).inserted {
-            if r.inbox.contains(where: { $0.fireId == id && $0.expiresAt > now }) {
+            if held.contains(id) {
                 new.append(id)
-            } else if let h = r.entries.last(where: { $0.fireId == id }) {
+            } else if let h = history[id] {
                 // Known: acknowledged already, left the inbox, or history only (recorded once).
                 if h.acknowledgedAt == nil && h.expiresAt == nil && h.leftAs == nil { new.append(id) }
             } else {
