@@ -122,7 +122,7 @@ public struct WorkerConfiguration: Sendable {
         case "false": engine.receipts.byDefault = false
         case let other: throw UsageError("--receipts must be true or false, got \"\(other)\"")
         }
-        engine.receipts.inboxTTL = Int64(try flags.integer("inbox-ttl", in: 1...31_536_000)) * 1000
+        engine.receipts.inboxTTL = Int64(try flags.integer("inbox-ttl", in: 1...3_153_600_000)) * 1000
         engine.receipts.maxInboxPerDevice = try flags.integer("max-inbox-per-device", in: 1...100_000)
         engine.receipts.maxInboxBytesPerDevice = try flags.integer("max-inbox-bytes-per-device", in: 1024...(1 << 34))
         engine.receipts.historyPerDevice = try flags.integer("history-per-device", in: 1...100_000)
