@@ -23,8 +23,8 @@ struct Dispatcher: Sendable {
     static var commands: [any Command.Type] {
         [
             ScheduleCommand.self, ListCommand.self, CancelCommand.self, PauseCommand.self, ResumeCommand.self,
-            SnoozeCommand.self, DeviceCommand.self, PreviewCommand.self, NextCommand.self, WatchCommand.self,
-            StatusCommand.self, JournalCommand.self,
+            SnoozeCommand.self, DeviceCommand.self, InboxCommand.self, AckCommand.self, HistoryCommand.self,
+            PreviewCommand.self, NextCommand.self, WatchCommand.self, StatusCommand.self, JournalCommand.self,
         ]
     }
 
@@ -156,6 +156,8 @@ struct Dispatcher: Sendable {
             "  chime schedule --device phone-1 --in 15m --every day --body \"Stretch\"",
             "  chime list --device phone-1",
             "  chime next --at \"2026-03-08 02:30\" --tz America/New_York --every day --from 2026-03-01T00:00Z",
+            "  chime inbox --device phone-1",
+            "  chime ack --device phone-1 med@2026-12-01T01:00:00Z --badge -1",
             "  chime watch --all",
             "  chime status --worker worker-1",
             "",

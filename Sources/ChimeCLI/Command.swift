@@ -63,7 +63,8 @@ enum HelpText {
         "lead": "DURATION", "title": "TEXT", "body": "TEXT", "action": "TEXT", "sound": "NAME", "category": "NAME",
         "badge": "N|+N|-N", "info": "KEY=VALUE", "tag": "KEY=VALUE", "misfire": "POLICY", "expires": "DURATION",
         "json": "FILE", "from": "TIME", "device-tz": "ZONE", "min-repeat-seconds": "N", "limit": "N",
-        "quiet": "HH:MM-HH:MM", "worker": "ID", "samples": "N",
+        "quiet": "HH:MM-HH:MM", "worker": "ID", "samples": "N", "receipts": "on|off", "history": "on|off",
+        "since": "TIME",
     ]
 
     static let width = 100

@@ -167,6 +167,30 @@ final class Connection: Sendable {
         return result
     }
 
+    /// Follows a paged command's cursor (`list`, `inbox`): sends `op` with `payload`, a `limit` of at
+    /// most 1000 and the previous page's `cursor`, until a page has no cursor or `wanted` items came.
+    /// - Parameter page: takes one page's result, as sent and as read; returns how many items it
+    ///   held and its cursor.
+    func follow(
+        _ op: ChimeCore.Operation,
+        device: String,
+        _ payload: JSONObject,
+        wanted: Int,
+        page: (_ raw: JSONObject, _ typed: ReplyResult) throws(CLIFailure) -> (count: Int, cursor: String?)
+    ) async throws(CLIFailure) {
+        var count = 0
+        var cursor: String?
+        repeat {
+            var request = payload
+            request["limit"] = .int(Int64(min(1000, wanted - count)))
+            if let cursor { request["cursor"] = .string(cursor) }
+            let raw = try await send(op, device: device, request)
+            let (items, next) = try page(raw, try Self.typed(op, raw))
+            count += items
+            cursor = next
+        } while cursor != nil && count < wanted
+    }
+
     /// A reply's `result` read as the engine wrote it.
     /// - Throws: ``CLIFailure`` `.failed` when it is not what `op` answers.
     static func typed(_ op: ChimeCore.Operation, _ result: JSONObject) throws(CLIFailure) -> ReplyResult {

@@ -157,6 +157,15 @@ enum Parse {
         return try flags.integer(name, in: range)
     }
 
+    /// `on` or `off` (also `true` / `false`, `yes` / `no`).
+    static func onOff(_ text: String, flag: String) throws(UsageError) -> Bool {
+        switch text.lowercased() {
+        case "on", "true", "yes": return true
+        case "off", "false", "no": return false
+        default: throw UsageError("--\(flag): expected on or off, got \"\(text)\"")
+        }
+    }
+
     /// One of a fixed set of words.
     static func choice(_ text: String, flag: String, _ choices: [String]) throws(UsageError) -> String {
         guard choices.contains(text) else {

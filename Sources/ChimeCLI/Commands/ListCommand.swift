@@ -40,17 +40,12 @@ struct ListCommand: Command {
         let broker = try await Connection.open(request.connection)
         defer { broker.close() }
         let zone = json ? nil : try await broker.deviceZone(device)
-        let wanted = limit ?? Int.max
         var rows: [ListedNotification] = []
-        var count = 0
-        var cursor: String?
-        repeat {
-            var request: JSONObject = ["limit": .int(Int64(min(1000, wanted - count)))]
-            if let match { request["match"] = ["userInfo": .object(match)] }
-            if let cursor { request["cursor"] = .string(cursor) }
-            let raw = try await broker.send(.list, device: device, request)
-            guard case .listed(let page) = try Connection.typed(.list, raw) else { break }
-            count += page.notifications.count
+        var request = JSONObject()
+        if let match { request["match"] = ["userInfo": .object(match)] }
+        try await broker.follow(.list, device: device, request, wanted: limit ?? Int.max) {
+            (raw, result) throws(CLIFailure) in
+            guard case .listed(let page) = result else { return (0, nil) }
             if json {
                 // As chimed sent them.
                 let items = (raw["notifications"]?.arrayValue ?? []).compactMap(\.objectValue)
@@ -58,8 +53,8 @@ struct ListCommand: Command {
             } else {
                 rows += page.notifications
             }
-            cursor = page.cursor
-        } while cursor != nil && count < wanted
+            return (page.notifications.count, page.cursor)
+        }
         guard !json else { return }
         guard !rows.isEmpty else {
             console.out(match == nil ? "no notifications on \(device)" : "no notifications on \(device) match")

@@ -41,16 +41,22 @@ struct SnoozeCommand: Command {
     }
 }
 
-/// `chime device`: show the device, or set its zone, badge or quiet hours.
+/// `chime device`: show the device, or set its zone, badge, quiet hours, receipts or history.
 struct DeviceCommand: Command {
     static let name = "device"
-    static let summary = "show the device, or set its time zone, badge and quiet hours"
+    static let summary = "show the device, or set its time zone, badge, quiet hours and receipts"
+    /// Two lines, the second aligned under the first option after `usage: chime device `.
     static let synopsis =
-        "chime device --device ID [--tz ZONE] [--badge N] [--quiet HH:MM-HH:MM | --no-quiet] [options]"
+        "chime device --device ID [--tz ZONE] [--badge N] [--quiet HH:MM-HH:MM | --no-quiet]\n"
+        + "                    [--receipts on|off] [--history on|off] [options]"
     static let discussion = """
         Without settings, shows the device. With them, sets what is given and shows the result.
         Changing the zone re-computes every notification that follows the device's zone. A delivery due
-        inside the quiet hours (in the device's zone) is held until they end.
+        inside the quiet hours (in the device's zone) is held until they end. With receipts, each
+        delivery waits in the device's inbox until the device acknowledges it (chime inbox, chime ack);
+        turning them off empties the inbox. History keeps the recent deliveries for chime history
+        (receipts imply it). Shown as they apply now: a device that did not choose has the worker's
+        --receipts.
         """
     static let specs: [Flags.Spec] =
         [
@@ -59,6 +65,8 @@ struct DeviceCommand: Command {
             .init("badge", env: false, "set the badge counter to N"),
             .init("quiet", env: false, "set quiet hours START-END in the device's zone (22:00-07:00)"),
             .init("no-quiet", value: false, env: false, "remove the quiet hours"),
+            .init("receipts", env: false, "on: keep each delivery in the inbox until acknowledged; off: not"),
+            .init("history", env: false, "on: keep the recent deliveries for chime history; off: not"),
             DeviceRequest.rawSpec,
         ] + ConnectionOptions.specs
     static let examples: [(comment: String, command: String)] = [
@@ -68,6 +76,7 @@ struct DeviceCommand: Command {
             "chime device --device phone-1 --tz Asia/Shanghai --quiet 22:00-07:00 --badge 0"
         ),
         ("no more quiet hours", "chime device --device phone-1 --no-quiet"),
+        ("deliveries wait in its inbox until it acknowledges them", "chime device --device phone-1 --receipts on"),
     ]
 
     let request: DeviceRequest
@@ -83,6 +92,9 @@ struct DeviceCommand: Command {
         case (nil, true): o["quietHours"] = .null
         case (.some, true): throw UsageError("give either --quiet or --no-quiet, not both")
         case (nil, false): break
+        }
+        for (flag, key) in [("receipts", "receipts"), ("history", "history")] {
+            if let value = flags[flag] { o[key] = .bool(try Parse.onOff(value, flag: flag)) }
         }
         payload = o
     }
@@ -102,6 +114,8 @@ struct DeviceCommand: Command {
         table.append(["badge", String(status.badge)])
         table.append(["quiet hours", quiet])
         table.append(["pending", String(status.pending)])
+        table.append(["receipts", status.receipts ? "on" : "off"])
+        table.append(["history", status.history ? "on" : "off"])
         return table.lines
     }
 }

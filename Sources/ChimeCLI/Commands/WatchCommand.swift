@@ -7,13 +7,16 @@ import Foundation
 struct WatchCommand: Command {
     static let name = "watch"
     static let summary = "follow a device's deliveries (or every device's) as they happen"
-    static let synopsis = "chime watch (--device ID | --all) [--json] [--tz ZONE] [options]"
+    static let synopsis = "chime watch (--device ID | --all) [--json] [--tz ZONE] [--ack] [--count N] [options]"
     static let discussion = """
         Subscribes to P/{device}/notifications (P/+/notifications with --all) and prints one line per
         delivery: when it was sent (in --tz, default the local zone), the device, the id, the
         occurrence number, the markers late, missed N, deferred and last (of a repeating one), the
-        badge and the body. --json prints each delivery as published. Runs until Ctrl-C or SIGTERM,
-        then exits 0. A line on standard error says when the subscription is in place.
+        badge and the body. --json prints each delivery as published. --ack acknowledges each
+        delivery after printing it, as a device with receipts does (a failed ack is reported on
+        standard error, and watching goes on). Runs until Ctrl-C or SIGTERM, or until --count
+        deliveries, then exits 0 (1 if an ack failed). A line on standard error says when the
+        subscription is in place.
         """
     static let specs: [Flags.Spec] =
         [
@@ -21,24 +24,37 @@ struct WatchCommand: Command {
             .init("all", value: false, env: false, "every device's deliveries"),
             .init("json", value: false, env: false, "print each delivery's JSON as published"),
             .init("tz", env: false, "show times in this IANA zone (default: the local zone)"),
+            .init("ack", value: false, env: false, "acknowledge each delivery after printing it, as a device would"),
+            .init("count", env: false, "stop after N deliveries (default: run until Ctrl-C or SIGTERM)"),
         ] + ConnectionOptions.specs
     static let examples: [(comment: String, command: String)] = [
         ("one device", "chime watch --device phone-1"),
         ("everything, as JSON lines for jq", "chime watch --all --json | jq .alertBody"),
+        (
+            "play the device: take the next delivery, acknowledge it, exit",
+            "chime watch --device phone-1 --ack --count 1"
+        ),
     ]
 
     let connection: ConnectionOptions
     let filter: String
+    /// The one device watched; nil with `--all`.
+    let device: String?
     let json: Bool
     let display: TimeDisplay
+    let ack: Bool
+    let count: Int?
 
     init(_ flags: Flags) throws(UsageError) {
         try flags.expectNoPositional()
         connection = try ConnectionOptions(flags)
         if flags.isSet("all") {
+            device = nil
             filter = connection.topics.notifications("+")
         } else {
-            filter = connection.topics.notifications(try ConnectionOptions.device(flags))
+            let device = try ConnectionOptions.device(flags)
+            self.device = device
+            filter = connection.topics.notifications(device)
         }
         json = flags.isSet("json")
         if let tz = flags["tz"] {
@@ -46,6 +62,8 @@ struct WatchCommand: Command {
         } else {
             display = TimeDisplay(zone: Zone(identifier: TimeZone.current.identifier) ?? .utc)
         }
+        ack = flags.isSet("ack")
+        count = try Parse.integer(flags, "count", in: 1...1_000_000_000)
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
@@ -60,12 +78,55 @@ struct WatchCommand: Command {
             throw CLIFailure(.unreachable, "cannot subscribe to \(filter): \(error.message)")
         }
         console.err("watching \(filter) (Ctrl-C to stop)")
+        var seen = 0
+        var failedAcks = 0
         for await message in requester.messages {
+            // Replies to our own acks (on MQTT 3.1.1, P/{device}/replies) are not deliveries.
+            guard let deviceId = deviceId(of: message.topic) else { continue }
             if json {
                 console.out(String(decoding: message.payload, as: UTF8.self))
             } else {
                 console.out(line(message))
             }
+            if ack, await !acknowledge(message, on: deviceId, broker, console) { failedAcks += 1 }
+            seen += 1
+            if let count, seen >= count { break }
+        }
+        if failedAcks > 0 {
+            throw CLIFailure(.failed, "\(failedAcks) of \(seen) deliveries could not be acknowledged")
+        }
+    }
+
+    /// The device a message on the watched filter is for; nil for a message on another topic.
+    func deviceId(of topic: String) -> String? {
+        if let device { return topic == filter ? device : nil }
+        let prefix = connection.topics.prefix + "/"
+        guard topic.hasPrefix(prefix) else { return nil }
+        let levels = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count == 2, levels[1] == "notifications", !levels[0].isEmpty else { return nil }
+        return String(levels[0])
+    }
+
+    /// Sends `ack` for the delivery's fireId; reports a failure on standard error.
+    /// - Returns: whether chimed answered the ack.
+    func acknowledge(
+        _ message: MQTTMessage,
+        on deviceId: String,
+        _ broker: Connection,
+        _ console: Console
+    ) async
+        -> Bool
+    {
+        guard case .object(let d)? = try? JSON(parsing: message.payload), let fireId = d["fireId"]?.stringValue else {
+            console.err("chime: cannot acknowledge a delivery without a fireId on \(message.topic)")
+            return false
+        }
+        do throws(CLIFailure) {
+            _ = try await broker.send(.ack, device: deviceId, ["fireIds": [.string(fireId)]])
+            return true
+        } catch {
+            console.err("chime: cannot acknowledge \(fireId): \(error.message)")
+            return false
         }
     }
 
@@ -85,9 +146,15 @@ struct WatchCommand: Command {
         if d["last"] == true, case .int(let n)? = d["occurrence"], n > 1 { markers.append("last") }
         if !markers.isEmpty { parts.append("[\(markers.joined(separator: ", "))]") }
         if let badge = d["badge"] { parts.append("badge \(badge.plainText)") }
-        var text = d["alertBody"]?.stringValue ?? ""
-        if let title = d["alertTitle"]?.stringValue { text = text.isEmpty ? title : "\(title): \(text)" }
+        let text = Self.text(d)
         if !text.isEmpty { parts.append(text) }
         return parts.joined(separator: "  ")
+    }
+
+    /// A delivery's text: `Title: Body`, or whichever of the two it has.
+    static func text(_ d: JSONObject) -> String {
+        let body = d["alertBody"]?.stringValue ?? ""
+        guard let title = d["alertTitle"]?.stringValue else { return body }
+        return body.isEmpty ? title : "\(title): \(body)"
     }
 }
