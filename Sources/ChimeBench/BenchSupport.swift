@@ -251,6 +251,9 @@ final class LoadClient: Sendable {
 
 /// Subscribes to every device's deliveries and records when each arrives and how late it was.
 final class DeliveryCollector: Sendable {
+    /// The bytes of the deliveries received so far.
+    var payloadBytes: Int { shared.value.withLock { $0.bytes } }
+
     private struct State {
         var connected = false
         var subscribed: Set<Int32> = []
@@ -262,6 +265,8 @@ final class DeliveryCollector: Sendable {
         var worker = Samples()
         var fireIds: Set<String>?
         var duplicates = 0
+        /// The bytes of every delivery received.
+        var bytes = 0
     }
 
     let client: MQTTClient
@@ -292,6 +297,7 @@ final class DeliveryCollector: Sendable {
                 shared.value.withLock { s in
                     if s.count == 0 { s.first = now }
                     s.count += 1
+                    s.bytes += m.payload.count
                     s.last = now
                     if let arrival { s.arrival.add(arrival) }
                     if let worker { s.worker.add(worker) }

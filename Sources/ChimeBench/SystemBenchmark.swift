@@ -10,7 +10,7 @@ import Foundation
 struct SystemBenchmark {
     var quick: Bool
     var jsonPath: String
-    /// Run only these workloads (ingest, burst, steady, hostile); all when empty.
+    /// Run only these workloads (ingest, burst, steady, hostile, receipts); all when empty.
     var only: Set<String> = []
 
     struct Sizes {
@@ -96,6 +96,7 @@ struct SystemBenchmark {
         if only.isEmpty || only.contains("burst") { try burst(url: url, chimed: chimed, me: me) }
         if only.isEmpty || only.contains("steady") { try steady(url: url, chimed: chimed) }
         if only.isEmpty || only.contains("hostile") { try hostile(url: url, chimed: chimed) }
+        if only.isEmpty || only.contains("receipts") { try receipts(url: url, chimed: chimed) }
 
         say("")
         say(table())
@@ -368,6 +369,76 @@ struct SystemBenchmark {
         return out
     }
 
+    /// What receipts cost: N deliveries to devices with receipts that never acknowledge, each
+    /// kept in an inbox and a history, against the same deliveries without receipts (whose
+    /// notifications were loaded and freed alike): the difference in the worker's memory, per
+    /// delivery kept, beyond the delivery's own bytes.
+    mutating func receipts(url: String, chimed: String) throws {
+        let n = sizes.burst / 2
+        let devices = 1000
+        let perDevice = n / devices
+        say("receipts: \(n) deliveries over \(devices) devices, without receipts, then kept unacknowledged")
+        let without = try rssAfterDeliveries(url: url, chimed: chimed, count: n, devices: devices, extra: [])
+        let with = try rssAfterDeliveries(
+            url: url,
+            chimed: chimed,
+            count: n,
+            devices: devices,
+            extra: [
+                "--receipts", "true", "--max-inbox-per-device", "\(perDevice)", "--history-per-device", "\(perDevice)",
+            ]
+        )
+        let perKept = Double(with.grown - without.grown) / Double(n) - with.payload
+        say(
+            String(
+                format:
+                    "  memory: %.0f B RSS per unacknowledged delivery (inbox and history) beyond its %.0f B payload",
+                perKept,
+                with.payload
+            )
+        )
+        results["receipts"] = [
+            "deliveries": n, "devices": devices, "rssGrowthWithout": without.grown, "rssGrowthWith": with.grown,
+            "payloadBytes": with.payload, "bytesPerDeliveryBeyondPayload": perKept,
+        ]
+        rows.append(
+            ("receipts: RSS per unacknowledged delivery beyond its payload", String(format: "%.0f B", perKept), "", "")
+        )
+    }
+
+    /// How much chimed (with `extra` flags) grew from before `count` one-shots were loaded to
+    /// after they were all delivered and recorded, and the deliveries' mean size.
+    func rssAfterDeliveries(
+        url: String,
+        chimed: String,
+        count n: Int,
+        devices: Int,
+        extra: [String]
+    ) throws
+        -> (grown: Int, payload: Double)
+    {
+        let data = try TemporaryDirectory(prefix: "chime-bench")
+        let worker = try startChimed(chimed, url: url, data: data.path, extra: extra)
+        let measured = try DeliveryCollector(url: url, measure: false)
+        try measured.start(filter: "\(Self.prefix)/+/notifications")
+        let load = try LoadClient(url: url, clientId: "bench-load-receipts", window: 20)
+        try load.start()
+        let rss0 = residentBytes(pid: worker.process.pid) ?? 0
+        _ = try loadDueAtOneInstant(load: load, count: n, devices: devices)
+        guard waitUntil(timeout: 900, { measured.count >= n }) else {
+            throw BenchError("receipts: only \(measured.count) of \(n) delivered")
+        }
+        // The last deliveries' records follow their PUBACKs; a command answered after them
+        // comes after those records.
+        _ = try load.run([("\(Self.prefix)/burst-\(devices - 1)/cmd/history", Array(#"{"limit":1}"#.utf8))])
+        let rss1 = residentBytes(pid: worker.process.pid) ?? 0
+        let payload = Double(measured.payloadBytes) / Double(measured.count)
+        load.stop()
+        measured.stop()
+        stop(worker)
+        return (rss1 - rss0, payload)
+    }
+
     /// A million pending, of which 2,000 fall due per second for 60 s; memory per pending;
     /// cancel by tag; recovery time with a snapshot and journal records after it.
     mutating func steady(url: String, chimed: String) throws {
@@ -582,8 +653,20 @@ struct SystemBenchmark {
 
     /// - Parameter perDeviceLimits: keep chimed's default per-device limits (the hostile workload);
     ///   the others lift them, as their devices hold and send far more than one device should.
-    func startChimed(_ path: String, url: String, data: String, perDeviceLimits: Bool = false) throws -> Chimed {
-        let worker = try Chimed(dataDirectory: data, url: url, path: path, perDeviceLimits: perDeviceLimits)
+    func startChimed(
+        _ path: String,
+        url: String,
+        data: String,
+        perDeviceLimits: Bool = false,
+        extra: [String] = []
+    ) throws -> Chimed {
+        let worker = try Chimed(
+            dataDirectory: data,
+            url: url,
+            path: path,
+            perDeviceLimits: perDeviceLimits,
+            extra: extra
+        )
         try worker.process.start()
         guard
             try runSync({ [worker] in
@@ -620,14 +703,20 @@ struct SystemBenchmark {
 
 extension Chimed {
     /// chimed as the benchmark runs it: release, fsync always, no stats, quiet logs.
-    convenience init(dataDirectory: String, url: String, path: String, perDeviceLimits: Bool = false) throws {
+    convenience init(
+        dataDirectory: String,
+        url: String,
+        path: String,
+        perDeviceLimits: Bool = false,
+        extra: [String] = []
+    ) throws {
         var arguments = [
             "--broker", url, "--data-dir", dataDirectory, "--worker-id", "bench", "--log-level", "info",
             "--stats-interval", "0", "--max-pending-per-device", "2000000", "--fsync", "always",
         ]
         // One device holds 880,000 notifications, loaded as fast as chimed takes them.
         if !perDeviceLimits { arguments += ["--max-bytes-per-device", "1099511627776", "--device-rate", "0"] }
-        try self.init(executable: path, arguments: arguments)
+        try self.init(executable: path, arguments: arguments + extra)
     }
 }
 

@@ -5,7 +5,7 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let quick = arguments.contains("--quick")
 let usage = """
     usage: chime-bench recurrence [--quick | --hostile]
-           chime-bench system [--quick] [--json FILE] [--only ingest,burst,steady,hostile]
+           chime-bench system [--quick] [--json FILE] [--only ingest,burst,steady,hostile,receipts]
            chime-bench relay URL PREFIX             (a baseline process the system benchmark starts)
            chime-bench pump URL PREFIX COUNT DEVICES (likewise)
 
