@@ -12,6 +12,9 @@ struct SystemBenchmark {
     var jsonPath: String
     /// Run only these workloads (ingest, burst, steady, hostile, receipts); all when empty.
     var only: Set<String> = []
+    /// Every chimed serves `/metrics` on this loopback port, scraped every 100 ms while it runs:
+    /// what the endpoint costs the workloads.
+    var metricsPort: Int?
 
     struct Sizes {
         var ingest: Int
@@ -665,7 +668,7 @@ struct SystemBenchmark {
             url: url,
             path: path,
             perDeviceLimits: perDeviceLimits,
-            extra: extra
+            extra: extra + (metricsPort.map { ["--metrics-listen", "127.0.0.1:\($0)"] } ?? [])
         )
         try worker.process.start()
         guard
@@ -677,6 +680,7 @@ struct SystemBenchmark {
         else {
             throw BenchError("chimed did not start:\n\(worker.log)")
         }
+        if let port = metricsPort { Scraper.start(port: port, while: worker) }
         return worker
     }
 
@@ -750,4 +754,19 @@ func inBackground<T: Sendable>(_ body: @escaping @Sendable () throws -> T) -> ()
 final class ResultBox<T>: @unchecked Sendable {
     // Written once by the task before it signals; read after the wait.
     var result: Result<T, any Error>?
+}
+
+/// Scrapes chimed's `/metrics` every 100 ms, as an eager Prometheus would, until it exits.
+enum Scraper {
+    static func start(port: Int, while worker: Chimed) {
+        Thread.detachNewThread {
+            var scrapes = 0
+            var failures = 0
+            while worker.process.isRunning {
+                if (try? HTTPProbe.get(port: port, "/metrics").status) == 200 { scrapes += 1 } else { failures += 1 }
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+            say("  metrics: \(scrapes) scrapes of /metrics while chimed ran (\(failures) failed)")
+        }
+    }
 }

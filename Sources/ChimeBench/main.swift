@@ -6,6 +6,7 @@ let quick = arguments.contains("--quick")
 let usage = """
     usage: chime-bench recurrence [--quick | --hostile]
            chime-bench system [--quick] [--json FILE] [--only ingest,burst,steady,hostile,receipts]
+                              [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
            chime-bench relay URL PREFIX             (a baseline process the system benchmark starts)
            chime-bench pump URL PREFIX COUNT DEVICES (likewise)
 
@@ -22,6 +23,10 @@ do {
         var bench = SystemBenchmark(quick: quick, jsonPath: json)
         if let i = arguments.firstIndex(of: "--only"), i + 1 < arguments.count {
             bench.only = Set(arguments[i + 1].split(separator: ",").map(String.init))
+        }
+        if let i = arguments.firstIndex(of: "--metrics"), i + 1 < arguments.count {
+            guard let port = Int(arguments[i + 1]) else { throw BenchError(usage) }
+            bench.metricsPort = port
         }
         try bench.run()
     case "relay" where arguments.count == 3:
