@@ -81,7 +81,7 @@ public final class MetricsEndpoint: MetricsSink {
         switch request.path {
         case "/metrics":
             var numbers = metrics
-            if problem != nil { numbers.notReady.append(problem!) }
+            if let problem { numbers.notReady.append(problem) }
             return HTTPResponse(
                 status: 200,
                 contentType: "text/plain; version=0.0.4; charset=utf-8",

@@ -75,7 +75,8 @@ final class JournalStore: WorkerStore {
     }
 
     var syncWait: Int64? {
-        journal.syncDeadline.map { milliseconds(ContinuousClock.now.duration(to: $0)) }
+        // Rounded up: a wait of 0 before the deadline would spin the loop until it passes.
+        journal.syncDeadline.map { (microseconds(ContinuousClock.now.duration(to: $0)) + 999) / 1000 }
     }
 
     var status: StoreStatus {

@@ -148,6 +148,28 @@ import Testing
         #expect(h.errorCode("d1", .inbox, #"{"cursor":"gone@2026-12-01T10:00:00Z"}"#) == "invalid_argument")
     }
 
+    /// The largest ack there is: 1000 fireIds of the longest length, all unknown, is answered
+    /// in full; one more fireId, or one character more, is refused.
+    @Test func theLargestAckIsAnsweredAndOnePastItRefused() {
+        var h = Harness()
+        h.ok("d1", .device, #"{"receipts":true}"#)
+        let longest = CommandDecoder.maxFireIdLength
+        func ids(_ count: Int, length: Int) -> String {
+            (0..<count).map { i in
+                JSON.string(String(format: "%05d", i) + String(repeating: "x", count: length - 5)).text
+            }
+            .joined(separator: ",")
+        }
+        let full = h.ok("d1", .ack, #"{"fireIds":[\#(ids(CommandDecoder.maxBatch, length: longest))]}"#)
+        #expect(full["acknowledged"] == 0)
+        #expect(full["unknown"]?.arrayValue?.count == CommandDecoder.maxBatch)
+        let tooMany = h.send("d1", .ack, #"{"fireIds":[\#(ids(CommandDecoder.maxBatch + 1, length: 10))]}"#)
+        #expect(tooMany["error"]?.objectValue?["field"] == "fireIds")
+        let tooLong = h.send("d1", .ack, #"{"fireIds":[\#(ids(1, length: longest + 1))]}"#)
+        #expect(tooLong["error"]?.objectValue?["code"] == "invalid_argument")
+        #expect(h.journal.count == 1)
+    }
+
     @Test(arguments: [
         (#"{}"#, "fireIds"), (#"{"fireIds":[]}"#, "fireIds"), (#"{"fireIds":["a"],"badge":"x"}"#, "badge"),
         (#"{"fireIds":["a"],"extra":1}"#, "extra"),

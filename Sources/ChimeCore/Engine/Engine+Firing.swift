@@ -159,15 +159,13 @@ extension Engine {
                 firedAt: now,
                 last: last,
                 badge: n.badge,
-                capture: device.receipts == nil && !configuration.receipts.byDefault
-                    ? nil
-                    : capture(
-                        device,
-                        payload: payload,
-                        due: n.fireTime(o).milliseconds,
-                        expiresAfter: extras?.expiresAfter,
-                        now: now
-                    )
+                capture: capture(
+                    device,
+                    payload: payload,
+                    due: n.fireTime(o).milliseconds,
+                    expiresAfter: extras?.expiresAfter,
+                    now: now
+                )
             )
             var expiry: UInt32?
             if let expires = extras?.expiresAfter {

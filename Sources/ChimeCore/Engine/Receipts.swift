@@ -240,16 +240,19 @@ extension Engine {
         }
         var page: [JSON] = []
         var bytes = 0
+        // The entries this page went through (the cursor is the last of them).
+        var consumed = live.startIndex
         for entry in live {
             // A page also ends by size, like `list`'s.
             if page.count == limit || (!page.isEmpty && bytes + entry.payload.count > Self.maxListBytes) { break }
+            consumed += 1
+            // Written by the engine itself, so always JSON; one that were not is passed over.
             guard let delivery = try? JSON(parsing: entry.payload) else { continue }
             page.append(delivery)
             bytes += entry.payload.count
         }
-        let more = live.count > page.count
-        let last = more ? live[live.startIndex + page.count - 1].fireId : nil
-        return .inbox(ReplyResult.InboxPage(deliveries: page, cursor: page.isEmpty ? nil : last, dropped: r.dropped))
+        let cursor = consumed < live.endIndex && consumed > live.startIndex ? live[consumed - 1].fireId : nil
+        return .inbox(ReplyResult.InboxPage(deliveries: page, cursor: cursor, dropped: r.dropped))
     }
 
     /// The device's recent deliveries, newest first.

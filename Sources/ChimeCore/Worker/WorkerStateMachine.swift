@@ -649,8 +649,8 @@ public struct WorkerStateMachine {
             actions.append(.subscribe(.status))
             actions.append(.subscribe(.commands))
         }
-        maybeSnapshot(store, now: now, &actions)
-        maybePublishStats(store, now: now, &actions)
+        maybeSnapshot(now: now, &actions)
+        maybePublishStats(now: now, &actions)
         maybeFinishStopping(now: now, &actions)
     }
 
@@ -750,7 +750,7 @@ public struct WorkerStateMachine {
 
     // MARK: Snapshots
 
-    mutating func maybeSnapshot(_ store: StoreStatus, now: Instant, _ actions: inout [Action]) {
+    mutating func maybeSnapshot(now: Instant, _ actions: inout [Action]) {
         switch persistence {
         case .consistent(.idle(let requested, let notBefore)):
             guard store.snapshotDue || requested, notBefore.map({ now >= $0 }) ?? true else { return }
@@ -816,7 +816,7 @@ public struct WorkerStateMachine {
 
     // MARK: Stats and stopping
 
-    mutating func maybePublishStats(_ store: StoreStatus, now: Instant, _ actions: inout [Action]) {
+    mutating func maybePublishStats(now: Instant, _ actions: inout [Action]) {
         if policy.metricsInterval > 0,
             lastMetrics.map({ now.milliseconds - $0.milliseconds >= policy.metricsInterval }) ?? true
         {
