@@ -55,10 +55,14 @@ struct ReadBackGenerator {
         let text: String
         var what: String
         switch below(100) {
-        case 0..<52:
+        case 0..<47:
             op = .schedule
             text = notification(withRequestId: true)
             what = "schedule"
+        case 47..<52:
+            op = .update
+            text = update()
+            what = "update"
         case 52..<64:
             op = .schedule
             let n = pick([1, 1, 2, 3, 5, 10, 40]) + (chance(1) ? pick([960, 999, 1000]) : 0)
@@ -182,6 +186,27 @@ struct ReadBackGenerator {
         return object(m)
     }
 
+    /// An `update`: an id (mostly a prepared one) and a few fields, some of them `null`.
+    mutating func update() -> String {
+        var m: Members = [("id", id())]
+        m += maybe(30, "alertBody") { $0.chance(20) ? "null" : $0.string() }
+        m += maybe(10, "alertBodies") { $0.array([$0.string(), $0.string()]) }
+        m += maybe(20, "fireDate") { $0.chance(10) ? "null" : $0.date() }
+        m += maybe(15, "after") { $0.duration() }
+        m += maybe(10, "alignTo") { $0.quote("12:00") }
+        m += maybe(15, "rrule") { $0.chance(10) ? "null" : $0.quote($0.rrule()) }
+        m += maybe(15, "repeatInterval") { $0.quote($0.pick(Self.units)) }
+        m += maybe(8, "count") { $0.pick(["3", "null", "0"]) }
+        m += maybe(20, "userInfo") { $0.chance(20) ? "null" : $0.userInfo() }
+        m += maybe(15, "enabled") { $0.pick(["true", "false", "null"]) }
+        m += maybe(15, "badge") { $0.pick(Self.badges) }
+        m += maybe(10, "leadTime") { $0.duration() }
+        m += maybe(10, "timeZone") { $0.zone() }
+        m += maybe(5, "applicationIconBadgeNumber") { $0.pick(["3", "\"+1\""]) }
+        m += maybe(5, "nextFireDate") { $0.date() }
+        return object(m + requestId())
+    }
+
     mutating func batch(_ n: Int) -> String {
         var m: Members = [("notifications", array((0..<n).map { _ in notification() }))]
         m += maybe(25, "replace") { $0.object($0.selector()) }
@@ -268,7 +293,7 @@ struct ReadBackGenerator {
     /// them), and the longest and odd ones.
     mutating func id() -> String {
         switch below(60) {
-        case 0..<12: return quote(pick(["a", "b", "c"]))
+        case 0..<4, 13..<33: return quote(pick(["a", "b", "c"]))
         case 4: return quote("caf\u{E9}")
         case 5: return #""cafe\u0301""#  // canonically equivalent to the prepared café
         case 6: return quote(ReadBackCheck.longestId, escaped: true)

@@ -31,13 +31,53 @@ extension Engine {
                     createdAt: previous.map { Instant(milliseconds: $0.createdAt) } ?? at
                 )
                 nextVersion += 1
-                if let previous { detach(previous, from: device) }
+                if let previous {
+                    detach(previous, from: device)
+                    if previous.isListed { removedCount += 1 }
+                }
                 attach(n, to: device)
                 arm(n, device)
                 scheduled.append(ReplyResult.NextFire(id: id, nextFireDate: n.nextFireDate))
             }
             dropIfEmpty(device)
             return .scheduled(ReplyResult.Scheduled(scheduled: scheduled, replaced: removedCount))
+
+        case .update(let deviceId, let at, let spec):
+            guard let device = devices[deviceId], let previous = device.notifications[spec.id], previous.isListed else {
+                return .updated(ReplyResult.NextFire(id: spec.id, nextFireDate: nil))
+            }
+            // A new trigger starts the series again from now, as a new version (deliveries in
+            // flight of the old one are not counted for it); any other change keeps the version
+            // and the notification's place in its series, so nothing is sent twice or skipped.
+            let retrigger = NotificationField.allCases.contains {
+                $0.isTrigger && $0.value(of: previous.spec.spec) != $0.value(of: spec.spec)
+            }
+            let n = StoredNotification(
+                spec: spec,
+                device: device,
+                zones: &zones,
+                version: retrigger ? nextVersion : previous.version,
+                at: at,
+                createdAt: Instant(milliseconds: previous.createdAt)
+            )
+            if retrigger { nextVersion += 1 }
+            n.firedCount = previous.firedCount
+            n.lastFiredAt = previous.lastFiredAt
+            if !retrigger {
+                n.pendingFrom = previous.pendingFrom
+                n.sentThrough = previous.sentThrough
+                // Switched on by this update: as `resume` does.
+                if n.enabled && !previous.enabled {
+                    n.pendingFrom = max(n.pendingFrom, at.milliseconds + n.leadTime)
+                    n.sentThrough = nil
+                } else {
+                    n.done = previous.done
+                }
+            }
+            detach(previous, from: device)
+            attach(n, to: device)
+            arm(n, device)
+            return .updated(ReplyResult.NextFire(id: spec.id, nextFireDate: n.nextFireDate))
 
         case .cancel(let deviceId, _, let ids):
             guard let device = devices[deviceId] else { return .cancelled(ids: []) }
@@ -55,7 +95,7 @@ extension Engine {
                 if enabled {
                     n.done = false
                     n.sentThrough = nil
-                    n.pendingFrom = at.milliseconds + n.leadTime
+                    n.pendingFrom = max(n.pendingFrom, at.milliseconds + n.leadTime)
                 }
                 arm(n, device)
                 changed.append(id)

@@ -233,11 +233,12 @@ extension Engine {
         min(1000 << Int64(min(attempt - 1, 20)), 300_000)
     }
 
-    /// Forgets an in-flight delivery and arms its notification from its durable state.
+    /// Forgets an in-flight delivery and arms its notification from its durable state: the one
+    /// it was sent for, or the one an `update` of its content put in its place (same version).
     private func rearm(_ token: UInt64) -> StoredNotification? {
         guard let f = inflight.removeValue(forKey: token) else { return nil }
-        let n = f.notification
-        guard let device = devices[n.deviceId] else { return nil }
+        guard let device = devices[f.notification.deviceId] else { return nil }
+        let n = f.notification.removed ? device.notifications[f.notification.id] ?? f.notification : f.notification
         device.inflightBadges.removeAll { $0.token == token }
         if !n.removed && n.version == f.version {
             n.sentThrough = nil

@@ -139,6 +139,8 @@ public final class Engine {
             switch request.command {
             case .schedule(let notifications, let replace, let batch):
                 return try decideSchedule(request, notifications, replace, batch, now, &random)
+            case .update(let id, let patch):
+                return try decideUpdate(request, id, patch, now, &random)
             case .cancel(let selector):
                 let ids = selectedIds(request.deviceId, selector)
                 if ids.isEmpty { return .reply(Reply(request: request, result: .cancelled(ids: []))) }
@@ -205,13 +207,7 @@ public final class Engine {
         for (i, spec) in notifications.enumerated() {
             let path = batch ? "notifications[\(i)]." : ""
             let spec = try resolve(spec, path: path, deviceZone: device?.timeZone, now: now, random: &random)
-            if spec.isRepeating || spec.exdates != nil {
-                _ = try validatedNext(spec, path: path, deviceZone: device?.timeZone, now: now)
-            } else {
-                // A plain one-shot always fires (at once if its time has passed): only its zone
-                // needs checking.
-                _ = try zoneOf(spec.spec, path: path, deviceZone: device?.timeZone)
-            }
+            try checkFires(spec, path: path, deviceZone: device?.timeZone, now: now)
             resolved.append(spec)
         }
         let replaced = replace.map { selectedIds(request.deviceId, $0) } ?? []
@@ -242,6 +238,58 @@ public final class Engine {
             )
         }
         return .write(.schedule(deviceId: request.deviceId, at: now, replaced: replaced, notifications: resolved))
+    }
+
+    /// Rejects a notification that can never fire, or whose zone is unknown.
+    private func checkFires(
+        _ spec: ResolvedNotification,
+        path: String,
+        deviceZone: Zone?,
+        now: Instant
+    ) throws(ChimeError) {
+        if spec.isRepeating || spec.exdates != nil {
+            _ = try validatedNext(spec, path: path, deviceZone: deviceZone, now: now)
+        } else {
+            // A plain one-shot always fires (at once if its time has passed): only its zone
+            // needs checking.
+            _ = try zoneOf(spec.spec, path: path, deviceZone: deviceZone)
+        }
+    }
+
+    /// `update`: the notification's fields with the patch applied, checked as a `schedule` of them
+    /// would be.
+    private func decideUpdate(
+        _ request: Request,
+        _ id: String,
+        _ patch: JSONObject,
+        _ now: Instant,
+        _ random: inout some RandomNumberGenerator
+    ) throws(ChimeError) -> Decision {
+        guard let device = devices[request.deviceId], let n = device.notifications[id], n.isListed else {
+            throw ChimeError(.notFound, field: "id", "id: no notification \(quoted(id)) on this device")
+        }
+        var fields = NotificationCoding.encode(n.spec.spec)
+        // Its switch as it is now (pause and resume change it), not as it was scheduled.
+        fields[NotificationField.enabled.wireName] = n.enabled ? JSON?.none : false
+        for (key, value) in patch {
+            guard let field = NotificationField(rawValue: key) else { continue }
+            for other in field.excludes { fields[other.wireName] = nil }
+            fields[key] = value.isNull ? JSON?.none : value
+        }
+        // Each patched field was checked with the command's limits by the decoder; the kept ones
+        // were accepted before.
+        let spec = try NotificationCoding.decode(FieldReader(fields), limits: nil)
+        let resolved = try resolve(spec, path: "", deviceZone: device.timeZone, now: now, random: &random)
+        try checkFires(resolved, path: "", deviceZone: device.timeZone, now: now)
+        let bytes =
+            device.totalStoredBytes - n.storedBytes + JSON.object(NotificationCoding.encode(resolved.spec)).bytes.count
+        if bytes > configuration.maxBytesPerDevice {
+            throw ChimeError(
+                .quotaExceeded,
+                "the device would hold \(bytes) bytes of notifications, more than --max-bytes-per-device \(configuration.maxBytesPerDevice)"
+            )
+        }
+        return .write(.update(deviceId: request.deviceId, at: now, notification: resolved))
     }
 
     /// Fills in what the client left to the worker: the id, `after` and `alignTo` turned into a

@@ -7,6 +7,9 @@
 public enum JournalEntry: Hashable, Sendable {
     /// Schedules `notifications` (resolved) after removing `replaced`.
     case schedule(deviceId: String, at: Instant, replaced: [String], notifications: [ResolvedNotification])
+    /// Replaces the fields of an existing notification by `notification` (the fields it keeps and
+    /// the ones `update` changed), keeping its state: see ``Engine/apply(_:key:)``.
+    case update(deviceId: String, at: Instant, notification: ResolvedNotification)
     case cancel(deviceId: String, at: Instant, ids: [String])
     case setEnabled(deviceId: String, at: Instant, ids: [String], enabled: Bool)
     case device(deviceId: String, at: Instant, update: DeviceUpdate)
@@ -21,8 +24,8 @@ public enum JournalEntry: Hashable, Sendable {
     /// When the worker received the command, for command entries; nil for delivery records.
     public var commandTime: Instant? {
         switch self {
-        case .schedule(_, let at, _, _), .cancel(_, let at, _), .setEnabled(_, let at, _, _), .device(_, let at, _),
-            .snooze(_, let at, _, _), .ack(_, let at, _, _):
+        case .schedule(_, let at, _, _), .update(_, let at, _), .cancel(_, let at, _), .setEnabled(_, let at, _, _),
+            .device(_, let at, _), .snooze(_, let at, _, _), .ack(_, let at, _, _):
             return at
         case .delivered, .dropped: return nil
         }
@@ -30,8 +33,8 @@ public enum JournalEntry: Hashable, Sendable {
 
     public var deviceId: String {
         switch self {
-        case .schedule(let d, _, _, _), .cancel(let d, _, _), .setEnabled(let d, _, _, _), .device(let d, _, _),
-            .snooze(let d, _, _, _), .ack(let d, _, _, _):
+        case .schedule(let d, _, _, _), .update(let d, _, _), .cancel(let d, _, _), .setEnabled(let d, _, _, _),
+            .device(let d, _, _), .snooze(let d, _, _, _), .ack(let d, _, _, _):
             return d
         case .delivered(let r), .dropped(let r): return r.deviceId
         }
@@ -71,6 +74,7 @@ extension JournalEntry {
         case delivered = 6
         case dropped = 7
         case ack = 8
+        case update = 9
 
         public var name: String { "\(self)" }
     }
@@ -85,6 +89,7 @@ extension JournalEntry {
         case .delivered: return .delivered
         case .dropped: return .dropped
         case .ack: return .ack
+        case .update: return .update
         }
     }
 
@@ -100,6 +105,10 @@ extension JournalEntry {
                 "notifications",
                 .array(notifications.map { .object(NotificationCoding.encode($0.spec, internal: true)) })
             )
+        case .update(let d, let at, let notification):
+            o.append("device", .string(d))
+            o.append("at", .int(at.milliseconds))
+            o.append("notification", .object(NotificationCoding.encode(notification.spec, internal: true)))
         case .cancel(let d, let at, let ids):
             o.append("device", .string(d))
             o.append("at", .int(at.milliseconds))
@@ -220,6 +229,14 @@ extension JournalEntry {
                 specs.append(resolved)
             }
             return .schedule(deviceId: device, at: at, replaced: replaced, notifications: specs)
+        case .update:
+            let at = Instant(milliseconds: try required(try r.integer("at", in: limits), "at"))
+            let o = try required(try r.object("notification"), "notification")
+            let spec = try NotificationCoding.decode(FieldReader(o, path: "notification."), limits: nil)
+            guard let resolved = ResolvedNotification(resolved: spec) else {
+                throw .invalid("notification", "not resolved (an id and a fireDate)")
+            }
+            return .update(deviceId: device, at: at, notification: resolved)
         case .cancel, .setEnabled:
             let at = Instant(milliseconds: try required(try r.integer("at", in: limits), "at"))
             let ids = try required(try r.strings("ids", maxCount: .max, maxLength: .max), "ids")

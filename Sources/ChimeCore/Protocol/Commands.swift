@@ -2,6 +2,9 @@
 public enum Command: Hashable, Sendable {
     /// `notifications` in the order given; `batch` when the client sent `{"notifications": [...]}`.
     case schedule(notifications: [NotificationSpec], replace: Selector?, batch: Bool)
+    /// Changes the fields of notification `id` that `patch` holds (each checked already): a member
+    /// whose value is `null` clears that field.
+    case update(id: String, patch: JSONObject)
     case cancel(Selector)
     case pause(Selector)
     case resume(Selector)
@@ -186,6 +189,25 @@ public struct CommandDecoder: Sendable {
                 replace: nil,
                 batch: false
             )
+        case .update:
+            let r = try NotificationCoding.canonical(r)
+            try r.checkKnown(NotificationCoding.fieldsAndRequestId)
+            guard let id = try r.string("id", maxLength: Self.maxIdLength, allowEmpty: false) else {
+                throw .invalid("id", "missing")
+            }
+            // Each field is checked on its own here; together with the fields the notification
+            // keeps, by the engine.
+            var patch = JSONObject()
+            var checked = NotificationSpec()
+            for field in NotificationField.allCases where field != .id {
+                guard let value = r.object[field.wireName] else { continue }
+                if !value.isNull { try field.decode(r, into: &checked, from: .client(limits)) }
+                patch.append(field.wireName, value)
+            }
+            guard !patch.isEmpty else {
+                throw ChimeError(.invalidArgument, "update: give at least one field to change besides id")
+            }
+            return .update(id: id, patch: patch)
         case .cancel:
             return .cancel(try decodeSelector(r, allowed: ["requestId"]))
         case .pause:
@@ -201,7 +223,7 @@ public struct CommandDecoder: Sendable {
             let cursor = try r.string("cursor", maxLength: 256)
             return .list(match: match, limit: Int(limit), cursor: cursor)
         case .preview:
-            try r.checkKnown(["requestId", "id", "notification", "count", "from"])
+            try r.checkKnown(["requestId", "id", "ids", "notification", "count", "from"])
             let count = Int(try r.integer("count", in: 1...1000) ?? 10)
             var from: Instant?
             if let value = try r.dateTime("from") {
@@ -210,7 +232,7 @@ public struct CommandDecoder: Sendable {
                 }
                 from = instant
             }
-            let id = try r.string("id", maxLength: Self.maxIdLength, allowEmpty: false)
+            let id = try singleId(r)
             let notification = try r.object("notification")
             switch (id, notification) {
             case (let id?, nil):
@@ -269,8 +291,8 @@ public struct CommandDecoder: Sendable {
             }
             return .history(since: since, limit: Int(try r.integer("limit", in: 1...1000) ?? 100))
         case .snooze:
-            try r.checkKnown(["requestId", "id", "after"])
-            guard let id = try r.string("id", maxLength: Self.maxIdLength, allowEmpty: false) else {
+            try r.checkKnown(["requestId", "id", "ids", "after"])
+            guard let id = try singleId(r) else {
                 throw .invalid("id", "missing")
             }
             guard let after = try r.seconds("after", min: 0, minInclusive: false, max: 315_360_000) else {
@@ -278,6 +300,18 @@ public struct CommandDecoder: Sendable {
             }
             return .snooze(id: id, after: after)
         }
+    }
+
+    /// The one notification a command is about: `id`, or `ids` naming exactly one (the selectors'
+    /// spelling, accepted so that either works everywhere).
+    func singleId(_ r: FieldReader) throws(ChimeError) -> String? {
+        let id = try r.string("id", maxLength: Self.maxIdLength, allowEmpty: false)
+        guard let ids = try r.strings("ids", maxCount: Self.maxBatch, maxLength: Self.maxIdLength) else { return id }
+        guard id == nil else { throw .invalid("ids", "give either id or ids, not both") }
+        guard ids.count == 1, let only = ids.first else {
+            throw .invalid("ids", "this command takes one notification: give id (or ids with one id)")
+        }
+        return only
     }
 
     func timeOfDay(_ r: FieldReader, _ key: String) throws(ChimeError) -> TimeOfDay {
@@ -290,15 +324,16 @@ public struct CommandDecoder: Sendable {
 
     /// Exactly one of `ids`, `match` or `all`, beside the `allowed` other members.
     func decodeSelector(_ r: FieldReader, allowed: Set<String>) throws(ChimeError) -> Selector {
-        try r.checkKnown(allowed.union(["ids", "match", "all"]))
-        let given = ["ids", "match", "all"].filter(r.has)
+        try r.checkKnown(allowed.union(["ids", "id", "match", "all"]))
+        let given = ["ids", "id", "match", "all"].filter(r.has)
         guard given.count == 1 else {
             throw ChimeError(
                 .invalidArgument,
                 field: r.name("ids"),
-                "\(r.path.isEmpty ? "a selector" : String(r.path.dropLast())) takes exactly one of ids, match or all"
+                "\(r.path.isEmpty ? "a selector" : String(r.path.dropLast())) takes exactly one of ids (or id), match or all"
             )
         }
+        if let id = try r.string("id", maxLength: Self.maxIdLength, allowEmpty: false) { return .ids([id]) }
         if let ids = try r.strings("ids", maxCount: Self.maxBatch, maxLength: Self.maxIdLength) {
             guard !ids.isEmpty else { throw .invalid(r.name("ids"), "must name at least one id") }
             return .ids(ids)
@@ -325,6 +360,7 @@ public struct CommandDecoder: Sendable {
         _ r: FieldReader,
         allowed: Set<String> = NotificationCoding.fields
     ) throws(ChimeError) -> NotificationSpec {
+        let r = try NotificationCoding.canonical(r)
         try r.checkKnown(allowed)
         return try NotificationCoding.decode(r, limits: limits)
     }

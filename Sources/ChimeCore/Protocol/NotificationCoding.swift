@@ -9,6 +9,39 @@ enum NotificationCoding {
     /// A single `schedule` command's members: the fields and `requestId`.
     static let fieldsAndRequestId = fields.union(["requestId"])
 
+    /// What a `list` row adds to the fields (the notification's state, PROTOCOL.md section 3.4):
+    /// `schedule` and `update` accept and ignore these, so that a row sent back is read-modify-write.
+    static let listedState: Set<String> = ["nextFireDate", "firedCount", "lastFiredAt", "createdAt", "updatedAt"]
+
+    /// UILocalNotification's names accepted for Chime's own (PROTOCOL.md section 2, "Porting names").
+    static let aliases: [String: NotificationField] = ["applicationIconBadgeNumber": .badge]
+
+    /// The members of a notification object as the decoder reads them: aliases renamed to Chime's
+    /// names, and `list`'s state members left out.
+    static func canonical(_ r: FieldReader) throws(ChimeError) -> FieldReader {
+        guard r.object.keys.contains(where: { listedState.contains($0) || aliases[$0] != nil }) else { return r }
+        var o = JSONObject()
+        for (key, value) in r.object {
+            if listedState.contains(key) { continue }
+            guard let field = aliases[key] else {
+                o.append(key, value)
+                continue
+            }
+            if r.has(field.wireName) {
+                throw .invalid(r.name(key), "give either \(field.wireName) or \(key), not both")
+            }
+            // Apple's property is the number itself; a change is Chime's "+N" / "-N".
+            guard case .int(let n) = value, n >= 0 else {
+                throw .invalid(
+                    r.name(key),
+                    "expected an integer >= 0 (the badge number; for a change give badge \"+N\" or \"-N\"), got \(value.typeDescription)"
+                )
+            }
+            o.append(field.wireName, .int(n))
+        }
+        return FieldReader(o, path: r.path)
+    }
+
     /// Checks the limits on a client's `userInfo` (in a notification or a `match` selector):
     /// its serialized size and its nesting.
     static func checkUserInfo(_ userInfo: JSONObject, at field: String, limits: CommandLimits) throws(ChimeError) {

@@ -79,6 +79,35 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
         }
     }
 
+    /// Whether the field says when occurrences are: changing it (`update`) starts the schedule
+    /// again from the time of the change; changing any other field keeps its place in the series.
+    var isTrigger: Bool {
+        switch self {
+        case .fireDate, .after, .alignTo, .timeZone, .repeatInterval, .rrule, .count, .until, .exdates, .leadTime:
+            return true
+        case .id, .alertTitle, .alertBody, .alertBodies, .alertAction, .hasAction, .soundName, .category, .badge,
+            .userInfo, .expiresAfter, .misfire, .ignoreQuietHours, .enabled, .keepAfterFiring:
+            return false
+        }
+    }
+
+    /// The fields that cannot be given with this one: an `update` that sets this field drops them
+    /// from the notification.
+    var excludes: [NotificationField] {
+        switch self {
+        case .fireDate: return [.after, .alignTo]
+        case .after: return [.fireDate]
+        case .repeatInterval: return [.rrule]
+        case .rrule: return [.repeatInterval, .count, .until]
+        case .alertBody: return [.alertBodies]
+        case .alertBodies: return [.alertBody]
+        case .id, .alignTo, .timeZone, .count, .until, .exdates, .leadTime, .alertTitle, .alertAction, .hasAction,
+            .soundName, .category, .badge, .userInfo, .expiresAfter, .misfire, .ignoreQuietHours, .enabled,
+            .keepAfterFiring:
+            return []
+        }
+    }
+
     /// The member a delivery (PROTOCOL.md section 5) carries for the field, if any: the content
     /// fields as given, one of `alertBodies` as `alertBody`, and `badge` as the device's counter.
     public var deliveredAs: String? {

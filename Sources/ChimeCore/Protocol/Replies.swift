@@ -60,6 +60,8 @@ public struct Reply: Hashable, Sendable {
 public enum ReplyResult: Hashable, Sendable {
     /// `schedule`: `{"scheduled": [{"id", "nextFireDate"}...], "replaced": N}`.
     case scheduled(Scheduled)
+    /// `update`: `{"updated": {"id", "nextFireDate"}}`.
+    case updated(NextFire)
     /// `cancel`: `{"cancelled": [ids]}`.
     case cancelled(ids: [String])
     /// `pause`: `{"paused": [ids]}`.
@@ -168,7 +170,8 @@ public enum ReplyResult: Hashable, Sendable {
     public struct Scheduled: Hashable, Sendable {
         /// Each notification of the command, in its order.
         public var scheduled: [NextFire]
-        /// How many notifications `replace` removed.
+        /// How many notifications were there before: removed by `replace`, or replaced by one of the
+        /// same id.
         public var replaced: Int
 
         public init(scheduled: [NextFire], replaced: Int) {
@@ -231,6 +234,7 @@ public enum ReplyResult: Hashable, Sendable {
                 "scheduled": .array(s.scheduled.map { .object($0.json) }),
                 "replaced": .int(Int64(s.replaced)),
             ]
+        case .updated(let next): return ["updated": .object(next.json)]
         case .cancelled(let ids): return ["cancelled": .array(ids.map(JSON.string))]
         case .paused(let ids): return ["paused": .array(ids.map(JSON.string))]
         case .resumed(let ids): return ["resumed": .array(ids.map(JSON.string))]
@@ -285,6 +289,9 @@ public enum ReplyResult: Hashable, Sendable {
             }
             let replaced = try r.required(try r.integer("replaced", in: 0...Int64(Int32.max)), "replaced")
             self = .scheduled(Scheduled(scheduled: items, replaced: Int(replaced)))
+        case .update:
+            let row = try r.required(try r.object("updated"), "updated")
+            self = .updated(try NextFire(FieldReader(row, path: "updated.")))
         case .cancel: self = .cancelled(ids: try strings("cancelled"))
         case .pause: self = .paused(ids: try strings("paused"))
         case .resume: self = .resumed(ids: try strings("resumed"))

@@ -1,6 +1,6 @@
 /// The operations a client may publish to `P/{deviceId}/cmd/{op}`.
 public enum Operation: String, Hashable, Sendable, CaseIterable {
-    case schedule, cancel, pause, resume, list, preview, device, snooze, ack, inbox, history
+    case schedule, update, cancel, pause, resume, list, preview, device, snooze, ack, inbox, history
 
     /// Whether the operation can change state (and so must not be applied twice). A `device`,
     /// `cancel` or `ack` that changes nothing is not journaled, so it is never taken for a duplicate.
