@@ -9,7 +9,8 @@ import Testing
 /// notifications chimed listed just before it stopped. Every later chimed must read each of these
 /// directories and show exactly that. `v1` has journal format 1 and a JSON snapshot (format 1),
 /// `v2` the binary snapshot (format 2), `v3` snapshot format 4 with receipts: inboxes and
-/// histories in the snapshot and in records after it, and `ack` records. Replies that gained
+/// histories in the snapshot and in records after it, and `ack` records; `v4` adds `update`
+/// records. Replies that gained
 /// members since a fixture was written are compared on the members it has.
 ///
 /// Written by ``writeDataDirectory()`` (about 30 s):
@@ -17,12 +18,15 @@ import Testing
 /// Never rewrite one: when a format changes, add the next version beside them and to ``versions``.
 @Suite(.serialized) struct DurabilityFixtureTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
-    static let versions = ["v1", "v2", "v3"]
+    static let versions = ["v1", "v2", "v3", "v4"]
 
     /// The record kinds after each fixture's snapshot: all there were when it was written.
     static func kinds(_ version: String) -> Set<JournalEntry.Kind> {
-        version == "v1" || version == "v2"
-            ? Set(JournalEntry.Kind.allCases).subtracting([.ack]) : Set(JournalEntry.Kind.allCases)
+        switch version {
+        case "v1", "v2": return Set(JournalEntry.Kind.allCases).subtracting([.ack, .update])
+        case "v3": return Set(JournalEntry.Kind.allCases).subtracting([.update])
+        default: return Set(JournalEntry.Kind.allCases)
+        }
     }
 
     /// `got` has every member of `want`, equal (later chimeds may add members).
@@ -192,6 +196,7 @@ import Testing
             #"{"notifications":[{"id":"b1","fireDate":"2043-01-01T10:00:00","repeatInterval":"week"},{"id":"b2","fireDate":"2043-01-02T10:00:00Z","userInfo":{"batch":"new"}}],"replace":{"match":{"userInfo":{"batch":"old"}}}}"#
         )
         try await f.ok("d1", .cancel, #"{"ids":["cancelme"]}"#)
+        try await f.ok("d1", .update, #"{"id":"aligned","alertBody":"edited","userInfo":{"v":2}}"#)
         try await f.ok("d1", .pause, #"{"ids":["pauseme"]}"#)
         try await f.ok("d1", .resume, #"{"ids":["resumeme"]}"#)
         let snooze1 = try await f.ok("d1", .snooze, #"{"id":"rule","after":315000000}"#)
@@ -237,6 +242,7 @@ import Testing
             #"{"notifications":[{"id":"p2","fireDate":"2044-06-01T09:00:00","rrule":"FREQ=YEARLY;BYMONTH=6;BYDAY=1MO"},{"id":"p3","after":310000000}],"replace":{"ids":["p"]}}"#
         )
         try await f.ok("d2", .cancel, #"{"ids":["p3"]}"#)
+        try await f.ok("d2", .update, #"{"id":"p2","alertTitle":"edited","rrule":"FREQ=YEARLY;BYMONTH=7;BYDAY=1MO"}"#)
         try await f.ok("d2", .pause, #"{"all":true}"#)
         try await f.ok("d2", .resume, #"{"ids":["p2"]}"#)
         let snooze2 = try await f.ok("d2", .snooze, #"{"id":"p2","after":314000000}"#)
