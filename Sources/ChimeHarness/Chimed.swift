@@ -20,13 +20,27 @@ public final class Chimed: Sendable {
     public let process: ChildProcess
     public let arguments: [String]
 
-    public init(broker: TestBroker, dataDirectory: String, workerId: String, extra: [String] = []) throws {
+    /// - Parameter environment: chimed's whole environment (``FakeTime/environment(startingAt:)``
+    ///   to start its clock at another time).
+    public init(
+        broker: TestBroker,
+        dataDirectory: String,
+        workerId: String,
+        extra: [String] = [],
+        environment: [String: String] = [:]
+    ) throws {
         arguments =
             [
                 "--broker", broker.url, "--data-dir", dataDirectory, "--worker-id", workerId, "--log-level", "debug",
                 "--min-repeat-seconds", "1", "--stats-interval", "1",
             ] + extra
-        process = try ChildProcess(try builtProduct("chimed"), arguments: arguments, environment: [:])
+        var environment = environment
+        if environment[FakeTime.variable] != nil {
+            // libfaketime hides argv from Swift's CommandLine: the flags go as CHIME_*, which
+            // chimed reads too.
+            environment.merge(try FakeTime.flagsAsEnvironment(arguments)) { given, _ in given }
+        }
+        process = try ChildProcess(try builtProduct("chimed"), arguments: arguments, environment: environment)
     }
 
     /// A chimed binary at `executable` with exactly these arguments.

@@ -20,13 +20,14 @@ final class WorkerFixture: Sendable {
 
     static func start(
         extra: [String] = [],
-        brokerConfiguration: TestBroker.Configuration = .init()
+        brokerConfiguration: TestBroker.Configuration = .init(),
+        environment: [String: String] = [:]
     ) async throws
         -> WorkerFixture
     {
         let broker = try await TestBroker.start(brokerConfiguration)
         let fixture = try await WorkerFixture(broker: broker, extra: extra)
-        try await fixture.startWorker()
+        try await fixture.startWorker(environment: environment)
         return fixture
     }
 
@@ -41,8 +42,15 @@ final class WorkerFixture: Sendable {
 
     var worker: Chimed? { current.withLock { $0 } }
 
-    func startWorker() async throws {
-        let chimed = try Chimed(broker: broker, dataDirectory: data.path, workerId: workerId, extra: extraArguments)
+    /// - Parameter environment: chimed's environment (``FakeTime`` sets its clock).
+    func startWorker(environment: [String: String] = [:]) async throws {
+        let chimed = try Chimed(
+            broker: broker,
+            dataDirectory: data.path,
+            workerId: workerId,
+            extra: extraArguments,
+            environment: environment
+        )
         current.withLock { $0 = chimed }
         try await chimed.start()
     }
