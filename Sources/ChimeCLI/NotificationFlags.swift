@@ -214,7 +214,10 @@ struct NotificationFlags: Sendable {
             guard flags["at"] != nil else { throw UsageError("--on goes with --at: --on mon-fri --at 18:00") }
             days = try Parse.weekdays(on, flag: "on")
         }
-        if let days { rule = "FREQ=WEEKLY;BYDAY=" + days.map { Parse.weekdayCodes[$0 - 1] }.joined(separator: ",") }
+        if let days {
+            rule =
+                "FREQ=WEEKLY;BYDAY=" + days.map { RecurrenceRule.WeekdayNum(weekday: $0).text }.joined(separator: ",")
+        }
         if let timesText, let timesFlag { times = try Self.count(timesText, timesFlag) }
         if var rule {
             let upper = rule.uppercased()

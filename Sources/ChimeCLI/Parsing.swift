@@ -119,8 +119,6 @@ enum Parse {
 
     /// The days of the week in ISO order (1 is Monday), as `--on` spells them in full.
     static let weekdayNames = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-    /// The same days as RFC 5545's `BYDAY` spells them.
-    static let weekdayCodes = ["MO", "TU", "WE", "TH", "FR", "SA", "SU"]
 
     /// `--on`: days and ranges of days separated by commas, each day its name or the first two or
     /// more letters of it, in any case: `mon-fri`, `mon,wed,fri`, `sat-sun`, `Monday,Thursday`. A

@@ -183,7 +183,8 @@ extension RecurrenceRule {
 let weekdayNames = ["MO", "TU", "WE", "TH", "FR", "SA", "SU"]
 
 extension RecurrenceRule.WeekdayNum {
-    var text: String { (ordinal == 0 ? "" : String(ordinal)) + weekdayNames[weekday - 1] }
+    /// As `BYDAY` writes it: `MO`, `-1FR`.
+    public var text: String { (ordinal == 0 ? "" : String(ordinal)) + weekdayNames[weekday - 1] }
 }
 
 extension RecurrenceRule.Until {

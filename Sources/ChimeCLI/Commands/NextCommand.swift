@@ -83,7 +83,7 @@ struct NextCommand: Command {
     static let missingZone = "give --tz ZONE or --device-tz ZONE"
 
     func run(_ console: Console) async throws(CLIFailure) {
-        Self.warn(ExpansionFlags.needs(subjects).warnings, console)
+        Self.warn(subjects.flatMap(\.warnings), console)
         let now = wallClock()
         for (index, subject) in subjects.enumerated() {
             let object = try subject.object(now: from ?? now, deviceZone: deviceZone, missingZone: Self.missingZone)

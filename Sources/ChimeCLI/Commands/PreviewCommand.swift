@@ -33,6 +33,17 @@ enum ExpansionFlags {
             }
         }
 
+        /// What to say on standard error before expanding it (`--every weekday`).
+        var warnings: [String] {
+            if case .flags(let notification) = self { return notification.warnings }
+            return []
+        }
+
+        var needsDeviceZone: Bool {
+            if case .flags(let notification) = self { return notification.needsDeviceZone }
+            return false
+        }
+
         /// The notification object, completed for `now` (``NotificationFlags/payload(now:deviceZone:missingZone:)``).
         func object(now: Instant, deviceZone: Zone?, missingZone: String) throws(CLIFailure) -> JSONObject {
             switch self {
@@ -74,12 +85,6 @@ enum ExpansionFlags {
             subjects.append(.file(label: notification["id"]?.stringValue ?? "notifications[\(index)]", notification))
         }
         return subjects
-    }
-
-    /// The warnings of the flags' notification, and whether it needs the device's zone.
-    static func needs(_ subjects: [Subject]) -> (warnings: [String], deviceZone: Bool) {
-        guard case .flags(let notification)? = subjects.first else { return ([], false) }
-        return (notification.warnings, notification.needsDeviceZone)
     }
 
     /// The instants as a table: number, the time in `zone` with its weekday, and UTC; under
@@ -153,12 +158,12 @@ struct PreviewCommand: Command {
 
     func run(_ console: Console) async throws(CLIFailure) {
         let device = request.device
-        let needs = ExpansionFlags.needs(subjects)
-        Self.warn(needs.warnings, console)
+        Self.warn(subjects.flatMap(\.warnings), console)
         let broker = try await Connection.open(request.connection)
         defer { broker.close() }
         let showsDeviceZone = !request.raw && (stored != nil || subjects.contains { $0.namedZone == nil })
-        let deviceZone = needs.deviceZone || showsDeviceZone ? try await broker.deviceZone(device) : nil
+        let needed = subjects.contains(where: \.needsDeviceZone)
+        let deviceZone = needed || showsDeviceZone ? try await broker.deviceZone(device) : nil
         if let stored {
             var payload = parameters
             payload["id"] = .string(stored)
