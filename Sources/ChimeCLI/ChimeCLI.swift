@@ -1,3 +1,4 @@
+import ChimeCore
 import ChimeSupport
 import Dispatch
 import Foundation
@@ -38,9 +39,10 @@ struct Dispatcher: Sendable {
         while let first = rest.first, first.hasPrefix("--"), first != "--" {
             let name = String(first.dropFirst(2).prefix { $0 != "=" })
             if name == "help" || name == "version" { break }
-            guard let spec = ConnectionOptions.specs.first(where: { $0.name == name }) ?? deviceSpecIfNamed(name)
-            else {
-                return fail(CLIFailure(.usage, "unknown option \(first) before the command"))
+            let leadingSpecs = ConnectionOptions.specs + [ConnectionOptions.deviceSpec]
+            guard let spec = leadingSpecs.first(where: { $0.name == name }) else {
+                let error = Flags.unknown(name, among: leadingSpecs, context: " before the command")
+                return fail(error.failure(nil))
             }
             leading.append(rest.removeFirst())
             if spec.takesValue && !first.contains("=") {
@@ -57,7 +59,7 @@ struct Dispatcher: Sendable {
         case "help", "--help", "-h":
             if let topic = rest.dropFirst().first, word == "help" {
                 guard let command = Self.command(named: topic) else {
-                    return fail(CLIFailure(.usage, "no command \"\(topic)\""))
+                    return fail(CLIFailure(.usage, "no command \"\(topic)\"" + Self.didYouMean(topic)))
                 }
                 console.out(command.help)
             } else {
@@ -71,24 +73,30 @@ struct Dispatcher: Sendable {
             break
         }
         guard let command = Self.command(named: word) else {
-            return fail(CLIFailure(.usage, "unknown command \"\(word)\""))
+            return fail(CLIFailure(.usage, "unknown command \"\(word)\"" + Self.didYouMean(word)))
         }
         return run(command, Array(rest.dropFirst()) + leading)
-    }
-
-    private func deviceSpecIfNamed(_ name: String) -> Flags.Spec? {
-        name == ConnectionOptions.deviceSpec.name ? ConnectionOptions.deviceSpec : nil
     }
 
     static func command(named name: String) -> (any Command.Type)? {
         commands.first { $0.name == name }
     }
 
+    /// ` (did you mean schedule?)` for a word close to a command's name; empty otherwise.
+    static func didYouMean(_ word: String) -> String {
+        suggestion(for: word, among: commands.map { $0.name }).map { " (did you mean \($0)?)" } ?? ""
+    }
+
     /// Parses the flags of `type`, then runs it on a task and waits for it.
     func run(_ type: any Command.Type, _ arguments: [String]) -> Int32 {
         let command: any Command
         do throws(UsageError) {
-            let flags = try Flags(arguments, specs: type.specs + [helpSpec], environment: environment)
+            let flags = try Flags(
+                arguments,
+                specs: type.specs + [helpSpec],
+                environment: environment,
+                rejectingRepeats: true
+            )
             if flags.isSet("help") {
                 console.out(type.help)
                 return ExitStatus.ok

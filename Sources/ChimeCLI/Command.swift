@@ -47,6 +47,11 @@ extension Command {
         return lines.joined(separator: "\n")
     }
 
+    /// Warnings on standard error, each after the command's name: `chime schedule: warning: ...`.
+    static func warn(_ warnings: [String], _ console: Console) {
+        for warning in warnings { console.err("chime \(name): \(warning)") }
+    }
+
     /// A usage mistake of this command, with the hint the dispatcher prints.
     static func usage(_ message: String) -> CLIFailure {
         CLIFailure(.usage, message, command: name)
@@ -55,7 +60,7 @@ extension Command {
 
 /// Help text laid out for an 80 to 100 column terminal.
 enum HelpText {
-    /// What a flag's value looks like, for the help.
+    /// What a flag's value looks like, for the help, unless its spec says (``Flags/Spec/placeholder``).
     static let placeholders: [String: String] = [
         "broker": "URL", "topic-prefix": "P", "timeout": "DURATION", "protocol": "5|311", "reply-topic": "TOPIC",
         "ca-file": "FILE", "device": "ID", "id": "ID", "at": "TIME", "in": "DURATION", "tz": "ZONE", "align": "HH:MM",
@@ -72,12 +77,13 @@ enum HelpText {
     /// One entry per flag: `--name VALUE` and its help, default and environment variable, wrapped.
     static func options(_ specs: [Flags.Spec]) -> [String] {
         func left(_ spec: Flags.Spec) -> String {
-            "--\(spec.name)" + (spec.takesValue ? " " + (placeholders[spec.name] ?? "VALUE") : "")
+            "--\(spec.name)" + (spec.takesValue ? " " + (spec.placeholder ?? placeholders[spec.name] ?? "VALUE") : "")
         }
         let column = min(28, (specs.map { left($0).count }.max() ?? 0) + 4)
         var lines: [String] = []
         for spec in specs {
             var text = spec.help
+            if spec.repeatable { text += "; repeatable" }
             if let value = spec.defaultValue { text += " (default \(value))" }
             if spec.fromEnvironment { text += " [\(spec.environmentName)]" }
             var head = "  " + left(spec)
@@ -166,6 +172,14 @@ struct CLIFailure: Error, Sendable, CustomStringConvertible {
         var o: JSONObject = ["code": .string(error.code.wireName), "message": .string(error.message)]
         if let field = error.field { o["field"] = .string(field) }
         self.init(reply: o)
+    }
+
+    /// The failure of one notification of a batch file: its error reply names the notification.
+    func labelled(_ label: String?) -> CLIFailure {
+        guard let label, kind == .reply else { return self }
+        var failure = self
+        failure.message = "\(label): \(message)"
+        return failure
     }
 
     var exitStatus: Int32 {

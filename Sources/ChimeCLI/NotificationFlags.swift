@@ -9,15 +9,38 @@ import ChimeSupport
 /// an error reply.
 struct NotificationFlags: Sendable {
     static let whenSpecs: [Flags.Spec] = [
-        .init("at", env: false, "when: \"YYYY-MM-DD HH:MM\" wall clock in --tz, or an instant with Z or an offset"),
+        .init(
+            "at",
+            env: false,
+            "when: \"YYYY-MM-DD HH:MM\" wall clock in --tz, an instant with Z or an offset, or HH:MM alone: the "
+                + "next such time in the zone (today if still ahead, else tomorrow; with --on or --every weekdays, the "
+                + "next listed day)"
+        ),
         .init("in", env: false, "when: this long from now (90s, 15m, 2h, 1d, 1h30m)"),
         .init("tz", env: false, "an IANA zone (Asia/Shanghai) or device: the zone of wall-clock times"),
-        .init("align", env: false, "with --in: the first HH:MM in --tz at or after now + --in"),
-        .init("every", env: false, "repeat: weekday, day, week, month, quarter, year, hour, minute or second"),
+        .init(
+            "align",
+            env: false,
+            "with --in: the first HH:MM in --tz at or after now + --in (--in 1d --align 12:00 is tomorrow at noon "
+                + "when asked before noon, the day after when asked later)"
+        ),
+        .init(
+            "on",
+            env: false,
+            placeholder: "DAYS",
+            "repeat every week on these days at --at: mon-fri, mon,wed,fri, sat-sun, full names too (an RRULE "
+                + "FREQ=WEEKLY;BYDAY=...)"
+        ),
+        .init(
+            "every",
+            env: false,
+            "repeat: weekdays (Monday to Friday), day, week, month, quarter, year, hour, minute or second; "
+                + "weekday is every day, weekends included (Apple's NSCalendarUnitWeekday)"
+        ),
         .init("rrule", env: false, "repeat by an RFC 5545 rule (FREQ=WEEKLY;BYDAY=MO,WE,FR)"),
-        .init("times", env: false, "fire at most N times"),
-        .init("until", env: false, "no occurrence after this date-time (same forms as --at)"),
-        .init("except", env: false, "skip this occurrence (same forms as --at); repeatable"),
+        .init("times", env: false, "fire N times from now: occurrences before now do not count"),
+        .init("until", env: false, "no occurrence after this date-time (a date and time, as --at)"),
+        .init("except", env: false, repeatable: true, "skip this occurrence (a date and time, as --at)"),
         .init("lead", env: false, "fire each occurrence this much earlier (15m)"),
     ]
 
@@ -30,7 +53,12 @@ struct NotificationFlags: Sendable {
         .init("sound", env: false, "soundName (default for the default sound)"),
         .init("category", env: false, "category"),
         .init("badge", env: false, "N, or +N / -N applied to the device's badge when it fires"),
-        .init("info", env: false, "userInfo key=value (numbers and booleans stay typed) or key:=json; repeatable"),
+        .init(
+            "info",
+            env: false,
+            repeatable: true,
+            "userInfo key=value (numbers and booleans stay typed) or key:=json"
+        ),
         .init("misfire", env: false, "coalesce, skip or all: what happens to occurrences missed while down"),
         .init("expires", env: false, "drop a delivery more than this late (1h)"),
         .init("ignore-quiet-hours", value: false, env: false, "deliver even inside the device's quiet hours"),
@@ -86,21 +114,48 @@ struct NotificationFlags: Sendable {
         names.subtracting(except).contains { flags[$0] != nil }
     }
 
-    /// The protocol object.
+    /// The units `--every` takes: `weekdays` is the CLI's (a weekly rule), the others are
+    /// `repeatInterval`'s.
+    static let units = ["weekdays", "day", "week", "month", "quarter", "year", "hour", "minute", "second", "weekday"]
+    /// What `--every weekday` prints on standard error: it is not Monday to Friday.
+    static let weekdayWarning =
+        "warning: --every weekday repeats every day, Saturdays and Sundays included (it is Apple's "
+        + "NSCalendarUnitWeekday); for Monday to Friday give --every weekdays or --on mon-fri"
+
+    /// The protocol object as the flags give it; ``payload(now:deviceZone:missingZone:)`` completes it.
     var object: JSONObject
     /// The zone `--tz` named (nil for `--tz device` or no `--tz`).
     var namedZone: Zone?
+    /// What to say on standard error before sending (`--every weekday`).
+    var warnings: [String] = []
+    /// `--at HH:MM` without a date: the fire date is the next such wall-clock time.
+    private var timeOfDay: TimeOfDay?
+    /// The ISO weekdays (1 is Monday) of `--on` or `--every weekdays`: the next one is the first.
+    private var days: [Int]?
+    /// `--times N`, counted from now: the count sent adds the occurrences before now.
+    private var times: Int?
+    /// The rule without the `COUNT=` that `--times` adds.
+    private var rule: String?
+    /// `--at` is a wall-clock time (with a date or without) or `--tz device`, and no zone is named:
+    /// the fire date is read in the device's zone.
+    private var followsDeviceZone = false
+
+    /// Whether ``payload(now:deviceZone:missingZone:)`` needs the device's zone: for `--at HH:MM`
+    /// without a date, or `--times` of a series that follows the device's zone.
+    var needsDeviceZone: Bool {
+        namedZone == nil && followsDeviceZone && (timeOfDay != nil || (times != nil && object["fireDate"] != nil))
+    }
 
     /// Builds the notification; `--at` or `--in` is required.
     /// - Parameter countIsTimes: `--count` is the notification's count (schedule), not the number of
     ///   deliveries to show (preview, next).
     init(_ flags: Flags, countIsTimes: Bool) throws(UsageError) {
         var timesFlag: String?
-        var times: String?
+        var timesText: String?
         for name in countIsTimes ? ["times", "count"] : ["times"] {
             guard let value = flags[name] else { continue }
-            if times != nil { throw UsageError("give either --times or --count, not both") }
-            (timesFlag, times) = ("--" + name, value)
+            if timesText != nil { throw UsageError("give either --times or --count, not both") }
+            (timesFlag, timesText) = ("--" + name, value)
         }
         var o = JSONObject()
         if let id = flags["id"] {
@@ -109,8 +164,13 @@ struct NotificationFlags: Sendable {
         }
         switch (flags["at"], flags["in"]) {
         case (let at?, nil):
-            let value = try Parse.dateTime(at, flag: "at")
-            o["fireDate"] = .string(value.description)
+            if let time = TimeOfDay(parsing: at) {
+                timeOfDay = time
+            } else {
+                let value = try Parse.dateTime(at, flag: "at", timeAlone: true)
+                o["fireDate"] = .string(value.description)
+                if case .local = value { followsDeviceZone = true }
+            }
             if flags["align"] != nil { throw UsageError("--align goes with --in, not --at") }
         case (nil, let after?):
             o["after"] = Parse.secondsJSON(try Parse.duration(after, flag: "in"))
@@ -120,46 +180,69 @@ struct NotificationFlags: Sendable {
         case (.some, .some):
             throw UsageError("give either --at or --in, not both")
         case (nil, nil):
-            throw UsageError("say when: --at \"YYYY-MM-DD HH:MM\" or --in DURATION (such as 15m)")
+            throw UsageError("say when: --at \"YYYY-MM-DD HH:MM\", --at HH:MM or --in DURATION (such as 15m)")
         }
+        if timeOfDay != nil { followsDeviceZone = true }
         namedZone = nil
         if let tz = flags["tz"] {
             if tz != "device" { namedZone = try Parse.zone(tz, flag: "tz") }
+            followsDeviceZone = tz == "device"
             o["timeZone"] = .string(tz)
         }
 
         let every = flags["every"]
+        var rule = flags["rrule"]
         if let every {
-            let units = ["weekday", "day", "week", "month", "quarter", "year", "hour", "minute", "second"]
-            guard every == "none" || every == "weekOfYear" || units.contains(every) else {
-                throw UsageError("--every: expected one of \(units.joined(separator: ", ")), got \"\(every)\"")
+            guard every == "none" || every == "weekOfYear" || Self.units.contains(every) else {
+                let hint = suggestion(for: every, among: Self.units).map { " (did you mean \($0)?)" } ?? ""
+                throw UsageError(
+                    "--every: expected one of \(Self.units.joined(separator: ", ")), got \"\(every)\"\(hint)"
+                )
             }
-            o["repeatInterval"] = .string(every)
+            guard rule == nil else { throw UsageError("give either --every or --rrule, not both") }
+            if every == "weekdays" {
+                days = Array(1...5)
+            } else {
+                o["repeatInterval"] = .string(every)
+            }
+            if every == "weekday" { warnings.append(Self.weekdayWarning) }
         }
-        if var rrule = flags["rrule"] {
-            guard every == nil else { throw UsageError("give either --every or --rrule, not both") }
-            let upper = rrule.uppercased()
-            if let times, let timesFlag {
-                guard !upper.contains("COUNT=") else { throw UsageError("\(timesFlag): the rule has COUNT= already") }
-                rrule += ";COUNT=\(try Self.count(times, timesFlag))"
+        if let on = flags["on"] {
+            guard every == nil, rule == nil else {
+                throw UsageError("--on is a weekly rule: give no --every or --rrule")
             }
+            guard flags["at"] != nil else { throw UsageError("--on goes with --at: --on mon-fri --at 18:00") }
+            days = try Parse.weekdays(on, flag: "on")
+        }
+        if let days {
+            rule =
+                "FREQ=WEEKLY;BYDAY=" + days.map { RecurrenceRule.WeekdayNum(weekday: $0).text }.joined(separator: ",")
+        }
+        if let timesText, let timesFlag { times = try Self.count(timesText, timesFlag) }
+        if var rule {
+            let upper = rule.uppercased()
             if let until = flags["until"] {
                 guard !upper.contains("UNTIL=") else { throw UsageError("--until: the rule has UNTIL= already") }
-                rrule += ";UNTIL=\(Self.ruleUntil(try Parse.dateTime(until, flag: "until")))"
+                rule += ";UNTIL=\(Self.ruleUntil(try Parse.dateTime(until, flag: "until")))"
             }
+            if times != nil, let timesFlag, upper.contains("COUNT=") {
+                throw UsageError("\(timesFlag): the rule has COUNT= already")
+            }
+            self.rule = rule
+            let counted = Self.rule(rule, count: times)
             do {
-                _ = try RecurrenceRule(parsing: rrule)
+                _ = try RecurrenceRule(parsing: counted)
             } catch {
                 throw UsageError("--rrule: \(error)")
             }
-            o["rrule"] = .string(rrule)
+            o["rrule"] = .string(counted)
         } else {
             if let times, let timesFlag {
-                guard every != nil else { throw UsageError("\(timesFlag) goes with --every or --rrule") }
-                o["count"] = .int(Int64(try Self.count(times, timesFlag)))
+                guard every != nil else { throw UsageError("\(timesFlag) goes with --every, --on or --rrule") }
+                o["count"] = .int(Int64(times))
             }
             if let until = flags["until"] {
-                guard every != nil else { throw UsageError("--until goes with --every or --rrule") }
+                guard every != nil else { throw UsageError("--until goes with --every, --on or --rrule") }
                 o["until"] = .string(try Parse.dateTime(until, flag: "until").description)
             }
         }
@@ -189,6 +272,81 @@ struct NotificationFlags: Sendable {
         if flags.isSet("keep") { o["keepAfterFiring"] = true }
         if flags.isSet("disabled") { o["enabled"] = false }
         object = o
+    }
+
+    /// The object to send, completed for `now` in the zone its times are read in (`--tz`, else
+    /// `deviceZone`): the fire date of `--at HH:MM`, and a count that leaves out the occurrences
+    /// delivered before `now` (PROTOCOL.md counts `count` and `COUNT` from the fire date).
+    /// - Parameter missingZone: how to give a zone, for the error when neither is known.
+    /// - Throws: ``CLIFailure`` `.failed` when `--at HH:MM` has no zone to be read in.
+    func payload(now: Instant, deviceZone: Zone?, missingZone: String) throws(CLIFailure) -> JSONObject {
+        var o = object
+        if let timeOfDay {
+            guard let zone = namedZone ?? deviceZone else {
+                throw CLIFailure(
+                    .failed,
+                    "--at \(timeOfDay) without a date is the next \(timeOfDay) in the device's zone, and the device "
+                        + "has none: \(missingZone)"
+                )
+            }
+            o["fireDate"] = .string(Self.next(timeOfDay, on: days, in: zone, after: now).description)
+        }
+        if let times, o["after"] == nil {
+            // The series without its count numbers the occurrences before now.
+            var series = o
+            if let rule { series["rrule"] = .string(rule) } else { series["count"] = nil }
+            let total = times + Self.occurrences(of: series, before: now, deviceZone: deviceZone)
+            if let rule { o["rrule"] = .string(Self.rule(rule, count: total)) } else { o["count"] = .int(Int64(total)) }
+        }
+        return o
+    }
+
+    /// The first wall-clock `time` in `zone` after `now` on one of `days` (ISO weekdays), or on any
+    /// day without them: today if it is still ahead, else the next day that has it.
+    static func next(_ time: TimeOfDay, on days: [Int]?, in zone: Zone, after now: Instant) -> LocalDateTime {
+        let today = zone.localDateTime(at: now)
+        let first = daysFromCivil(year: today.year, month: today.month, day: today.day)
+        var candidate = today
+        // Within a week every listed day comes round, today's included.
+        for offset in Int64(0)...7 {
+            let (year, month, day) = civilFromDays(first + offset)
+            candidate = LocalDateTime(
+                year: year,
+                month: month,
+                day: day,
+                hour: time.hour,
+                minute: time.minute,
+                second: time.second
+            )
+            if days?.contains(candidate.weekday) ?? true, zone.instant(for: candidate) > now { break }
+        }
+        return candidate
+    }
+
+    /// How many occurrences of the notification `object` (without a count) come before the first
+    /// one delivered at or after `now`, as chimed's engine numbers them; 0 when that cannot be told
+    /// here (chimed then answers whatever is wrong).
+    static func occurrences(of object: JSONObject, before now: Instant, deviceZone: Zone?) -> Int {
+        let payload = JSON.object(["notification": .object(object)]).bytes
+        guard case .success(let request) = CommandDecoder().decode(deviceId: "chime", op: .preview, payload: payload),
+            case .preview(.notification(let spec), _, _) = request.command, let start = spec.fireDate,
+            let zone = spec.effectiveZone(deviceZone: deviceZone),
+            let recurrence = try? Recurrence(
+                start: start,
+                zone: zone,
+                pattern: spec.pattern,
+                until: spec.until,
+                exdates: spec.exdates ?? []
+            ),
+            // Delivered at or after now: due at or after now + lead time, as chimed arms it.
+            let first = try? recurrence.first(atOrAfter: now.adding(milliseconds: spec.leadTime ?? 0))
+        else { return 0 }
+        return first.index - 1
+    }
+
+    /// `rule` with `;COUNT=count` when there is a count.
+    static func rule(_ rule: String, count: Int?) -> String {
+        count.map { rule + ";COUNT=\($0)" } ?? rule
     }
 
     /// `--times`: a whole number from 1.

@@ -106,14 +106,48 @@ enum Parse {
 
     /// A date-time: a wall-clock time (`2026-12-01 18:00`, `2026-12-01T18:00:00`) or an absolute
     /// instant (with `Z` or an offset).
-    static func dateTime(_ text: String, flag: String) throws(UsageError) -> DateTimeValue {
+    /// - Parameter timeAlone: the flag also takes `HH:MM` alone (`--at`), which the caller reads.
+    static func dateTime(_ text: String, flag: String, timeAlone: Bool = false) throws(UsageError) -> DateTimeValue {
         guard let value = DateTimeValue(iso8601: text) else {
             throw UsageError(
-                "--\(flag): expected \"YYYY-MM-DD HH:MM\" (wall clock) or an instant with Z or an offset "
-                    + "(2026-12-01T10:00Z, 2026-12-01 18:00+08:00), got \"\(text)\""
+                "--\(flag): expected \"YYYY-MM-DD HH:MM\" (wall clock)\(timeAlone ? ", HH:MM (the next one)" : "") "
+                    + "or an instant with Z or an offset (2026-12-01T10:00Z, 2026-12-01 18:00+08:00), got \"\(text)\""
             )
         }
         return value
+    }
+
+    /// The days of the week in ISO order (1 is Monday), as `--on` spells them in full.
+    static let weekdayNames = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+
+    /// `--on`: days and ranges of days separated by commas, each day its name or the first two or
+    /// more letters of it, in any case: `mon-fri`, `mon,wed,fri`, `sat-sun`, `Monday,Thursday`. A
+    /// range may wrap round the week (`fri-mon`).
+    /// - Returns: ISO weekdays (1 is Monday), each once, in week order.
+    static func weekdays(_ text: String, flag: String) throws(UsageError) -> [Int] {
+        let problem = UsageError(
+            "--\(flag): expected days such as mon-fri, mon,wed,fri, sat-sun or monday,thursday, got \"\(text)\""
+        )
+        func day(_ word: Substring) throws(UsageError) -> Int {
+            let name = word.lowercased()
+            guard name.count >= 2, let index = weekdayNames.firstIndex(where: { $0.hasPrefix(name) }) else {
+                throw problem
+            }
+            return index + 1
+        }
+        var days = Set<Int>()
+        for item in text.filter({ $0 != " " }).split(separator: ",", omittingEmptySubsequences: false) {
+            let ends = item.split(separator: "-", omittingEmptySubsequences: false)
+            guard ends.count == 1 || ends.count == 2 else { throw problem }
+            let last = try day(ends[ends.count - 1])
+            var current = try day(ends[0])
+            days.insert(current)
+            while current != last {
+                current = current % 7 + 1
+                days.insert(current)
+            }
+        }
+        return days.sorted()
     }
 
     /// An absolute instant (`--from`).

@@ -1,3 +1,4 @@
+import ChimeCore
 import Foundation
 
 /// A usage mistake on the command line or in `CHIME_*`: reported as one line and a hint
@@ -29,12 +30,18 @@ public struct Flags: Sendable {
         public var defaultValue: String?
         /// Read from `CHIME_*` too (the worker's settings and the CLI's connection settings).
         public var fromEnvironment: Bool
+        /// May be given more than once, each value kept (``Flags/all(_:)``): `--id a --id b`.
+        public var repeatable: Bool
+        /// What the value looks like in help (`DIR`); nil leaves it to the help's renderer.
+        public var placeholder: String?
 
         public init(
             _ name: String,
             value: Bool = true,
             default defaultValue: String? = nil,
             env: Bool = true,
+            repeatable: Bool = false,
+            placeholder: String? = nil,
             _ help: String
         ) {
             self.name = name
@@ -42,6 +49,8 @@ public struct Flags: Sendable {
             self.help = help
             self.defaultValue = defaultValue
             self.fromEnvironment = env
+            self.repeatable = repeatable
+            self.placeholder = placeholder
         }
 
         public var environmentName: String {
@@ -56,11 +65,16 @@ public struct Flags: Sendable {
     private let specs: [String: Spec]
 
     /// Parses `arguments` (without the program name) against `specs`.
-    /// - Throws: ``UsageError`` for an unknown flag or a missing value.
+    /// - Parameter rejectingRepeats: a flag that takes a value and is not ``Spec/repeatable`` may be
+    ///   given once (`chime`); otherwise the last one given wins (`chimed`, whose callers append
+    ///   overrides to a list of defaults).
+    /// - Throws: ``UsageError`` for an unknown flag (naming the closest known one, if one is close),
+    ///   a missing value, or a flag given twice when `rejectingRepeats`.
     public init(
         _ arguments: [String],
         specs: [Spec],
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        rejectingRepeats: Bool = false
     )
         throws(UsageError)
     {
@@ -79,7 +93,7 @@ public struct Flags: Sendable {
                 if !onlyPositional && arg.hasPrefix("-") && arg != "-" && arg.count > 1
                     && !arg.dropFirst().allSatisfy(\.isNumber)
                 {
-                    throw UsageError("unknown option \(arg) (options are spelled --name)")
+                    throw UsageError("unknown flag \(arg) (flags are spelled --name)")
                 }
                 positional.append(arg)
                 continue
@@ -94,7 +108,7 @@ public struct Flags: Sendable {
                 inline = String(name[name.index(after: eq)...])
                 name = String(name[..<eq])
             }
-            guard let spec = table[name] else { throw UsageError("unknown option --\(name)") }
+            guard let spec = table[name] else { throw Self.unknown(name, among: specs) }
             if spec.takesValue {
                 let value: String
                 if let inline {
@@ -104,6 +118,9 @@ public struct Flags: Sendable {
                     value = arguments[i]
                     i += 1
                 }
+                if rejectingRepeats, !spec.repeatable, let first = given[name]?.first {
+                    throw UsageError("--\(name) was given twice (\"\(first)\", then \"\(value)\"): give it once")
+                }
                 values[name] = value
                 given[name, default: []].append(value)
             } else {
@@ -111,6 +128,13 @@ public struct Flags: Sendable {
                 values[name] = "true"
             }
         }
+    }
+
+    /// The usage error for an unknown flag `--name`, with the closest of `specs` when one is close:
+    /// `unknown flag --bdy (did you mean --body?)`.
+    public static func unknown(_ name: String, among specs: [Spec], context: String = "") -> UsageError {
+        let hint = suggestion(for: name, among: specs.map(\.name)).map { " (did you mean --\($0)?)" } ?? ""
+        return UsageError("unknown flag --\(name)\(context)\(hint)")
     }
 
     public subscript(name: String) -> String? {

@@ -28,10 +28,19 @@ public struct RecurrenceError: Error, Hashable, Sendable, CustomStringConvertibl
             case .searchLimit: return "searchLimit"
             }
         }
+
+        /// The code in words, for an error without a message.
+        var sentence: String {
+            switch value {
+            case .invalidRule: return "invalid rule"
+            case .invalidCombination: return "these do not go together"
+            case .searchLimit: return "the search for the next occurrence gave up"
+            }
+        }
     }
 
     public let code: Code
-    /// A sentence for a human, naming the offending part (`BYMONTHDAY: 32 is out of range -31...31`).
+    /// A sentence for a human, naming the offending part (`BYMONTHDAY: expected integers in -31...31 without 0, got 32`).
     public let message: String
 
     public init(_ code: Code, _ message: String = "") {
@@ -42,7 +51,8 @@ public struct RecurrenceError: Error, Hashable, Sendable, CustomStringConvertibl
     public static func == (lhs: RecurrenceError, rhs: RecurrenceError) -> Bool { lhs.code == rhs.code }
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
-    public var description: String { message.isEmpty ? code.description : "\(code): \(message)" }
+    /// The message alone, as users see it (a CLI flag's or a reply's): the code is for programs.
+    public var description: String { message.isEmpty ? code.sentence : message }
 
     static func rule(_ message: String) -> RecurrenceError { RecurrenceError(.invalidRule, message) }
 }

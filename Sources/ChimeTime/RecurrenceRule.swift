@@ -105,7 +105,7 @@ public struct RecurrenceRule: Hashable, Sendable, CustomStringConvertible {
         var parsed = RawParts()
         for piece in body.split(separator: ";", omittingEmptySubsequences: false) {
             guard !piece.isEmpty else { throw .rule("empty part (two ';' in a row or a trailing ';')") }
-            guard let eq = piece.firstIndex(of: "=") else { throw .rule("\(piece): expected NAME=VALUE") }
+            guard let eq = piece.firstIndex(of: "=") else { throw .rule("expected NAME=VALUE, got \"\(piece)\"") }
             let name = piece[..<eq].uppercased()
             let value = String(piece[piece.index(after: eq)...])
             guard seen.insert(name).inserted else { throw .rule("\(name): appears more than once") }
@@ -183,7 +183,8 @@ extension RecurrenceRule {
 let weekdayNames = ["MO", "TU", "WE", "TH", "FR", "SA", "SU"]
 
 extension RecurrenceRule.WeekdayNum {
-    var text: String { (ordinal == 0 ? "" : String(ordinal)) + weekdayNames[weekday - 1] }
+    /// As `BYDAY` writes it: `MO`, `-1FR`.
+    public var text: String { (ordinal == 0 ? "" : String(ordinal)) + weekdayNames[weekday - 1] }
 }
 
 extension RecurrenceRule.Until {
@@ -219,7 +220,9 @@ private struct RawParts {
         switch name {
         case "FREQ":
             guard let f = RecurrenceRule.Frequency.allCases.first(where: { $0.name == value.uppercased() }) else {
-                throw .rule("FREQ: \(value) is not one of SECONDLY, MINUTELY, HOURLY, DAILY, WEEKLY, MONTHLY, YEARLY")
+                throw .rule(
+                    "FREQ: expected SECONDLY, MINUTELY, HOURLY, DAILY, WEEKLY, MONTHLY or YEARLY, got \"\(value)\""
+                )
             }
             frequency = f
         case "INTERVAL": interval = try integer(name, value, 1...RecurrenceRule.maximumInterval)
@@ -236,7 +239,7 @@ private struct RawParts {
         case "BYSETPOS": bySetPos = try integers(name, value, -366...366, allowZero: false)
         case "WKST":
             guard let d = weekdayNames.firstIndex(of: value.uppercased()) else {
-                throw .rule("WKST: \(value) is not a weekday (MO, TU, WE, TH, FR, SA, SU)")
+                throw .rule("WKST: expected a weekday (MO, TU, WE, TH, FR, SA, SU), got \"\(value)\"")
             }
             weekStart = d + 1
         case "BYEASTER", "RSCALE", "SKIP":
@@ -332,8 +335,10 @@ extension RecurrenceRule {
 }
 
 private func integer(_ name: String, _ text: String, _ range: ClosedRange<Int>) throws(RecurrenceError) -> Int {
-    guard let value = parseSignedInteger(Substring(text)) else { throw .rule("\(name): \(text) is not an integer") }
-    guard range.contains(value) else { throw .rule("\(name): \(text) is out of range \(range)") }
+    guard let value = parseSignedInteger(Substring(text)) else {
+        throw .rule("\(name): expected an integer, got \"\(text)\"")
+    }
+    guard range.contains(value) else { throw .rule("\(name): expected an integer in \(range), got \(text)") }
     return value
 }
 
@@ -346,30 +351,35 @@ private func integers(
     var out: [Int] = []
     for item in text.split(separator: ",", omittingEmptySubsequences: false) {
         guard !item.isEmpty else { throw .rule("\(name): empty list item in \(text)") }
-        guard let value = parseSignedInteger(item) else { throw .rule("\(name): \(item) is not an integer") }
+        guard let value = parseSignedInteger(item) else { throw .rule("\(name): expected integers, got \"\(item)\"") }
         guard range.contains(value), allowZero || value != 0 else {
             let shown = allowZero ? "\(range)" : "\(range) without 0"
-            throw .rule("\(name): \(item) is out of range \(shown)")
+            throw .rule("\(name): expected integers in \(shown), got \(item)")
         }
         out.append(value)
     }
     return out
 }
 
+/// What a `BYDAY` item looks like, for its errors.
+private let byDayForm = "a weekday (MO, TU, WE, TH, FR, SA, SU), with an ordinal or not (1MO, -1FR)"
+
 private func weekdayList(_ text: String) throws(RecurrenceError) -> [RecurrenceRule.WeekdayNum] {
     var out: [RecurrenceRule.WeekdayNum] = []
     for item in text.split(separator: ",", omittingEmptySubsequences: false) {
         guard item.count >= 2 else {
-            throw .rule("BYDAY: \(item.isEmpty ? "empty list item" : String(item)) is not a weekday")
+            throw .rule("BYDAY: expected \(byDayForm), got \(item.isEmpty ? "an empty list item" : "\"\(item)\"")")
         }
         let dayText = item.suffix(2).uppercased()
         guard let day = weekdayNames.firstIndex(of: dayText) else {
-            throw .rule("BYDAY: \(item) does not end in a weekday (MO, TU, WE, TH, FR, SA, SU)")
+            throw .rule("BYDAY: expected \(byDayForm), got \"\(item)\"")
         }
         var ordinal = 0
         let prefix = item.dropLast(2)
         if !prefix.isEmpty {
-            guard let n = parseSignedInteger(prefix) else { throw .rule("BYDAY: \(item) has a malformed ordinal") }
+            guard let n = parseSignedInteger(prefix) else {
+                throw .rule("BYDAY: expected \(byDayForm), got \"\(item)\"")
+            }
             guard (-53...53).contains(n), n != 0 else {
                 throw .rule("BYDAY: \(item) ordinal is out of range -53...53 without 0")
             }
@@ -404,7 +414,7 @@ private func parseUntil(_ text: String) throws(RecurrenceError) -> RecurrenceRul
         }
         return value
     }
-    let bad = RecurrenceError.rule("UNTIL: \(text) is not YYYYMMDD, YYYYMMDDTHHMMSS or YYYYMMDDTHHMMSSZ")
+    let bad = RecurrenceError.rule("UNTIL: expected YYYYMMDD, YYYYMMDDTHHMMSS or YYYYMMDDTHHMMSSZ, got \"\(text)\"")
     guard let y = number(0, 4), let m = number(4, 2), let d = number(6, 2) else { throw bad }
     if bytes.count == 8 {
         let date = LocalDateTime(year: y, month: m, day: d)

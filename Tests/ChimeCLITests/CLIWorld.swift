@@ -104,6 +104,37 @@ final class CLIWorld: Sendable {
     }
 }
 
+/// A file of this repository (`docs/cli.md`).
+func repositoryFile(_ path: String) -> URL {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent(path)
+}
+
+/// The words of a command line as a POSIX shell splits them, for the simple lines the docs show:
+/// blanks separate words, double or single quotes group them, `#` after a blank starts a comment.
+func shellWords(_ line: String) -> [String] {
+    var words: [String] = []
+    var word: String?
+    var quote: Character?
+    for c in line {
+        if let q = quote {
+            if c == q { quote = nil } else { word?.append(c) }
+        } else if c == "\"" || c == "'" {
+            quote = c
+            word = word ?? ""
+        } else if c == " " {
+            if let w = word { words.append(w) }
+            word = nil
+        } else if c == "#" && word == nil {
+            break
+        } else {
+            word = (word ?? "") + String(c)
+        }
+    }
+    if let word { words.append(word) }
+    return words
+}
+
 /// The row of a table whose first column is `first`.
 func row(_ lines: [String], _ first: String) -> String? {
     lines.first { $0.hasPrefix(first + " ") }

@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeSupport
 import ChimeTestSupport
 import Foundation
 import Testing
@@ -124,6 +125,8 @@ import Testing
         defer { Task { await w.stop() } }
         let json = w.data.appending("typo.json")
         try Data(#"{"after": 10, "alertBdy": "typo"}"#.utf8).write(to: URL(fileURLWithPath: json))
+        let rule = w.data.appending("rule.json")
+        try Data(#"{"after": 10, "rrule": "FREQ=WEEKLY;BYDAY=MO,XX"}"#.utf8).write(to: URL(fileURLWithPath: rule))
         let cases: [(arguments: [String], stderr: String)] = [
             (
                 ["snooze", "--device", "d1", "--id", "nope", "--in", "10m"],
@@ -132,9 +135,20 @@ import Testing
             (
                 [
                     "schedule", "--device", "d1", "--at", "2020-01-01 10:00", "--tz", "UTC", "--every", "day",
-                    "--times", "2",
+                    "--until", "2021-01-01T00:00Z",
                 ],
                 "error never_fires repeatInterval: "
+            ),
+            // chimed's own words for a bad rule: no Swift names.
+            (
+                ["schedule", "--device", "d1", "--json", rule],
+                #"error invalid_argument rrule: BYDAY: expected a weekday (MO, TU, WE, TH, FR, SA, SU), with an ordinal or not (1MO, -1FR), got "XX""#
+            ),
+            // --at HH:MM needs the device's zone, and d1 has none.
+            (
+                ["schedule", "--device", "d1", "--at", "18:00"],
+                "chime: --at 18:00 without a date is the next 18:00 in the device's zone, and the device has none: "
+                    + "give --tz ZONE, or set the device's with chime device --device d1 --tz ZONE"
             ),
             (["schedule", "--device", "d1", "--at", "2099-01-01 10:00"], "error timezone_required timeZone: "),
             (["schedule", "--device", "d1", "--json", json], "error unknown_field alertBdy: "),
@@ -214,6 +228,156 @@ import Testing
         #expect(table.out.contains { $0.contains("deep") })
     }
 
+    /// `--on DAYS --at HH:MM` and `--every weekdays` are a weekly rule from the next listed day;
+    /// `--every weekday` stays Apple's every day, with a warning.
+    @Test func mondayToFridayFromTheNextSuchTime() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        try await w.ok("device", "--device", "p1", "--tz", "Europe/Paris")
+        let before = wallClock()
+        let medicine = try await w.ok("schedule", "--device", "p1", "--id", "med", "--on", "mon-fri", "--at", "18:00")
+        try await w.ok("schedule", "--device", "p1", "--id", "std", "--every", "weekdays", "--at", "08:00:30")
+        let legacy = try await w.ok("schedule", "--device", "p1", "--id", "old", "--every", "weekday", "--at", "08:00")
+        #expect(medicine.err.isEmpty, "\(medicine)")
+        #expect(legacy.err == ["chime schedule: " + NotificationFlags.weekdayWarning], "\(legacy)")
+
+        let rows = try await w.ok("list", "--device", "p1", "--json").jsonLines
+        let byId = Dictionary(uniqueKeysWithValues: rows.compactMap { row in row["id"]?.stringValue.map { ($0, row) } })
+        let mondayToFriday: JSON = "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR"
+        #expect(byId["med"]?["rrule"] == mondayToFriday, "\(rows)")
+        #expect(byId["std"]?["rrule"] == mondayToFriday, "\(rows)")
+        #expect(byId["old"]?["repeatInterval"] == "weekday", "\(rows)")
+        // A wall-clock fire date in the device's zone: the first Monday-to-Friday 18:00 after now,
+        // which is also the next delivery.
+        let paris = try #require(Zone(identifier: "Europe/Paris"))
+        var expected = paris.localDateTime(at: before)
+        expected = LocalDateTime(year: expected.year, month: expected.month, day: expected.day, hour: 18)
+        while expected.weekday > 5 || paris.instant(for: expected) <= before {
+            let (year, month, day) = civilFromDays(
+                daysFromCivil(year: expected.year, month: expected.month, day: expected.day) + 1
+            )
+            expected = LocalDateTime(year: year, month: month, day: day, hour: 18)
+        }
+        #expect(byId["med"]?["fireDate"] == .string(expected.description), "\(rows)")
+        #expect(byId["med"]?["timeZone"] == nil, "\(rows)")
+        #expect(byId["med"]?["nextFireDate"] == .string(paris.instant(for: expected).rfc3339()), "\(rows)")
+        #expect(byId["std"]?["fireDate"]?.stringValue?.hasSuffix("T08:00:30") == true, "\(rows)")
+
+        // preview takes the same flags, from --from.
+        let preview = try await w.ok(
+            "preview",
+            "--device",
+            "p1",
+            "--on",
+            "sat-sun",
+            "--at",
+            "10:00",
+            "--count",
+            "3",
+            "--from",
+            "2026-12-05T09:30Z"
+        )
+        #expect(
+            preview.out == [
+                "#  Europe/Paris              UTC",
+                "1  Sun 2026-12-06 10:00 CET  2026-12-06 09:00Z",
+                "2  Sat 2026-12-12 10:00 CET  2026-12-12 09:00Z",
+                "3  Sun 2026-12-13 10:00 CET  2026-12-13 09:00Z",
+            ],
+            "\(preview)"
+        )
+    }
+
+    /// `--times N` is N deliveries from now, whatever occurrences of the series are already past.
+    @Test func timesCountsDeliveriesFromNow() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        let past = Zone.utc.localDateTime(at: wallClock().adding(seconds: -3 * 86_400))
+        let start = "\(past.description.prefix(10)) 09:00"
+        try await w.ok(
+            "schedule",
+            "--device",
+            "t1",
+            "--id",
+            "daily",
+            "--at",
+            start,
+            "--tz",
+            "UTC",
+            "--every",
+            "day",
+            "--times",
+            "3"
+        )
+        try await w.ok(
+            "schedule",
+            "--device",
+            "t1",
+            "--id",
+            "rule",
+            "--at",
+            start,
+            "--tz",
+            "UTC",
+            "--rrule",
+            "FREQ=DAILY",
+            "--times",
+            "2"
+        )
+        try await w.ok(
+            "schedule",
+            "--device",
+            "t1",
+            "--id",
+            "days",
+            "--at",
+            start,
+            "--tz",
+            "UTC",
+            "--on",
+            "mon-sun",
+            "--times",
+            "4"
+        )
+        for (id, times) in [("daily", 3), ("rule", 2), ("days", 4)] {
+            let preview = try await w.ok("preview", "--device", "t1", "--id", id, "--count", "20")
+            #expect(preview.out.count == 1 + times, "\(id): \(preview)")
+        }
+        // What was sent counts the occurrences before now too, as PROTOCOL.md's count does.
+        let listed = try await w.ok("list", "--device", "t1", "--json").jsonLines
+        let count = try #require(listed.first { $0["id"] == "daily" }?["count"]?.numberValue)
+        // Three days ago, two, one, and today unless it is not yet 09:00 UTC.
+        #expect(count == 6 || count == 7, "\(listed)")
+    }
+
+    /// README's chime examples, as written: the stand-up is Monday to Friday, the DST example shows
+    /// the spring-forward night.
+    @Test func readmeExamplesRunAsWritten() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        let readme = try String(contentsOf: repositoryFile("README.md"), encoding: .utf8)
+        let commands = readme.split(separator: "\n").map(String.init).filter { $0.hasPrefix("chime ") }.map(shellWords)
+        let device = try #require(commands.first { $0.starts(with: ["chime", "device"]) && $0.contains("--tz") })
+        let standup = try #require(commands.first { $0.contains("standup") })
+        let next = try #require(commands.first { $0.starts(with: ["chime", "next"]) })
+        for command in [device, standup] {
+            let run = try await w.chime(Array(command.dropFirst()))
+            #expect(run.status == 0 && run.err.isEmpty, "\(command): \(run)")
+        }
+        let listed = try await w.ok("list", "--device", "phone-1", "--json").jsonLines
+        #expect(listed.first { $0["id"] == "standup" }?["rrule"] == "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", "\(listed)")
+        let dst = try await runChime(Array(next.dropFirst()))
+        #expect(
+            dst.out == [
+                "#  Europe/Paris               UTC",
+                "1  Sat 2026-03-28 02:30 CET   2026-03-28 01:30Z",
+                "2  Sun 2026-03-29 03:30 CEST  2026-03-29 01:30Z",
+                "3  Mon 2026-03-30 02:30 CEST  2026-03-30 00:30Z",
+            ],
+            "\(next): \(dst)"
+        )
+    }
+
     @Test func previewAsksChimedAndAgreesWithNextOffline() async throws {
         let w = try await CLIWorld.start()
         defer { Task { await w.stop() } }
@@ -250,5 +414,29 @@ import Testing
             ],
             "\(stored)"
         )
+
+        // A schedule batch file: each notification previewed under its id, as next shows it.
+        let batch = w.data.appending("batch.json")
+        let notifications: JSON = [
+            "notifications": [
+                ["id": "a", "fireDate": "2099-01-05T09:00", "repeatInterval": "day"],
+                ["id": "b", "fireDate": "2099-02-01T10:00:00Z", "timeZone": "Asia/Shanghai"],
+            ]
+        ]
+        try Data(notifications.bytes).write(to: URL(fileURLWithPath: batch))
+        let previewed = try await w.ok("preview", "--device", "p1", "--json", batch, "--count", "2")
+        #expect(previewed.out.first == "a:", "\(previewed)")
+        #expect(previewed.out.contains("b:"), "\(previewed)")
+        #expect(previewed.out.count == 8, "\(previewed)")
+        let offline = try await runChime(["next", "--json", batch, "--count", "2", "--device-tz", "Europe/Paris"])
+        #expect(previewed.out == offline.out, "\(offline)")
+        let raw = try await w.ok("preview", "--device", "p1", "--json", batch, "--count", "1", "--raw")
+        #expect(raw.jsonLines.map { $0["id"] } == ["a", "b"], "\(raw)")
+        // One that chimed refuses is named.
+        let bad: JSON = ["notifications": [["id": "good", "after": 60], ["id": "bad", "fireDate": "soon"]]]
+        try Data(bad.bytes).write(to: URL(fileURLWithPath: batch))
+        let refused = try await w.chime("preview", "--device", "p1", "--json", batch)
+        #expect(refused.status == 1, "\(refused)")
+        #expect(refused.stderr.hasPrefix("bad: error invalid_argument notification.fireDate: "), "\(refused)")
     }
 }

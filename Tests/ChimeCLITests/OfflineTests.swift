@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeSupport
 import ChimeTestSupport
 import Foundation
 import Testing
@@ -69,8 +70,42 @@ import Testing
                 ["schedule", "--device", "d", "--in", "5m", "--info", "k:={"], "schedule",
                 "--info: k:= needs a JSON value"
             ),
-            (["schedule", "--device", "d", "--in", "5m", "--rrule", "FREQ=SOMETIMES"], "schedule", "--rrule: "),
-            (["schedule", "--device", "d", "--in", "5m", "--bogus"], "schedule", "unknown option --bogus"),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--rrule", "FREQ=SOMETIMES"], "schedule",
+                #"--rrule: FREQ: expected SECONDLY, MINUTELY, HOURLY, DAILY, WEEKLY, MONTHLY or YEARLY, got "SOMETIMES""#
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--rrule", "FREQ=WEEKLY;BYDAY=MO,XX"], "schedule",
+                #"--rrule: BYDAY: expected a weekday (MO, TU, WE, TH, FR, SA, SU), with an ordinal or not (1MO, -1FR), got "XX""#
+            ),
+            (["schedule", "--device", "d", "--in", "5m", "--bogus"], "schedule", "unknown flag --bogus"),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--bdy", "Hi"], "schedule",
+                "unknown flag --bdy (did you mean --body?)"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "-b"], "schedule",
+                "unknown flag -b (flags are spelled --name)"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--body", "a", "--body=b"], "schedule",
+                #"--body was given twice ("a", then "b"): give it once"#
+            ),
+            (["list", "--device", "d", "--device", "e"], "list", #"--device was given twice ("d", then "e")"#),
+            (["schedule", "--device", "d", "--in", "5m", "--on", "mon-fri"], "schedule", "--on goes with --at"),
+            (
+                ["schedule", "--device", "d", "--at", "18:00", "--on", "mon-funday"], "schedule",
+                #"--on: expected days such as mon-fri, mon,wed,fri, sat-sun or monday,thursday, got "mon-funday""#
+            ),
+            (
+                ["schedule", "--device", "d", "--at", "18:00", "--on", "mon", "--every", "day"], "schedule",
+                "--on is a weekly rule: give no --every or --rrule"
+            ),
+            (
+                ["schedule", "--device", "d", "--at", "18:00", "--every", "wekdays"], "schedule",
+                #"got "wekdays" (did you mean weekdays?)"#
+            ),
+            (["schedule", "--device", "d", "--at", "25:00"], "schedule", #"HH:MM (the next one)"#),
             (["schedule", "--device", "d", "--json", "/nonexistent.json"], "schedule", "--json: cannot read"),
             (["cancel", "--device", "d"], "cancel", "say which: --id ID, --tag key=value or --all"),
             (["cancel", "--device", "d", "--id", "a", "--all"], "cancel", "give one kind of selector"),
@@ -94,6 +129,13 @@ import Testing
             (["next", "--in", "5m", "--from", "2026-01-01 10:00"], "next", "--from: expected an instant"),
             (["journal", "fix", "/tmp"], "journal", #"unknown journal action "fix""#),
             (["journal", "verify"], "journal", "needs the data directory"),
+            (
+                [
+                    "journal", "repartition", "--partitions", "2", "--from", "a", "--to", "b", "--to", "c",
+                    "--partitions", "3",
+                ],
+                "journal", #"--partitions was given twice ("2", then "3")"#
+            ),
             (["list", "--device", "d", "--broker", "http://x"], "list", "--broker: invalid broker URL"),
             (["list", "--device", "d", "--timeout", "soon"], "list", #"--timeout: "soon" is not a duration"#),
             (["list", "--device", "d", "--protocol", "4"], "list", "--protocol: expected 5 or 311"),
@@ -113,6 +155,92 @@ import Testing
         let run = try await runChime(["explode"])
         #expect(run.status == 2)
         #expect(run.err == [#"chime: unknown command "explode""#, "try chime --help"], "\(run)")
+    }
+
+    /// Commands and the flags before them get a "did you mean" too.
+    @Test func closeCommandsAndLeadingFlagsAreSuggested() async throws {
+        let command = try await runChime(["shedule", "--device", "d", "--in", "5m"], environment: Self.nowhere)
+        #expect(command.status == 2)
+        #expect(command.err == [#"chime: unknown command "shedule" (did you mean schedule?)"#, "try chime --help"])
+        let help = try await runChime(["help", "lst"])
+        #expect(help.status == 2)
+        #expect(help.err.first == #"chime: no command "lst" (did you mean list?)"#, "\(help)")
+        let leading = try await runChime(["--brokr", "mqtt://x", "list"], environment: Self.nowhere)
+        #expect(leading.status == 2)
+        #expect(
+            leading.err.first == "chime: unknown flag --brokr before the command (did you mean --broker?)",
+            "\(leading)"
+        )
+        // A flag before the command counts as given, like one after it.
+        let twice = try await runChime(["--device", "a", "list", "--device", "b"], environment: Self.nowhere)
+        #expect(twice.status == 2)
+        #expect(twice.err.first == #"chime list: --device was given twice ("b", then "a"): give it once"#, "\(twice)")
+    }
+
+    /// The flags help calls repeatable take every value given; the others one (see the usage table).
+    @Test func repeatableFlagsTakeEveryValue() throws {
+        let flags = try Flags(
+            ["--except", "2099-01-02 10:00", "--info", "a=1", "--except", "2099-01-03 10:00", "--info", "b=2"],
+            specs: NotificationFlags.specs,
+            environment: [:],
+            rejectingRepeats: true
+        )
+        #expect(flags.all("except") == ["2099-01-02 10:00", "2099-01-03 10:00"])
+        #expect(flags.all("info") == ["a=1", "b=2"])
+        // chimed's flags: the last one wins, so that callers may append overrides to defaults.
+        let worker = try Flags(["--body", "a", "--body", "b"], specs: NotificationFlags.specs, environment: [:])
+        #expect(worker["body"] == "b")
+        // Help says which are repeatable, from the same declaration.
+        let help = HelpText.options(NotificationFlags.specs).joined(separator: " ")
+        #expect(help.contains("(a date and time, as --at); repeatable"), "\(help)")
+        #expect(
+            !HelpText.options(NotificationFlags.contentSpecs.filter { $0.name == "body" })[0].contains("repeatable")
+        )
+    }
+
+    /// RRULE errors read as sentences, in the CLI as in chimed's replies: no Swift case names.
+    @Test(arguments: [
+        "FREQ=WEEKLY;BYDAY=XX", "FREQ=DAILY;BYHOUR=24", "FREQ=DAILY;COUNT=x", "INTERVAL=2", "FREQ=DAILY;;",
+    ])
+    func ruleErrorsNameNoSwiftCases(rule: String) async throws {
+        let run = try await runChime(["next", "--in", "1h", "--rrule", rule], environment: Self.nowhere)
+        #expect(run.status == 2, "\(run)")
+        #expect(run.err.first?.hasPrefix("chime next: --rrule: ") == true, "\(run)")
+        for name in ["invalidRule", "invalidCombination", "searchLimit"] {
+            #expect(!run.stderr.contains(name), "\(run)")
+        }
+    }
+
+    /// `journal repartition` takes directories, and its help says so.
+    @Test func journalHelpNamesDirectoriesAndScheduleHelpSpellsMondayToFriday() async throws {
+        let journal = try await runChime(["journal", "--help"])
+        #expect(journal.out.contains { $0.hasPrefix("  --from DIR ") }, "\(journal)")
+        #expect(journal.out.contains { $0.hasPrefix("  --to DIR ") }, "\(journal)")
+        #expect(!journal.stdout.contains("TIME"), "\(journal)")
+        // Monday to Friday is --on mon-fri or --every weekdays; no example repeats --every weekday.
+        let schedule = try await runChime(["schedule", "--help"])
+        let examples = schedule.out.filter { $0.hasPrefix("  chime ") }
+        #expect(examples.contains { $0.contains("--on mon-fri --at 18:00") }, "\(schedule)")
+        #expect(examples.contains { $0.contains("--every weekdays") }, "\(schedule)")
+        #expect(!examples.contains { $0.contains("--every weekday ") }, "\(schedule)")
+        #expect(!schedule.stdout.contains("tomorrow at noon\n"), "\(schedule)")
+    }
+
+    /// docs/cli.md has a section for every command, and names every journal action.
+    @Test func theReferenceDocumentsEveryCommand() throws {
+        let text = try String(contentsOf: repositoryFile("docs/cli.md"), encoding: .utf8)
+        let headings = text.split(separator: "\n").filter { $0.hasPrefix("## ") }
+        for command in Dispatcher.commands {
+            #expect(
+                headings.contains {
+                    $0.dropFirst(3).split(separator: ",").contains { $0.trimmingPrefix(" ") == command.name }
+                },
+                "no section for \(command.name)"
+            )
+        }
+        for action in JournalCommand.Action.allCases {
+            #expect(text.contains("chime journal \(action.rawValue) "), "docs/cli.md does not show journal \(action)")
+        }
     }
 
     @Test func anUnreachableBrokerExitsThree() async throws {
@@ -204,6 +332,67 @@ import Testing
                     "3  Fri 2027-01-08 09:00 IST  2027-01-08 03:30Z",
                 ]
             ),
+            // Monday to Friday at 18:00, asked on a Friday evening: from Monday.
+            (
+                [
+                    "--on", "mon-fri", "--at", "18:00", "--tz", "Europe/Paris", "--count", "3", "--from",
+                    "2026-12-04T18:00Z",
+                ],
+                [
+                    "#  Europe/Paris              UTC",
+                    "1  Mon 2026-12-07 18:00 CET  2026-12-07 17:00Z",
+                    "2  Tue 2026-12-08 18:00 CET  2026-12-08 17:00Z",
+                    "3  Wed 2026-12-09 18:00 CET  2026-12-09 17:00Z",
+                ]
+            ),
+            // --every weekdays is the same rule; in the device's zone, asked on Friday after 08:00 there.
+            (
+                [
+                    "--every", "weekdays", "--at", "08:00", "--device-tz", "Asia/Shanghai", "--count", "2", "--from",
+                    "2026-12-04T01:00Z",
+                ],
+                [
+                    "#  Asia/Shanghai             UTC",
+                    "1  Mon 2026-12-07 08:00 CST  2026-12-07 00:00Z",
+                    "2  Tue 2026-12-08 08:00 CST  2026-12-08 00:00Z",
+                ]
+            ),
+            // Days in any case and spelling; today counts while the time is still ahead.
+            (
+                [
+                    "--on", "Sat,SUNDAY", "--at", "09:00:30", "--tz", "UTC", "--count", "3", "--from",
+                    "2026-12-05T08:00Z",
+                ],
+                [
+                    "#  UTC", "1  Sat 2026-12-05 09:00:30Z", "2  Sun 2026-12-06 09:00:30Z",
+                    "3  Sat 2026-12-12 09:00:30Z",
+                ]
+            ),
+            // HH:MM alone, already past today: tomorrow.
+            (["--at", "09:00", "--tz", "UTC", "--from", "2026-12-05T10:00Z"], ["#  UTC", "1  Sun 2026-12-06 09:00Z"]),
+            // --times counts from now (--from here), not from a start in the past.
+            (
+                [
+                    "--at", "2026-12-01 09:00", "--tz", "UTC", "--every", "day", "--times", "3", "--count", "10",
+                    "--from",
+                    "2026-12-05T10:00Z",
+                ],
+                ["#  UTC", "1  Sun 2026-12-06 09:00Z", "2  Mon 2026-12-07 09:00Z", "3  Tue 2026-12-08 09:00Z"]
+            ),
+            (
+                [
+                    "--on", "mon,wed", "--at", "2026-11-30 09:00", "--tz", "UTC", "--times", "3", "--from",
+                    "2026-12-05T00:00Z",
+                ],
+                ["#  UTC", "1  Mon 2026-12-07 09:00Z", "2  Wed 2026-12-09 09:00Z", "3  Mon 2026-12-14 09:00Z"]
+            ),
+            (
+                [
+                    "--at", "2026-12-01T09:00Z", "--rrule", "FREQ=DAILY;INTERVAL=2", "--times", "2", "--lead", "1h",
+                    "--from", "2026-12-05T08:30Z",
+                ],
+                ["#  UTC", "1  Mon 2026-12-07 08:00Z", "2  Wed 2026-12-09 08:00Z"]
+            ),
         ] as [([String], [String])]
     )
     func nextExpandsOfflineWithTheEngine(arguments: [String], expected: [String]) async throws {
@@ -221,7 +410,7 @@ import Testing
         #expect(noZone.stderr.hasPrefix("error timezone_required notification.timeZone: "), "\(noZone)")
         #expect(noZone.stderr.hasSuffix("(give --tz ZONE or --device-tz ZONE)"), "\(noZone)")
         let never = try await runChime(
-            ["next", "--at", "2020-01-01 10:00Z", "--every", "day", "--times", "2"],
+            ["next", "--at", "2020-01-01 10:00Z", "--every", "day", "--until", "2021-01-01T00:00Z"],
             environment: Self.nowhere
         )
         #expect(never.status == 1, "\(never)")
@@ -235,6 +424,79 @@ import Testing
         )
         #expect(raw.status == 0, "\(raw)")
         #expect(raw.jsonLines.first?["fireDates"] == ["2027-01-01T00:00:00Z", "2027-01-01T01:00:00Z"], "\(raw)")
+        // HH:MM alone needs a zone to find the next one in.
+        let noZoneForTheTime = try await runChime(
+            ["next", "--at", "18:00", "--every", "day"],
+            environment: Self.nowhere
+        )
+        #expect(noZoneForTheTime.status == 1, "\(noZoneForTheTime)")
+        #expect(
+            noZoneForTheTime.err == [
+                "chime: --at 18:00 without a date is the next 18:00 in the device's zone, and the device has none: "
+                    + "give --tz ZONE or --device-tz ZONE"
+            ],
+            "\(noZoneForTheTime)"
+        )
+    }
+
+    /// `--every weekday` keeps Apple's meaning, every day, and says so; `--every weekdays` is Monday to
+    /// Friday and says nothing.
+    @Test func everyWeekdayWarnsThatItIncludesWeekends() async throws {
+        let flags = ["--at", "2026-12-05 10:00", "--tz", "UTC", "--count", "3", "--from", "2026-12-01T00:00Z"]
+        let weekday = try await runChime(["next", "--every", "weekday"] + flags, environment: Self.nowhere)
+        #expect(weekday.status == 0, "\(weekday)")
+        #expect(
+            weekday.out == [
+                "#  UTC", "1  Sat 2026-12-05 10:00Z", "2  Sun 2026-12-06 10:00Z", "3  Mon 2026-12-07 10:00Z",
+            ]
+        )
+        #expect(weekday.err == ["chime next: " + NotificationFlags.weekdayWarning], "\(weekday)")
+        #expect(weekday.stderr.contains("--every weekdays or --on mon-fri"))
+        let weekdays = try await runChime(["next", "--every", "weekdays"] + flags, environment: Self.nowhere)
+        #expect(weekdays.status == 0, "\(weekdays)")
+        #expect(weekdays.out.dropFirst().map { String($0.dropFirst(3).prefix(3)) } == ["Mon", "Tue", "Wed"])
+        #expect(weekdays.err.isEmpty, "\(weekdays)")
+    }
+
+    /// `--json` takes a schedule batch too: each notification expanded under its id.
+    @Test func nextExpandsEachNotificationOfABatch() async throws {
+        let directory = try TemporaryDirectory(prefix: "chime-next-batch")
+        let path = directory.appending("batch.json")
+        let batch: JSON = [
+            "notifications": [
+                ["id": "med", "fireDate": "2026-12-07T18:00", "rrule": "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR"],
+                ["fireDate": "2027-01-15T07:00:00Z", "leadTime": 900],
+            ],
+            "replace": ["all": true],
+        ]
+        try Data(batch.bytes).write(to: URL(fileURLWithPath: path))
+        let run = try await runChime(
+            ["next", "--json", path, "--count", "2", "--device-tz", "Asia/Shanghai", "--from", "2026-12-01T00:00Z"],
+            environment: Self.nowhere
+        )
+        #expect(run.status == 0, "\(run)")
+        #expect(
+            run.out == [
+                "med:",
+                "#  Asia/Shanghai             UTC",
+                "1  Mon 2026-12-07 18:00 CST  2026-12-07 10:00Z",
+                "2  Tue 2026-12-08 18:00 CST  2026-12-08 10:00Z",
+                "",
+                "notifications[1]:",
+                "#  Asia/Shanghai             UTC",
+                "1  Fri 2027-01-15 14:45 CST  2027-01-15 06:45Z",
+            ],
+            "\(run)"
+        )
+        let raw = try await runChime(
+            [
+                "next", "--json", path, "--count", "1", "--device-tz", "Asia/Shanghai", "--from", "2026-12-01T00:00Z",
+                "--raw",
+            ],
+            environment: Self.nowhere
+        )
+        #expect(raw.jsonLines.map { $0["id"] } == ["med", "notifications[1]"], "\(raw)")
+        #expect(raw.jsonLines.last?["fireDates"] == ["2027-01-15T06:45:00Z"], "\(raw)")
     }
 }
 
@@ -309,6 +571,49 @@ import Testing
         // An offset the file does not know for that time (another data set) is shown as the offset.
         #expect(present.abbreviation(at: Instant(seconds: 1_800_000_000), offset: -5 * 3600) == "-05:00")
         #expect(ZoneAbbreviations(.utc).abbreviation(at: Instant(seconds: 0), offset: 0) == "UTC")
+    }
+
+    @Test(
+        arguments: [
+            ("mon-fri", [1, 2, 3, 4, 5]), ("MON,wed,Fri", [1, 3, 5]), ("sat-sun", [6, 7]), ("Monday,Thursday", [1, 4]),
+            ("fri-mon", [1, 5, 6, 7]), ("su", [7]), ("tues,thurs", [2, 4]), ("mon, tue", [1, 2]),
+            ("sun-sat", [1, 2, 3, 4, 5, 6, 7]), ("wed-wed,wed", [3]),
+        ] as [(String, [Int])]
+    )
+    func daysAndRangesOfDays(text: String, days: [Int]) throws {
+        #expect(try Parse.weekdays(text, flag: "on") == days)
+    }
+
+    @Test(arguments: ["", "m", "mon-", "-fri", "mon-tue-wed", "funday", "mon,,tue", "mo.", "1-5"])
+    func badDays(text: String) {
+        #expect(throws: UsageError.self) { try Parse.weekdays(text, flag: "on") }
+    }
+
+    /// `--at HH:MM` alone: the next such wall-clock time, on a listed day when there are days.
+    @Test(
+        arguments: [
+            // Still ahead today; just past; exactly now is past.
+            ("2026-12-05T08:59:59Z", nil, "2026-12-05T09:00:00"),
+            ("2026-12-05T09:00:01Z", nil, "2026-12-06T09:00:00"),
+            ("2026-12-05T09:00:00Z", nil, "2026-12-06T09:00:00"),
+            // Saturday: Monday is the next weekday; a week later when only today is listed and it is past.
+            ("2026-12-05T08:00:00Z", [1, 2, 3, 4, 5], "2026-12-07T09:00:00"),
+            ("2026-12-05T10:00:00Z", [6], "2026-12-12T09:00:00"),
+            ("2026-12-05T08:00:00Z", [6], "2026-12-05T09:00:00"),
+        ] as [(String, [Int]?, String)]
+    )
+    func theNextTimeOfDay(now: String, days: [Int]?, expected: String) throws {
+        let instant = try Parse.instant(now, flag: "from")
+        let next = NotificationFlags.next(TimeOfDay(hour: 9, minute: 0), on: days, in: .utc, after: instant)
+        #expect(next.description == expected)
+    }
+
+    @Test func theNextTimeOfDayAcrossTheSpringForwardGap() throws {
+        // 02:30 does not exist in New York on 2026-03-08; at 01:00 EST it is still ahead (03:30 EDT).
+        let newYork = try #require(Zone(identifier: "America/New_York"))
+        let now = try Parse.instant("2026-03-08T06:00:00Z", flag: "from")
+        let next = NotificationFlags.next(TimeOfDay(hour: 2, minute: 30), on: nil, in: newYork, after: now)
+        #expect(next.description == "2026-03-08T02:30:00")
     }
 
     @Test func tablesAlignColumnsAndTruncateText() {

@@ -67,16 +67,39 @@ import Testing
         defer { Task { await w.stop() } }
         try await w.ok("schedule", "--device", "d1", "--in", "1h")
 
-        let status = try await w.ok("status", "--samples", "2")
+        // By default two samples, so rates; every stat chimed sends on the line of its kind.
+        let status = try await w.ok("status")
         let head = try #require(status.out.first, "\(status)")
         #expect(head.hasPrefix("worker \(w.workerId)  online  partition 0/1  pid "), "\(status)")
         #expect(status.out.contains { $0.hasPrefix("  counts    pending 1  devices 1  inflight 0") }, "\(status)")
+        #expect(status.out.contains { $0.hasPrefix("  totals    deliveries 0  lateDeliveries 0") }, "\(status)")
+        #expect(status.out.contains { $0.hasPrefix("  broker    reconnects ") }, "\(status)")
         #expect(status.out.contains { $0.hasPrefix("  commands  ") && $0.contains("schedule 1") }, "\(status)")
-        #expect(status.out.contains { $0.hasPrefix("  rates     commands ") }, "\(status)")
+        for line in ["  lateness  count ", "  fsync     count ", "  journal   sequence ", "  rates     commands "] {
+            #expect(status.out.contains { $0.hasPrefix(line) }, "\(line): \(status)")
+        }
+        #expect(
+            !status.out.contains { $0.hasPrefix("  other") },
+            "chime status does not know a stat chimed sends: \(status)"
+        )
+        #expect(status.out.last?.hasSuffix(", 2 samples") == true, "\(status)")
+        #expect(status.err.isEmpty, "\(status)")
+        // --samples N waits for N.
+        let three = try await w.ok("status", "--samples", "3")
+        #expect(three.out.last?.hasSuffix(", 3 samples") == true, "\(three)")
+        // Or says why it did not get them: one stats message a second does not fit three in 0.9 s.
+        let short = try await w.ok("status", "--samples", "3", "--timeout", "300ms")
+        #expect(
+            short.err.first?.hasPrefix("chime status: worker \(w.workerId): ") == true
+                && short.err.first?.contains(" of 3 stats messages within ") == true,
+            "\(short)"
+        )
         let json = try await w.ok("status", "--json")
         let mine = try #require(json.jsonLines.first { $0["workerId"] == .string(w.workerId) }, "\(json)")
         #expect(mine["status"]?.objectValue?["state"] == "online")
         #expect(mine["stats"]?.objectValue?["pending"] == 1, "\(json)")
+        #expect(mine["samples"] == 2, "\(json)")
+        #expect(mine["rates"]?.objectValue?["commands"] != nil, "\(json)")
 
         // Readiness: this worker, yes; one never seen, no.
         let ready = try await w.ok("status", "--worker", w.workerId)

@@ -28,9 +28,21 @@ struct JournalCommand: Command {
                       inputs are not changed. See "Scaling out" in docs/production.md.
         """
     static let specs: [Flags.Spec] = [
-        .init("partitions", env: false, "repartition: the new number of partitions N"),
-        .init("from", env: false, "repartition: an old data directory (repeat for each)"),
-        .init("to", env: false, "repartition: the new directory of partition k, in order (repeat N times)"),
+        .init("partitions", env: false, placeholder: "N", "repartition: the new number of partitions N"),
+        .init(
+            "from",
+            env: false,
+            repeatable: true,
+            placeholder: "DIR",
+            "repartition: an old data directory, each of them"
+        ),
+        .init(
+            "to",
+            env: false,
+            repeatable: true,
+            placeholder: "DIR",
+            "repartition: the new directory of partition k, N in order"
+        ),
     ]
     static let examples: [(comment: String, command: String)] = [
         ("is the directory sound?", "chime journal verify /var/lib/chime"),
@@ -45,7 +57,7 @@ struct JournalCommand: Command {
         ),
     ]
 
-    enum Action: String, Sendable {
+    enum Action: String, Sendable, CaseIterable {
         case verify, dump, repair, repartition
     }
 

@@ -14,7 +14,7 @@ struct ListCommand: Command {
     static let specs: [Flags.Spec] =
         [
             ConnectionOptions.deviceSpec,
-            .init("tag", env: false, "only notifications whose userInfo has key=value (key:=json); repeatable"),
+            .init("tag", env: false, repeatable: true, "only notifications whose userInfo has key=value (key:=json)"),
             .init("limit", env: false, "at most N notifications (default: all)"),
             .init("json", value: false, env: false, "one JSON object a line, as chimed returns them"),
         ] + ConnectionOptions.specs

@@ -5,12 +5,16 @@ import ChimeSupport
 struct NextCommand: Command {
     static let name = "next"
     static let summary = "when would this fire? (offline: no broker, same engine as chimed)"
-    static let synopsis = "chime next (--at TIME | --in DURATION) [schedule flags] [--count N] [--from TIME]"
+    static let synopsis =
+        "chime next (--at TIME | --in DURATION) [schedule flags] [--count N] [--from TIME]\n"
+        + "       chime next --json FILE [--count N] [--from TIME]"
     static let discussion = """
-        Builds the notification from the same flags as `schedule`, decodes it as chimed would and
-        expands it with chimed's engine, locally: no broker, no chimed. Each delivery time is printed in
-        the zone (--tz, else --device-tz) and in UTC. --device-tz stands for the device's zone, for
-        --tz device and for wall-clock times without --tz. Quiet hours are not applied.
+        Builds the notification from the same flags as `schedule` (or takes it from --json FILE, a
+        notification object or a schedule batch, each of whose notifications is shown under its id),
+        decodes it as chimed would and expands it with chimed's engine, locally: no broker, no chimed.
+        Each delivery time is printed in the zone (--tz, else --device-tz) and in UTC. --device-tz
+        stands for the device's zone, for --tz device and for wall-clock times without --tz. Quiet
+        hours are not applied.
         """
     static let specs: [Flags.Spec] =
         NotificationFlags.expansionSpecs + ExpansionFlags.specs + [
@@ -28,30 +32,31 @@ struct NextCommand: Command {
         ),
     ]
 
-    let payload: JSONObject
+    let parameters: JSONObject
+    let from: Instant?
+    let subjects: [ExpansionFlags.Subject]
     let deviceZone: Zone?
-    let displayZone: Zone?
     let minRepeatSeconds: Int
     let raw: Bool
 
     init(_ flags: Flags) throws(UsageError) {
         try flags.expectNoPositional()
-        var payload = try ExpansionFlags.parameters(flags)
-        let (notification, namedZone) = try ExpansionFlags.notification(flags)
-        payload["notification"] = .object(notification)
-        self.payload = payload
+        (parameters, from) = try ExpansionFlags.parameters(flags)
+        subjects = try ExpansionFlags.subjects(flags)
         let deviceZone = try flags["device-tz"].map { (text: String) throws(UsageError) in
             try Parse.zone(text, flag: "device-tz")
         }
-        self.deviceZone = deviceZone ?? namedZone
-        displayZone = namedZone ?? deviceZone
+        // A zone the flags name stands for the device's too.
+        self.deviceZone = deviceZone ?? (subjects.count == 1 ? subjects[0].namedZone : nil)
         minRepeatSeconds = try flags.integer("min-repeat-seconds", in: 1...31_536_000)
         raw = flags.isSet("raw")
     }
 
-    /// The fire dates the engine computes, or its error reply.
-    func fireDates(now: Instant) throws(CLIFailure) -> ReplyResult {
+    /// The fire dates the engine computes for `notification`, or its error reply.
+    func fireDates(_ notification: JSONObject, now: Instant) throws(CLIFailure) -> ReplyResult {
         let deviceId = "chime-next"
+        var payload = parameters
+        payload["notification"] = .object(notification)
         let request: Request
         switch CommandDecoder().decode(deviceId: deviceId, op: .preview, payload: JSON.object(payload).bytes) {
         case .success(let decoded): request = decoded
@@ -69,18 +74,31 @@ struct NextCommand: Command {
         case .success(let result): return result
         case .failure(let error):
             var failure = CLIFailure(chimeError: error)
-            if error.code == .timezoneRequired { failure.message += " (give --tz ZONE or --device-tz ZONE)" }
+            if error.code == .timezoneRequired { failure.message += " (\(Self.missingZone))" }
             throw failure
         }
     }
 
+    /// How to give a zone when the notification follows the device's.
+    static let missingZone = "give --tz ZONE or --device-tz ZONE"
+
     func run(_ console: Console) async throws(CLIFailure) {
-        let result = try fireDates(now: wallClock())
-        if raw {
-            console.out(JSON.object(result.json).text)
-            return
+        Self.warn(subjects.flatMap(\.warnings), console)
+        let now = wallClock()
+        for (index, subject) in subjects.enumerated() {
+            let object = try subject.object(now: from ?? now, deviceZone: deviceZone, missingZone: Self.missingZone)
+            let result: ReplyResult
+            do {
+                result = try fireDates(object, now: now)
+            } catch {
+                throw error.labelled(subject.label)
+            }
+            if raw {
+                console.out(ExpansionFlags.raw(result.json, label: subject.label))
+            } else if case .previewed(let dates) = result {
+                let zone = subject.namedZone ?? deviceZone
+                console.out(lines: ExpansionFlags.lines(dates, zone: zone, label: subject.label, first: index == 0))
+            }
         }
-        guard case .previewed(let dates) = result else { return }
-        console.out(lines: ExpansionFlags.lines(dates, zone: displayZone))
     }
 }

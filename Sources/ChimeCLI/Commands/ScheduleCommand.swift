@@ -10,7 +10,10 @@ struct ScheduleCommand: Command {
         Schedules a notification on chimed and prints its id and next delivery time. Scheduling an
         existing --id replaces it. --json FILE (or - for standard input) sends a raw schedule payload
         instead, one notification or a batch {"notifications": [...], "replace": {...}}.
-        A wall-clock --at without --tz (or with --tz device) follows the device's zone.
+        A wall-clock --at without --tz (or with --tz device) follows the device's zone. --at HH:MM
+        without a date is the next such time in that zone: today if it is still ahead, else tomorrow
+        (with --on or --every weekdays, the next listed day). --times N counts from now: chime adds
+        the occurrences before now to the count it sends, since chimed counts from the first date.
         """
     static let specs =
         [ConnectionOptions.deviceSpec] + NotificationFlags.specs
@@ -28,43 +31,71 @@ struct ScheduleCommand: Command {
             #"chime schedule --device phone-1 --in 15m --body "Tea is ready" --sound default"#
         ),
         (
-            "every weekday at 08:00 in the device's zone, 10 minutes early, with userInfo",
-            #"chime schedule --device phone-1 --id standup --at "2026-12-01 08:00" --tz device --every weekday --lead 10m --info team=core --info priority=2"#
+            "Monday to Friday at 18:00 in the device's zone, from the next such day",
+            #"chime schedule --device phone-1 --id medicine --on mon-fri --at 18:00 --body "Take your medicine""#
         ),
         (
-            "come back tomorrow at noon",
+            "every weekday (Monday to Friday) at 08:00, 10 minutes early, with userInfo",
+            #"chime schedule --device phone-1 --id standup --at 08:00 --every weekdays --lead 10m --info team=core --info priority=2"#
+        ),
+        (
+            "the next 7 mornings at 09:00",
+            #"chime schedule --device phone-1 --id pill --at 09:00 --every day --times 7 --body "Take the pill""#
+        ),
+        (
+            "come back at the first noon at least a day from now (tomorrow if asked before noon)",
             #"chime schedule --device phone-1 --in 1d --align 12:00 --tz Europe/Paris --body "We miss you""#
         ),
         ("a raw batch payload", "chime schedule --device phone-1 --json batch.json"),
     ]
 
     let request: DeviceRequest
-    let payload: JSONObject
+    /// The notification the flags describe, or nil with `--json`.
+    let notification: NotificationFlags?
+    /// The `--json` payload, sent as it is.
+    let file: JSONObject
     let namedZone: Zone?
 
     init(_ flags: Flags) throws(UsageError) {
         request = try DeviceRequest(flags)
-        if let file = flags["json"] {
+        if let path = flags["json"] {
             guard !NotificationFlags.anyGiven(flags) else {
                 throw UsageError("--json sends the file as it is: give no notification flags with it")
             }
-            payload = try Parse.jsonFile(file, flag: "json")
-            namedZone = NotificationFlags.namedZone(of: payload)
+            file = try Parse.jsonFile(path, flag: "json")
+            notification = nil
+            namedZone = NotificationFlags.namedZone(of: file)
         } else {
             let notification = try NotificationFlags(flags, countIsTimes: true)
-            payload = notification.object
+            self.notification = notification
+            file = [:]
             namedZone = notification.namedZone
         }
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
-        try await request.send(.schedule, payload, console) { (broker, result) throws(CLIFailure) in
-            // Times in the zone the notification names, else in the device's (when it has one).
-            var zone = namedZone
-            if zone == nil { zone = try await broker.deviceZone(request.device) }
-            guard case .scheduled(let scheduled) = result else { return }
-            console.out(lines: Self.lines(scheduled, zone: zone))
+        Self.warn(notification?.warnings ?? [], console)
+        let device = request.device
+        let broker = try await Connection.open(request.connection)
+        defer { broker.close() }
+        // The device's zone, for the payload (--at HH:MM, --times) and to show times in when the
+        // notification names none.
+        let needed = notification?.needsDeviceZone ?? false
+        let deviceZone = namedZone == nil && (needed || !request.raw) ? try await broker.deviceZone(device) : nil
+        let payload =
+            try notification?.payload(now: wallClock(), deviceZone: deviceZone, missingZone: Self.missingZone(device))
+            ?? file
+        let result = try await broker.send(.schedule, device: device, payload)
+        if request.raw {
+            console.out(JSON.object(result).text)
+        } else if case .scheduled(let scheduled) = try Connection.typed(.schedule, result) {
+            console.out(lines: Self.lines(scheduled, zone: namedZone ?? deviceZone))
         }
+    }
+
+    /// How to give `--at HH:MM` a zone when the device has none.
+    static func missingZone(_ device: String) -> String {
+        "give --tz ZONE, or set the device's with chime device --device \(device) --tz ZONE"
     }
 
     /// One line per notification scheduled, then how many `replace` removed.

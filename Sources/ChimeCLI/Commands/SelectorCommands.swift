@@ -5,8 +5,8 @@ import ChimeSupport
 /// (repeatable, all must match the notification's userInfo) or `--all`.
 struct SelectorFlags: Sendable {
     static let specs: [Flags.Spec] = [
-        .init("id", env: false, "a notification id; repeatable"),
-        .init("tag", env: false, "userInfo key=value (key:=json) the notification must have; repeatable"),
+        .init("id", env: false, repeatable: true, "a notification id"),
+        .init("tag", env: false, repeatable: true, "userInfo key=value (key:=json) the notification must have"),
         .init("all", value: false, env: false, "every notification of the device"),
     ]
 
