@@ -541,6 +541,14 @@ public final class ChimeNotificationCenter: Sendable {
 
     // MARK: - Commands and replies
 
+    /// Sends any command to `P/{deviceId}/cmd/{op}` and returns its reply's `result` as it is
+    /// (`{"duplicate": true}` for a retry chimed recognised): for what the calls above do not
+    /// cover. The `requestId` is the center's; retries and errors are as for every call.
+    /// - Throws: the error reply as ``ChimeClientError``, or one of the client's own codes.
+    public func command(_ op: String, _ payload: JSONObject) async throws(ChimeClientError) -> JSONObject {
+        try await send(op, payload) ?? ["duplicate": true]
+    }
+
     /// Sends a command and waits for its reply, sending the same bytes again after each timeout.
     /// - Returns: the reply's `result`; nil when chimed recognised the command as a duplicate.
     /// - Throws: the error reply as ``ChimeClientError``; `.timeout`, `.transport`, `.cancelled`,
