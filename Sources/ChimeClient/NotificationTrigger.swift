@@ -68,9 +68,10 @@ public struct NotificationTrigger: Sendable, Hashable {
         /// occurrence is scheduled.
         case calendar(DateComponents, repeats: Bool)
         /// Fires this many seconds after chimed receives the command (`after`), then every as many
-        /// seconds if `repeats` (an RRULE `FREQ=SECONDLY;INTERVAL=n`: whole seconds, at least the
-        /// worker's `--min-repeat-seconds`, 60 by default). With `alignedTo`: at the first such
-        /// wall-clock time at or after that moment (`alignTo`).
+        /// seconds if `repeats`: an RRULE `FREQ=SECONDLY;INTERVAL=n` from that moment, which works
+        /// in whole seconds (so its occurrences, the first included, are on the second below), and
+        /// repeats at most as often as the worker's `--min-repeat-seconds` (60 by default) allows.
+        /// With `alignedTo`: at the first such wall-clock time at or after that moment (`alignTo`).
         case timeInterval(TimeInterval, repeats: Bool, alignedTo: TimeOfDay?)
         /// Fires at a date, repeating by a calendar unit as `UILocalNotification`'s `repeatInterval`
         /// does, at most `count` times or up to `until`.

@@ -127,6 +127,11 @@ public struct AckResult: Sendable, Hashable {
     public var acknowledged: Int
     /// The fireIds the device has neither in its inbox nor in its history.
     public var unknown: [String]
+
+    public init(acknowledged: Int, unknown: [String]) {
+        self.acknowledged = acknowledged
+        self.unknown = unknown
+    }
 }
 
 /// The device's unacknowledged deliveries (PROTOCOL.md section 3.9).
