@@ -7,6 +7,8 @@ import Synchronization
 /// ask when they will fire, and receive the deliveries.
 ///
 /// ```swift
+/// import ChimeClientMQTT  // the package's transport; or bring your own ChimeTransport
+///
 /// let center = try ChimeNotificationCenter(deviceId: "phone-1", brokerURL: "mqtt://127.0.0.1:1883")
 /// try await center.setDeviceSettings(timeZone: "Europe/Paris")
 /// try await center.add(
@@ -44,7 +46,8 @@ public final class ChimeNotificationCenter: Sendable {
         public var attempts: Int
         /// Notifications (or inbox deliveries) asked for per page, 1 to 1000. Default 100.
         public var pageSize: Int
-        /// The Response Topic of the commands; nil: `P/{deviceId}/replies/client-<random>`.
+        /// The Response Topic of the commands; nil: `P/{deviceId}/replies/client-<random>`. Under
+        /// `P/` chimed honours only the device's own reply space (PROTOCOL.md section 4).
         public var replyTopic: String?
 
         public init(
@@ -131,11 +134,13 @@ public final class ChimeNotificationCenter: Sendable {
         let task = state.withLock { state -> Task<Void, any Error>? in
             if state.closed { return nil }
             if let connecting = state.connecting { return connecting }
-            let incoming = transport.incoming
-            state.router = Task { [weak self] in
-                for await message in incoming {
-                    guard let self else { return }
-                    self.route(message)
+            if state.router == nil {
+                let incoming = transport.incoming
+                state.router = Task { [weak self] in
+                    for await message in incoming {
+                        guard let self else { return }
+                        self.route(message)
+                    }
                 }
             }
             let connecting = Task { try await self.establish() }

@@ -1,4 +1,4 @@
-import ChimeClient
+@_exported import ChimeClient
 import ChimeMQTT
 
 /// ``ChimeTransport`` over ChimeMQTT's `MQTTRequester` (libmosquitto), MQTT 5: the transport of
