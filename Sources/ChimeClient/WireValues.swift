@@ -64,12 +64,21 @@ struct WireReader {
         ChimeClientError(.invalidReply, field: key, "\(what): \(key): \(problem)")
     }
 
-    func string(_ key: String) throws(ChimeClientError) -> String? {
-        switch object[key] {
-        case nil, .null?: return nil
-        case .string(let s)?: return s
-        case let other?: throw fail(key, "expected a string, got \(other.typeDescription)")
+    /// The member `key` as `extract` reads it; nil when absent or null.
+    private func member<Value>(
+        _ key: String,
+        _ expected: String,
+        _ extract: (JSON) -> Value?
+    ) throws(ChimeClientError) -> Value? {
+        guard let value = object[key], !value.isNull else { return nil }
+        guard let extracted = extract(value) else {
+            throw fail(key, "expected \(expected), got \(value.typeDescription)")
         }
+        return extracted
+    }
+
+    func string(_ key: String) throws(ChimeClientError) -> String? {
+        try member(key, "a string") { if case .string(let s) = $0 { s } else { nil } }
     }
 
     func requiredString(_ key: String) throws(ChimeClientError) -> String {
@@ -78,27 +87,15 @@ struct WireReader {
     }
 
     func bool(_ key: String) throws(ChimeClientError) -> Bool? {
-        switch object[key] {
-        case nil, .null?: return nil
-        case .bool(let b)?: return b
-        case let other?: throw fail(key, "expected a boolean, got \(other.typeDescription)")
-        }
+        try member(key, "a boolean") { if case .bool(let b) = $0 { b } else { nil } }
     }
 
     func int(_ key: String) throws(ChimeClientError) -> Int? {
-        switch object[key] {
-        case nil, .null?: return nil
-        case .int(let n)?: return Int(n)
-        case let other?: throw fail(key, "expected an integer, got \(other.typeDescription)")
-        }
+        try member(key, "an integer") { if case .int(let n) = $0 { Int(exactly: n) } else { nil } }
     }
 
     func object(_ key: String) throws(ChimeClientError) -> JSONObject? {
-        switch object[key] {
-        case nil, .null?: return nil
-        case .object(let o)?: return o
-        case let other?: throw fail(key, "expected an object, got \(other.typeDescription)")
-        }
+        try member(key, "an object") { $0.objectValue }
     }
 
     func date(_ key: String) throws(ChimeClientError) -> Date? {

@@ -25,20 +25,8 @@ struct AppleCase: Sendable, CustomTestStringConvertible {
         try await withWorld { world in
             let center = try world.center("phone-1")
             try await center.setDeviceSettings(timeZone: "Asia/Shanghai")
-            let content = NotificationContent(
-                title: "Medicine",
-                body: "Take your pill",
-                action: "Open",
-                hasAction: true,
-                sound: "default",
-                category: "med",
-                badge: .increment(1),
-                userInfo: ["kind": "med", "dose": 2],
-                expiresAfter: 3600,
-                misfire: .skip,
-                ignoreQuietHours: true,
-                keepAfterFiring: false
-            )
+            var content = NotificationContent.everyField
+            content.enabled = nil
             let request = NotificationRequest(
                 identifier: "medicine",
                 content: content,
@@ -286,12 +274,25 @@ struct AppleCase: Sendable, CustomTestStringConvertible {
                     trigger: .timeInterval(1)
                 )
             )
-            let delivered = try #require(await firstElement(of: deliveries))
+            try await center.add(
+                NotificationRequest(identifier: "tea", content: .init(body: "Tea"), trigger: .timeInterval(1.5))
+            )
+            var received: [ChimeDelivery] = []
+            for await delivery in deliveries {
+                received.append(delivery)
+                if received.count == 2 { break }
+            }
+            try #require(received.map(\.identifier) == ["pill", "tea"])
+            let delivered = received[0]
 
+            // Each delivery as it was published, oldest first, over pages of one as over one page.
             let inbox = try await center.inbox()
-            #expect(inbox.deliveries == [delivered])
+            #expect(inbox.deliveries == received)
             #expect(inbox.dropped == 0)
-            #expect(try await center.history().map(\.state) == [.unacknowledged])
+            let paged = try world.center("phone-2", configuration: .init(pageSize: 1))
+            #expect(try await paged.inbox().deliveries == received)
+            #expect(try await center.history().map(\.state) == [.unacknowledged, .unacknowledged])
+            try await center.ack(fireIds: [received[1].fireId])
 
             let acked = try await center.ack(fireIds: [delivered.fireId], badge: .decrement(1))
             #expect(acked == AckResult(acknowledged: 1, unknown: []))
@@ -301,10 +302,11 @@ struct AppleCase: Sendable, CustomTestStringConvertible {
 
             #expect(try await center.inbox().deliveries.isEmpty)
             let history = try await center.history(since: delivered.firedAt.addingTimeInterval(-1), limit: 10)
-            #expect(history.map(\.fireId) == [delivered.fireId])
-            #expect(history.map(\.state) == [.acknowledged])
-            #expect(history.first?.acknowledgedAt != nil)
-            #expect(history.first?.identifier == "pill")
+            #expect(history.map(\.fireId) == received.reversed().map(\.fireId))
+            #expect(history.map(\.state) == [.acknowledged, .acknowledged])
+            #expect(history.allSatisfy { $0.acknowledgedAt != nil })
+            #expect(history.map(\.identifier) == ["tea", "pill"])
+            #expect(try await center.history(limit: 1).map(\.identifier) == ["tea"])
             #expect(try await center.history(since: Date().addingTimeInterval(60)).isEmpty)
             #expect(try await center.deviceSettings().badge == 0)
         }

@@ -238,21 +238,7 @@ struct CalendarCase: Sendable, CustomTestStringConvertible {
     /// from the content. A field the protocol gains fails to compile in the client's mapping;
     /// this test fails when one is mapped to the wrong member.
     @Test func aRequestIsSentWithEveryFieldInTheProtocolsOrder() throws {
-        let content = NotificationContent(
-            title: "Medicine",
-            body: "Take your pill",
-            action: "Open",
-            hasAction: true,
-            sound: "default",
-            category: "med",
-            badge: .increment(1),
-            userInfo: ["kind": "med", "dose": 2],
-            expiresAfter: 3600,
-            misfire: .skip,
-            ignoreQuietHours: true,
-            enabled: false,
-            keepAfterFiring: true
-        )
+        let content = NotificationContent.everyField
         let request = NotificationRequest(identifier: "med", content: content, trigger: .timeInterval(60))
         let (object, firstOnly) = try request.notificationObject(now: Self.now)
         #expect(!firstOnly)
