@@ -201,6 +201,7 @@ public final class ChimeNotificationCenter: Sendable {
         let id = state.withLock { state -> UInt64? in
             guard !state.closed else { return nil }
             state.nextSubscriber += 1
+            state.subscribers[state.nextSubscriber] = continuation
             return state.nextSubscriber
         }
         guard let id else {
@@ -210,7 +211,6 @@ public final class ChimeNotificationCenter: Sendable {
         continuation.onTermination = { [weak self] _ in
             self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
         }
-        state.withLock { $0.subscribers[id] = continuation }
         return stream
     }
 
