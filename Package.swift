@@ -15,6 +15,8 @@ let package = Package(
         .executable(name: "chimed", targets: ["chimed"]),
         .executable(name: "chime", targets: ["chime"]),
         .executable(name: "chime-bench", targets: ["ChimeBench"]),
+        .library(name: "ChimeClient", targets: ["ChimeClient"]),
+        .library(name: "ChimeClientMQTT", targets: ["ChimeClientMQTT"]),
     ],
     targets: [
         // The C library, as Debian packages it. Only ChimeMQTT imports it.
@@ -60,6 +62,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "chime", dependencies: ["ChimeCLI"], swiftSettings: swiftSettings),
+        // The client library for apps and backends, shaped like UNUserNotificationCenter: its API,
+        // the JSON mapping and the request/reply correlation, over a transport protocol. Pure (no
+        // C MQTT), so an app can bring its own MQTT stack.
+        .target(name: "ChimeClient", dependencies: ["ChimeCore", "ChimeTime"], swiftSettings: swiftSettings),
+        // The client's transport over ChimeMQTT (libmosquitto).
+        .target(name: "ChimeClientMQTT", dependencies: ["ChimeClient", "ChimeMQTT"], swiftSettings: swiftSettings),
         // What the benchmark and the tests share: a mosquitto on a free loopback port, child
         // processes, temporary directories, a seeded random generator, the hostile rules.
         .target(name: "ChimeHarness", dependencies: ["ChimeMQTT"], swiftSettings: swiftSettings),
@@ -116,6 +124,12 @@ let package = Package(
         .testTarget(
             name: "ChimeCLITests",
             dependencies: ["ChimeCLI", "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The client library: its JSON mapping, and every call against a real broker and chimed.
+        .testTarget(
+            name: "ChimeClientTests",
+            dependencies: ["ChimeClient", "ChimeClientMQTT", "ChimeCore", "ChimeHarness", "ChimeMQTT"],
             swiftSettings: swiftSettings
         ),
         // deploy/ as shipped: broker configs and ACLs, partitioned workers.

@@ -1,0 +1,667 @@
+import ChimeCore
+import Foundation
+import Synchronization
+
+/// One device's notifications on a Chime worker, with the calls of `UNUserNotificationCenter`:
+/// add requests, list and remove the pending ones, pause and resume them, edit them in place,
+/// ask when they will fire, and receive the deliveries.
+///
+/// ```swift
+/// import ChimeClientMQTT  // the package's transport; or bring your own ChimeTransport
+///
+/// let center = try ChimeNotificationCenter(deviceId: "phone-1", brokerURL: "mqtt://127.0.0.1:1883")
+/// try await center.setDeviceSettings(timeZone: "Europe/Paris")
+/// try await center.add(
+///     NotificationRequest(
+///         identifier: "medicine",
+///         content: NotificationContent(title: "Medicine", body: "Take your pill", badge: .increment(1)),
+///         trigger: .calendar(matching: DateComponents(hour: 18, minute: 0), repeats: true)
+///     )
+/// )
+/// for await delivery in center.deliveries { print(delivery.content.body ?? "") }
+/// ```
+///
+/// **Replies.** Every command goes to `P/{deviceId}/cmd/{op}` at QoS 1 with a fresh `requestId`,
+/// the MQTT 5 Response Topic ``replyTopic`` (below `P/{deviceId}/replies/`, which the deploy ACL
+/// lets the device and backends read) and the requestId as Correlation Data; its reply is the
+/// message on ``replyTopic`` with the same Correlation Data (PROTOCOL.md section 4).
+///
+/// **Retries.** When no reply comes within ``Configuration/timeout``, the command is sent again,
+/// the same bytes with the same Correlation Data, up to ``Configuration/attempts`` times in all:
+/// chimed applies a command it sees twice only once (PROTOCOL.md, "Idempotency"). Then the call
+/// throws `.timeout`, and may be called again.
+///
+/// **Connection.** ``connect()`` connects the transport and subscribes to the replies and to
+/// `P/{deviceId}/notifications`; every call connects first if needed. ``disconnect()`` ends the
+/// center: create a new one to connect again.
+public final class ChimeNotificationCenter: Sendable {
+    /// How the center addresses chimed and waits for it.
+    public struct Configuration: Sendable, Hashable {
+        /// The `P` of every topic (chimed's `--topic-prefix`). Default `chime`.
+        public var topicPrefix: String
+        /// How long each attempt of a command waits for its reply. Default 10 s.
+        public var timeout: Duration
+        /// How many times a command without a reply is sent, the same bytes each time (at least 1).
+        /// Default 2.
+        public var attempts: Int
+        /// Notifications (or inbox deliveries) asked for per page, 1 to 1000. Default 100.
+        public var pageSize: Int
+        /// The Response Topic of the commands; nil: `P/{deviceId}/replies/client-<random>`. Under
+        /// `P/` chimed honours only the device's own reply space (PROTOCOL.md section 4).
+        public var replyTopic: String?
+
+        public init(
+            topicPrefix: String = "chime",
+            timeout: Duration = .seconds(10),
+            attempts: Int = 2,
+            pageSize: Int = 100,
+            replyTopic: String? = nil
+        ) {
+            self.topicPrefix = topicPrefix
+            self.timeout = timeout
+            self.attempts = attempts
+            self.pageSize = pageSize
+            self.replyTopic = replyTopic
+        }
+    }
+
+    /// The device whose notifications these are.
+    public let deviceId: String
+    public let configuration: Configuration
+    /// Where the replies to this center's commands come.
+    public let replyTopic: String
+    /// Where chimed publishes the device's deliveries.
+    public let notificationsTopic: String
+    private let transport: any ChimeTransport
+    private let state = Mutex(State())
+
+    /// `update`, which chimed is gaining (it is not yet a ``ChimeCore/Operation``).
+    private static let updateOperation = "update"
+
+    private enum Arrival: Sendable {
+        case reply(ChimeTransportMessage)
+        case timedOut(attempt: Int)
+        case closed
+    }
+
+    private struct State {
+        var connecting: Task<Void, any Error>?
+        var router: Task<Void, Never>?
+        /// The commands waiting for their reply, by Correlation Data.
+        var waiters: [[UInt8]: AsyncStream<Arrival>.Continuation] = [:]
+        var subscribers: [UInt64: AsyncStream<ChimeDelivery>.Continuation] = [:]
+        var nextSubscriber: UInt64 = 0
+        var closed = false
+    }
+
+    /// A center for `deviceId` over `transport`; nothing is sent before the first call.
+    /// - Throws: `invalidArgument` for a device id that is not 1 to 128 characters of
+    ///   `A-Z a-z 0-9 _ . : @ -`, or a configuration out of range.
+    public init(
+        deviceId: String,
+        transport: any ChimeTransport,
+        configuration: Configuration = Configuration()
+    ) throws(ChimeClientError) {
+        guard DeviceID.isValid(deviceId), deviceId.first != "$" else {
+            throw .invalid("deviceId", "\"\(deviceId)\" is not 1 to 128 characters of A-Z a-z 0-9 _ . : @ -")
+        }
+        let prefix = configuration.topicPrefix
+        guard !prefix.isEmpty, !prefix.contains("+"), !prefix.contains("#"), !prefix.hasSuffix("/") else {
+            throw .invalid("topicPrefix", "\"\(prefix)\" is not a topic without wildcards or a trailing /")
+        }
+        guard configuration.attempts >= 1 else { throw .invalid("attempts", "at least 1") }
+        guard (1...1000).contains(configuration.pageSize) else { throw .invalid("pageSize", "1 to 1000") }
+        self.deviceId = deviceId
+        self.configuration = configuration
+        self.transport = transport
+        self.notificationsTopic = "\(prefix)/\(deviceId)/notifications"
+        self.replyTopic = configuration.replyTopic ?? "\(prefix)/\(deviceId)/replies/client-\(Self.randomToken())"
+    }
+
+    deinit {
+        let (router, subscribers) = state.withLock { ($0.router, Array($0.subscribers.values)) }
+        router?.cancel()
+        for subscriber in subscribers { subscriber.finish() }
+    }
+
+    // MARK: - Connection
+
+    /// Connects the transport and subscribes to the replies and the deliveries. Every call does
+    /// this first; call it to receive ``deliveries`` before sending anything.
+    /// - Throws: `.transport` when the broker cannot be reached or refuses a subscription (a later
+    ///   call tries again), `.cancelled` after ``disconnect()``.
+    public func connect() async throws(ChimeClientError) {
+        let task = state.withLock { state -> Task<Void, any Error>? in
+            if state.closed { return nil }
+            if let connecting = state.connecting { return connecting }
+            if state.router == nil {
+                let incoming = transport.incoming
+                state.router = Task { [weak self] in
+                    for await message in incoming {
+                        guard let self else { return }
+                        self.route(message)
+                    }
+                }
+            }
+            let connecting = Task { try await self.establish() }
+            state.connecting = connecting
+            return connecting
+        }
+        guard let task else { throw ChimeClientError(.cancelled, "the notification center was disconnected") }
+        do {
+            try await task.value
+        } catch {
+            state.withLock { state in
+                if state.connecting == task { state.connecting = nil }
+            }
+            throw error as? ChimeClientError ?? ChimeClientError(.transport, "\(error)")
+        }
+    }
+
+    private func establish() async throws(ChimeClientError) {
+        let timeout = configuration.timeout
+        do {
+            try await transport.connect(timeout: timeout)
+        } catch {
+            throw ChimeClientError(.transport, "cannot connect to the broker: \(error)")
+        }
+        for filter in [replyTopic, notificationsTopic] {
+            do {
+                try await transport.subscribe(filter, timeout: timeout)
+            } catch {
+                throw ChimeClientError(.transport, "cannot subscribe to \(filter): \(error)")
+            }
+        }
+    }
+
+    /// Disconnects the transport, ends ``deliveries`` and fails the calls in progress with
+    /// `.cancelled`. The center cannot connect again.
+    public func disconnect() async {
+        let (waiters, subscribers, router) = state.withLock { state in
+            state.closed = true
+            defer {
+                state.waiters.removeAll()
+                state.subscribers.removeAll()
+                state.router = nil
+            }
+            return (Array(state.waiters.values), Array(state.subscribers.values), state.router)
+        }
+        for waiter in waiters { waiter.yield(.closed) }
+        for subscriber in subscribers { subscriber.finish() }
+        await transport.disconnect()
+        router?.cancel()
+    }
+
+    /// The deliveries that arrive from now on, live, in order. Each access is a sequence of its
+    /// own; it ends with ``disconnect()``. Deliveries arrive once connected (``connect()``), and at
+    /// least once: deduplicate by ``ChimeDelivery/fireId``. A device that was offline finds what it
+    /// missed in ``inbox()`` (with receipts) or through a persistent MQTT session.
+    public var deliveries: AsyncStream<ChimeDelivery> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ChimeDelivery.self)
+        let id = state.withLock { state -> UInt64? in
+            guard !state.closed else { return nil }
+            state.nextSubscriber += 1
+            state.subscribers[state.nextSubscriber] = continuation
+            return state.nextSubscriber
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    private func route(_ message: ChimeTransportMessage) {
+        if message.topic == replyTopic {
+            guard let correlation = message.correlationData else { return }
+            let waiter = state.withLock { $0.waiters[correlation] }
+            waiter?.yield(.reply(message))
+        } else if message.topic == notificationsTopic {
+            // A payload that is not a delivery is not one of chimed's: dropped.
+            guard let delivery = try? ChimeDelivery(payload: message.payload) else { return }
+            let subscribers = state.withLock { Array($0.subscribers.values) }
+            for subscriber in subscribers { subscriber.yield(delivery) }
+        }
+    }
+
+    // MARK: - Scheduling
+
+    /// Schedules a notification, replacing one with the same identifier
+    /// (`UNUserNotificationCenter.add(_:)`).
+    /// - Returns: when its first delivery is due; nil when it is stored paused (or see
+    ///   ``ScheduledNotification/nextFireDate``).
+    /// - Throws: the error chimed answers (`invalid_argument`, `never_fires`, `timezone_required`,
+    ///   `quota_exceeded`, ...), or one of the client's own codes.
+    @discardableResult
+    public func add(_ request: NotificationRequest) async throws(ChimeClientError) -> Date? {
+        // One notification object rather than a batch of one, so that errors name `fireDate`,
+        // not `notifications[0].fireDate`.
+        guard let result = try await send(ChimeCore.Operation.schedule.rawValue, try await notificationObject(request))
+        else {
+            return nil
+        }
+        guard case .scheduled(let scheduled) = try Self.typed(.schedule, result) else {
+            throw Self.unexpected(.schedule)
+        }
+        return scheduled.scheduled.first?.nextFireDate.map(Wire.date)
+    }
+
+    /// Schedules several notifications at once, atomically: all or none. With `replacing`, the
+    /// notifications it selects are removed first, in the same step ("cancel every recall
+    /// reminder and add these three" cannot half-happen).
+    @discardableResult
+    public func add(
+        contentsOf requests: [NotificationRequest],
+        replacing selector: NotificationSelector? = nil
+    ) async throws(ChimeClientError) -> [ScheduledNotification] {
+        var objects: [JSON] = []
+        for request in requests {
+            objects.append(.object(try await notificationObject(request)))
+        }
+        var payload: JSONObject = ["notifications": .array(objects)]
+        if let selector { payload["replace"] = .object(selector.json) }
+        guard let result = try await send(ChimeCore.Operation.schedule.rawValue, payload) else {
+            return requests.map { ScheduledNotification(identifier: $0.identifier, nextFireDate: nil) }
+        }
+        guard case .scheduled(let scheduled) = try Self.typed(.schedule, result) else {
+            throw Self.unexpected(.schedule)
+        }
+        return scheduled.scheduled.map {
+            ScheduledNotification(identifier: $0.id, nextFireDate: $0.nextFireDate.map(Wire.date))
+        }
+    }
+
+    /// Every notification the device holds, ordered by identifier, following `list`'s cursor
+    /// through all pages (``Configuration/pageSize`` a page)
+    /// (`UNUserNotificationCenter.pendingNotificationRequests()`).
+    /// - Parameter userInfo: only those whose `userInfo` has each of these keys, with equal values.
+    public func pendingNotificationRequests(
+        matchingUserInfo userInfo: JSONObject? = nil
+    ) async throws(ChimeClientError) -> [PendingNotificationRequest] {
+        var pending: [PendingNotificationRequest] = []
+        var cursor: String?
+        repeat {
+            var payload: JSONObject = ["limit": .int(Int64(configuration.pageSize))]
+            if let userInfo { payload["match"] = ["userInfo": .object(userInfo)] }
+            if let cursor { payload["cursor"] = .string(cursor) }
+            guard let result = try await send(ChimeCore.Operation.list.rawValue, payload),
+                case .listed(let page) = try Self.typed(.list, result)
+            else { throw Self.unexpected(.list) }
+            pending += page.notifications.map(PendingNotificationRequest.init)
+            cursor = page.cursor
+        } while cursor != nil
+        return pending
+    }
+
+    /// Removes these notifications (and their snoozes). Ids the device does not hold are ignored.
+    public func removePendingNotificationRequests(withIdentifiers identifiers: [String]) async throws(ChimeClientError)
+    {
+        try await select(.cancel, .identifiers(identifiers))
+    }
+
+    /// Removes the notifications whose `userInfo` has each of these keys with an equal value.
+    public func removePendingNotificationRequests(matchingUserInfo userInfo: JSONObject) async throws(ChimeClientError)
+    {
+        try await select(.cancel, .userInfo(userInfo))
+    }
+
+    /// Removes every notification of the device.
+    public func removeAllPendingNotificationRequests() async throws(ChimeClientError) {
+        try await select(.cancel, .all)
+    }
+
+    /// Keeps the selected notifications but stops them firing.
+    public func pause(_ selector: NotificationSelector) async throws(ChimeClientError) {
+        try await select(.pause, selector)
+    }
+
+    /// Lets paused notifications fire again, from their next occurrence after now (a one-shot
+    /// whose time passed meanwhile fires at once).
+    public func resume(_ selector: NotificationSelector) async throws(ChimeClientError) {
+        try await select(.resume, selector)
+    }
+
+    private func select(_ op: ChimeCore.Operation, _ selector: NotificationSelector) async throws(ChimeClientError) {
+        _ = try await send(op.rawValue, selector.json)
+    }
+
+    /// Changes some fields of a notification and keeps the others, its on/off state and its
+    /// counters (chimed's `update`).
+    /// - Parameters:
+    ///   - content: the fields it sets replace those of the notification; its nil ones are kept.
+    ///   - trigger: a new schedule, as a whole (the schedule fields it does not set are cleared);
+    ///     nil keeps the schedule.
+    ///   - clearing: fields to set back to absent, their default (`.badge`, `.soundName`, ...).
+    /// - Returns: when its next delivery is due; nil when paused or finished (or see
+    ///   ``ScheduledNotification/nextFireDate``).
+    /// - Throws: `not_found` when the device has no such notification.
+    @discardableResult
+    public func update(
+        identifier: String,
+        content: NotificationContent? = nil,
+        trigger: NotificationTrigger? = nil,
+        clearing: Set<NotificationField> = []
+    ) async throws(ChimeClientError) -> Date? {
+        var schedule: JSONObject?
+        if let trigger {
+            let fields = try trigger.scheduleFields(now: Date())
+            schedule = fields.firstOccurrenceOnly ? try await firstOccurrence(of: fields.object) : fields.object
+        }
+        var payload: JSONObject = ["id": .string(identifier)]
+        for field in NotificationField.allCases where field != .id {
+            let value: JSON?
+            if field.isSchedule {
+                value = schedule.map { $0[field.wireName] ?? .null }
+            } else {
+                value = try content?.value(of: field)
+            }
+            if clearing.contains(field) {
+                guard value == nil || value == .null else {
+                    throw .invalid(field.wireName, "both given and cleared")
+                }
+                payload.append(field.wireName, .null)
+            } else if let value {
+                payload.append(field.wireName, value)
+            }
+        }
+        if clearing.contains(.id) { throw .invalid("id", "cannot be cleared") }
+        guard let result = try await send(Self.updateOperation, payload) else { return nil }
+        let updated = try WireReader(object: result, what: "update reply").object("updated")
+        guard let updated else { throw Self.unexpected(Self.updateOperation) }
+        return try WireReader(object: updated, what: "update reply").date("nextFireDate")
+    }
+
+    /// Delivers a notification's content once more, `seconds` from now, as the one-shot
+    /// `"{identifier}~snooze"` (replacing an earlier snooze of it). Its own schedule is unchanged.
+    /// - Returns: when the snooze is due.
+    /// - Throws: `not_found` when the device has no such notification.
+    @discardableResult
+    public func snooze(identifier: String, for seconds: TimeInterval) async throws(ChimeClientError) -> Date? {
+        let payload: JSONObject = [
+            "id": .string(identifier), "after": try Wire.seconds(seconds, field: NotificationField.after.wireName),
+        ]
+        guard let result = try await send(ChimeCore.Operation.snooze.rawValue, payload) else { return nil }
+        guard case .snoozed(let next) = try Self.typed(.snooze, result) else { throw Self.unexpected(.snooze) }
+        return next.nextFireDate.map(Wire.date)
+    }
+
+    // MARK: - When will it fire?
+
+    /// The next instants at which a request's deliveries would be sent, at or after `from` (lead
+    /// time applied, quiet hours not), as if it were added at `from`. Changes nothing.
+    /// - Parameters:
+    ///   - count: at most this many, 1 to 1000.
+    ///   - from: default now.
+    public func preview(
+        _ request: NotificationRequest,
+        count: Int = 10,
+        from: Date? = nil
+    ) async throws(ChimeClientError) -> [Date] {
+        let (object, firstOnly) = try request.notificationObject(now: from ?? Date())
+        return try await previewDates(["notification": .object(object)], count: firstOnly ? 1 : count, from: from)
+    }
+
+    /// The next instants at which a scheduled notification's deliveries will be sent.
+    /// - Throws: `not_found` when the device has no such notification.
+    public func preview(
+        identifier: String,
+        count: Int = 10,
+        from: Date? = nil
+    ) async throws(ChimeClientError) -> [Date] {
+        try await previewDates(["id": .string(identifier)], count: count, from: from)
+    }
+
+    private func previewDates(_ target: JSONObject, count: Int, from: Date?) async throws(ChimeClientError) -> [Date] {
+        var payload = target
+        payload["count"] = .int(Int64(count))
+        if let from { payload["from"] = .string(Wire.instant(from)) }
+        guard let result = try await send(ChimeCore.Operation.preview.rawValue, payload),
+            case .previewed(let dates) = try Self.typed(.preview, result)
+        else { throw Self.unexpected(.preview) }
+        return dates.map(Wire.date)
+    }
+
+    /// The object `add` sends for a request: a non-repeating calendar trigger becomes a one-shot
+    /// at the first date its rule gives.
+    private func notificationObject(_ request: NotificationRequest) async throws(ChimeClientError) -> JSONObject {
+        let (object, firstOnly) = try request.notificationObject(now: Date())
+        return firstOnly ? try await firstOccurrence(of: object) : object
+    }
+
+    /// `object` (a notification, or its schedule fields) with its rule replaced by its first
+    /// occurrence from now, found with `preview` so that chimed's calendar arithmetic decides.
+    private func firstOccurrence(of object: JSONObject) async throws(ChimeClientError) -> JSONObject {
+        var rule = JSONObject()
+        for field in NotificationField.schedule where field != .leadTime {
+            if let value = object[field.wireName] { rule.append(field.wireName, value) }
+        }
+        guard let first = try await previewDates(["notification": .object(rule)], count: 1, from: nil).first else {
+            throw ChimeClientError(.neverFires, field: "dateMatching", "dateMatching: no date matches the components")
+        }
+        var oneShot = object
+        oneShot[NotificationField.fireDate.wireName] = .string(Wire.instant(first))
+        oneShot[NotificationField.rrule.wireName] = nil
+        oneShot[NotificationField.exdates.wireName] = nil
+        return oneShot
+    }
+
+    // MARK: - The device
+
+    /// The device's zone, badge, quiet hours and receipts, and how many notifications it holds.
+    public func deviceSettings() async throws(ChimeClientError) -> DeviceSettings {
+        try await device([:])
+    }
+
+    /// Changes what is given of the device's settings and returns them all.
+    /// - Parameters:
+    ///   - timeZone: an IANA zone (`TimeZone.current.identifier`); the notifications that follow
+    ///     the device's zone are recomputed.
+    ///   - badge: the badge counter.
+    ///   - quietHours: `.set(QuietHours(...))` or `.clear`.
+    ///   - receipts: keep each delivery in the inbox until ``ack(fireIds:badge:)``.
+    ///   - history: keep a delivery history (receipts imply it).
+    @discardableResult
+    public func setDeviceSettings(
+        timeZone: String? = nil,
+        badge: Int? = nil,
+        quietHours: QuietHoursChange? = nil,
+        receipts: Bool? = nil,
+        history: Bool? = nil
+    ) async throws(ChimeClientError) -> DeviceSettings {
+        var payload = JSONObject()
+        if let timeZone { payload["timeZone"] = .string(timeZone) }
+        if let badge { payload["badge"] = .int(Int64(badge)) }
+        if let quietHours { payload["quietHours"] = quietHours.json }
+        if let receipts { payload["receipts"] = .bool(receipts) }
+        if let history { payload["history"] = .bool(history) }
+        return try await device(payload)
+    }
+
+    private func device(_ payload: JSONObject) async throws(ChimeClientError) -> DeviceSettings {
+        // A duplicate (a retry of a change already applied) is answered without the settings.
+        guard let result = try await send(ChimeCore.Operation.device.rawValue, payload) else {
+            return try await device([:])
+        }
+        guard case .device(let status) = try Self.typed(.device, result) else { throw Self.unexpected(.device) }
+        return DeviceSettings(status)
+    }
+
+    // MARK: - Receipts
+
+    /// Acknowledges deliveries: takes them out of the inbox, and changes the badge (once, however
+    /// often the same ack is sent) if at least one was new.
+    @discardableResult
+    public func ack(fireIds: [String], badge: Badge? = nil) async throws(ChimeClientError) -> AckResult {
+        var payload: JSONObject = ["fireIds": .array(fireIds.map(JSON.string))]
+        if let badge { payload["badge"] = badge.json }
+        guard let result = try await send(ChimeCore.Operation.ack.rawValue, payload) else {
+            return AckResult(acknowledged: 0, unknown: [])
+        }
+        guard case .acknowledged(let count, let unknown) = try Self.typed(.ack, result) else {
+            throw Self.unexpected(.ack)
+        }
+        return AckResult(acknowledged: count, unknown: unknown)
+    }
+
+    /// The deliveries the device has not acknowledged, oldest first, following `inbox`'s cursor
+    /// through all pages. Empty for a device without receipts.
+    public func inbox() async throws(ChimeClientError) -> ChimeInbox {
+        var deliveries: [ChimeDelivery] = []
+        var dropped = 0
+        var cursor: String?
+        repeat {
+            var payload: JSONObject = ["limit": .int(Int64(configuration.pageSize))]
+            if let cursor { payload["cursor"] = .string(cursor) }
+            guard let result = try await send(ChimeCore.Operation.inbox.rawValue, payload),
+                case .inbox(let page) = try Self.typed(.inbox, result)
+            else { throw Self.unexpected(.inbox) }
+            for delivery in page.deliveries {
+                guard case .object(let object) = delivery else {
+                    throw ChimeClientError(.invalidReply, "an inbox delivery that is not an object")
+                }
+                deliveries.append(try ChimeDelivery(json: object))
+            }
+            dropped = page.dropped
+            cursor = page.cursor
+        } while cursor != nil
+        return ChimeInbox(deliveries: deliveries, dropped: dropped)
+    }
+
+    /// The device's recent deliveries, newest first, and whether each was acknowledged.
+    /// - Parameters:
+    ///   - since: only those fired at or after it.
+    ///   - limit: at most this many (1 to 1000; chimed's default 100).
+    public func history(since: Date? = nil, limit: Int? = nil) async throws(ChimeClientError) -> [DeliveryRecord] {
+        var payload = JSONObject()
+        if let since { payload["since"] = .string(Wire.instant(since)) }
+        if let limit { payload["limit"] = .int(Int64(limit)) }
+        guard let result = try await send(ChimeCore.Operation.history.rawValue, payload),
+            case .history(let rows) = try Self.typed(.history, result)
+        else { throw Self.unexpected(.history) }
+        return rows.map(DeliveryRecord.init)
+    }
+
+    // MARK: - Commands and replies
+
+    /// Sends any command to `P/{deviceId}/cmd/{op}` and returns its reply's `result` as it is
+    /// (`{"duplicate": true}` for a retry chimed recognised): for what the calls above do not
+    /// cover. The `requestId` is the center's; retries and errors are as for every call.
+    /// - Throws: the error reply as ``ChimeClientError``, or one of the client's own codes.
+    public func command(_ op: String, _ payload: JSONObject) async throws(ChimeClientError) -> JSONObject {
+        try await send(op, payload) ?? ["duplicate": true]
+    }
+
+    /// Sends a command and waits for its reply, sending the same bytes again after each timeout.
+    /// - Returns: the reply's `result`; nil when chimed recognised the command as a duplicate.
+    /// - Throws: the error reply as ``ChimeClientError``; `.timeout`, `.transport`, `.cancelled`,
+    ///   `.invalidReply`.
+    private func send(_ op: String, _ command: JSONObject) async throws(ChimeClientError) -> JSONObject? {
+        try await connect()
+        var payload = command
+        let requestId = Self.randomToken()
+        payload["requestId"] = .string(requestId)
+        let bytes = JSON.object(payload).bytes
+        let correlation = Array(requestId.utf8)
+        let topic = "\(configuration.topicPrefix)/\(deviceId)/cmd/\(op)"
+        let (arrivals, continuation) = AsyncStream.makeStream(of: Arrival.self)
+        let registered = state.withLock { state in
+            guard !state.closed else { return false }
+            state.waiters[correlation] = continuation
+            return true
+        }
+        guard registered else { throw ChimeClientError(.cancelled, "the notification center was disconnected") }
+        defer {
+            state.withLock { _ = $0.waiters.removeValue(forKey: correlation) }
+            continuation.finish()
+        }
+        var iterator = arrivals.makeAsyncIterator()
+        let timeout = configuration.timeout
+        for attempt in 1...configuration.attempts {
+            do {
+                try await transport.publish(
+                    topic: topic,
+                    payload: bytes,
+                    qos: 1,
+                    responseTopic: replyTopic,
+                    correlationData: correlation,
+                    timeout: timeout
+                )
+            } catch {
+                throw ChimeClientError(.transport, "cannot publish \(op) to \(topic): \(error)")
+            }
+            let timer = Task {
+                do { try await Task.sleep(for: timeout) } catch { return }
+                continuation.yield(.timedOut(attempt: attempt))
+            }
+            defer { timer.cancel() }
+            waiting: while true {
+                switch await iterator.next() {
+                case .reply(let message)?:
+                    return try Self.result(of: message, op: op)
+                case .timedOut(let expired)? where expired == attempt:
+                    break waiting
+                case .timedOut?:
+                    continue
+                case .closed?, nil:
+                    throw ChimeClientError(.cancelled, "cancelled while waiting for the reply to \(op)")
+                }
+            }
+        }
+        let attempts = configuration.attempts
+        throw ChimeClientError(
+            .timeout,
+            "no reply to \(op) on \(topic) within \(timeout)\(attempts > 1 ? ", \(attempts) attempts" : ""): "
+                + "is chimed running and serving device \(deviceId)?"
+        )
+    }
+
+    /// A reply's `result` (nil for a duplicate), or its error.
+    private static func result(of message: ChimeTransportMessage, op: String) throws(ChimeClientError) -> JSONObject? {
+        guard case .object(let reply)? = try? JSON(parsing: message.payload) else {
+            throw ChimeClientError(.invalidReply, "the reply to \(op) is not a JSON object")
+        }
+        switch reply["ok"] {
+        case .bool(true)?:
+            guard case .object(let result)? = reply["result"] else {
+                throw ChimeClientError(.invalidReply, "an ok reply to \(op) without a result")
+            }
+            if result.count == 1, result["duplicate"] == true { return nil }
+            return result
+        case .bool(false)?:
+            let error = WireReader(object: try WireReader(object: reply, what: op).object("error") ?? [:], what: op)
+            guard let code = try error.string("code") else {
+                throw ChimeClientError(.invalidReply, "an error reply to \(op) without a code")
+            }
+            throw ChimeClientError(
+                ChimeClientError.Code(wireName: code),
+                field: try error.string("field"),
+                try error.string("message") ?? code
+            )
+        default:
+            throw ChimeClientError(.invalidReply, "the reply to \(op) is neither ok nor an error")
+        }
+    }
+
+    private static func typed(_ op: ChimeCore.Operation, _ result: JSONObject) throws(ChimeClientError) -> ReplyResult {
+        do throws(ChimeError) {
+            return try ReplyResult(op: op, json: result)
+        } catch {
+            throw ChimeClientError(.invalidReply, field: error.field, "a \(op.rawValue) result: \(error.message)")
+        }
+    }
+
+    private static func unexpected(_ op: ChimeCore.Operation) -> ChimeClientError { unexpected(op.rawValue) }
+
+    private static func unexpected(_ op: String) -> ChimeClientError {
+        ChimeClientError(.invalidReply, "a reply to \(op) that is not the result of \(op)")
+    }
+
+    /// 128 random bits, as 1 to 26 characters of base 36.
+    private static func randomToken() -> String {
+        var random = SystemRandomNumberGenerator()
+        return String(random.next() as UInt64, radix: 36) + String(random.next() as UInt64, radix: 36)
+    }
+}

@@ -1,0 +1,262 @@
+import ChimeCore
+import ChimeTime
+import Foundation
+
+/// Which zone a trigger's wall-clock times are read in.
+public enum NotificationTimeZone: Sendable, Hashable {
+    /// The device's zone (``ChimeNotificationCenter/setDeviceSettings(timeZone:badge:quietHours:receipts:history:)``),
+    /// followed when it changes: what a phone's local notification does.
+    case device
+    /// An IANA zone such as `Europe/Paris`.
+    case named(String)
+
+    /// A Foundation zone, by its identifier.
+    public static func zone(_ timeZone: TimeZone) -> NotificationTimeZone { .named(timeZone.identifier) }
+
+    var json: JSON {
+        switch self {
+        case .device: return "device"
+        case .named(let identifier): return .string(identifier)
+        }
+    }
+}
+
+/// When a notification fires: the counterpart of `UNCalendarNotificationTrigger`,
+/// `UNTimeIntervalNotificationTrigger` and `UILocalNotification`'s `fireDate` + `repeatInterval`,
+/// plus RFC 5545 rules, lead times and skipped dates.
+///
+/// ```swift
+/// .calendar(matching: DateComponents(hour: 18, minute: 0), repeats: true)             // daily at 18:00
+/// .calendar(matching: DateComponents(weekday: 2, hour: 8, minute: 30), repeats: true)  // Mondays 08:30
+/// .timeInterval(8)                                                                    // in 8 seconds
+/// .timeInterval(86_400, alignedTo: TimeOfDay(hour: 12, minute: 0))                    // tomorrow or later, at noon
+/// .date(.wallClock(DateComponents(year: 2026, month: 12, day: 1, hour: 7, minute: 0)), timeZone: .named("Asia/Shanghai"))
+/// .rule("FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", startingAt: .wallClock(...))
+/// ```
+///
+/// Wall-clock times without a ``timeZone`` are read in the device's zone (a device without one
+/// fails with `timezone_required`); absolute instants without one repeat in UTC.
+public struct NotificationTrigger: Sendable, Hashable {
+    /// A date-time: an absolute instant, or a wall-clock time read in the trigger's zone.
+    public enum FireDate: Sendable, Hashable {
+        case instant(Date)
+        /// Year, month, day, hour and minute (and optionally second) of a wall-clock time.
+        case wallClock(DateComponents)
+
+        func json(field: String) throws(ChimeClientError) -> JSON {
+            switch self {
+            case .instant(let date): return .string(Wire.instant(date))
+            case .wallClock(let components):
+                return .string(try Wire.localDateTime(components, field: field).description)
+            }
+        }
+
+        init(_ value: DateTimeValue) {
+            switch value {
+            case .instant(let instant): self = .instant(Wire.date(instant))
+            case .local(let local): self = .wallClock(Wire.components(local))
+            }
+        }
+    }
+
+    /// What the trigger is.
+    public enum Kind: Sendable, Hashable {
+        /// Fires when the date matches every component given (year, month, day, weekday,
+        /// weekdayOrdinal, hour, minute, second), as `UNCalendarNotificationTrigger(dateMatching:repeats:)`:
+        /// components finer than the finest one given are 0 (or the first day, the first month),
+        /// coarser ones not given match anything. Sent as an RRULE; without `repeats`, only its first
+        /// occurrence is scheduled.
+        case calendar(DateComponents, repeats: Bool)
+        /// Fires this many seconds after chimed receives the command (`after`), then every as many
+        /// seconds if `repeats`: an RRULE `FREQ=SECONDLY;INTERVAL=n` from that moment, which works
+        /// in whole seconds (so its occurrences, the first included, are on the second below), and
+        /// repeats at most as often as the worker's `--min-repeat-seconds` (60 by default) allows.
+        /// With `alignedTo`: at the first such wall-clock time at or after that moment (`alignTo`).
+        case timeInterval(TimeInterval, repeats: Bool, alignedTo: TimeOfDay?)
+        /// Fires at a date, repeating by a calendar unit as `UILocalNotification`'s `repeatInterval`
+        /// does, at most `count` times or up to `until`.
+        case date(FireDate, repeatInterval: RepeatUnit?, count: Int?, until: FireDate?)
+        /// Fires at each occurrence of an RFC 5545 RRULE whose DTSTART is `start`.
+        case rule(String, start: FireDate)
+    }
+
+    public var kind: Kind
+    /// The zone of wall-clock times and of repeats; nil: the device's for wall-clock times, UTC
+    /// for instants.
+    public var timeZone: NotificationTimeZone?
+    /// Fire each occurrence this many seconds earlier (`leadTime`: "remind me 15 minutes before").
+    public var leadTime: TimeInterval?
+    /// Occurrences to skip (`exdates`).
+    public var exdates: [FireDate]?
+
+    public init(
+        _ kind: Kind,
+        timeZone: NotificationTimeZone? = nil,
+        leadTime: TimeInterval? = nil,
+        exdates: [FireDate]? = nil
+    ) {
+        self.kind = kind
+        self.timeZone = timeZone
+        self.leadTime = leadTime
+        self.exdates = exdates
+    }
+
+    /// `UNCalendarNotificationTrigger(dateMatching:repeats:)`. A zone set in `components` is the
+    /// trigger's zone unless `timeZone` is given.
+    public static func calendar(
+        matching components: DateComponents,
+        repeats: Bool,
+        timeZone: NotificationTimeZone? = nil
+    ) -> NotificationTrigger {
+        NotificationTrigger(
+            .calendar(components, repeats: repeats),
+            timeZone: timeZone ?? components.timeZone.map(NotificationTimeZone.zone)
+        )
+    }
+
+    /// `UNTimeIntervalNotificationTrigger(timeInterval:repeats:)`.
+    public static func timeInterval(_ seconds: TimeInterval, repeats: Bool = false) -> NotificationTrigger {
+        NotificationTrigger(.timeInterval(seconds, repeats: repeats, alignedTo: nil))
+    }
+
+    /// At least `seconds` from now, at the first wall-clock `time` from then on: "come back
+    /// tomorrow at noon" is `timeInterval(86_400, alignedTo: TimeOfDay(hour: 12, minute: 0))`.
+    public static func timeInterval(
+        _ seconds: TimeInterval,
+        alignedTo time: TimeOfDay,
+        timeZone: NotificationTimeZone? = nil
+    ) -> NotificationTrigger {
+        NotificationTrigger(.timeInterval(seconds, repeats: false, alignedTo: time), timeZone: timeZone)
+    }
+
+    /// `UILocalNotification`'s `fireDate`, `timeZone` and `repeatInterval`.
+    public static func date(
+        _ date: FireDate,
+        timeZone: NotificationTimeZone? = nil,
+        repeatInterval: RepeatUnit? = nil,
+        count: Int? = nil,
+        until: FireDate? = nil
+    ) -> NotificationTrigger {
+        NotificationTrigger(.date(date, repeatInterval: repeatInterval, count: count, until: until), timeZone: timeZone)
+    }
+
+    /// At an absolute instant, repeating in UTC (or in `timeZone`) if `repeatInterval` is given.
+    public static func date(
+        _ date: Date,
+        timeZone: NotificationTimeZone? = nil,
+        repeatInterval: RepeatUnit? = nil
+    ) -> NotificationTrigger {
+        .date(.instant(date), timeZone: timeZone, repeatInterval: repeatInterval)
+    }
+
+    /// An RFC 5545 RRULE (`FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR`), with or without the `RRULE:` prefix.
+    public static func rule(
+        _ rrule: String,
+        startingAt start: FireDate,
+        timeZone: NotificationTimeZone? = nil
+    ) -> NotificationTrigger {
+        NotificationTrigger(.rule(rrule, start: start), timeZone: timeZone)
+    }
+
+    /// Whether the trigger fires more than once (as scheduled: a rule may still end).
+    public var repeats: Bool {
+        switch kind {
+        case .calendar(_, let repeats), .timeInterval(_, let repeats, _): return repeats
+        case .date(_, let repeatInterval, _, _): return repeatInterval != nil
+        case .rule: return true
+        }
+    }
+}
+
+/// The schedule fields (PROTOCOL.md section 2, "When") a trigger sends.
+struct ScheduleFields: Sendable, Hashable {
+    /// The fields, in the protocol's order.
+    var object: JSONObject
+    /// A non-repeating calendar trigger: `object` is the repeating rule, and only its first
+    /// occurrence is to be scheduled (found with `preview`).
+    var firstOccurrenceOnly: Bool = false
+}
+
+extension NotificationTrigger {
+    /// The trigger's schedule fields. `now` only dates the DTSTART of a calendar trigger's rule.
+    /// - Throws: `invalid_argument` for a trigger the protocol cannot express.
+    func scheduleFields(now: Date) throws(ChimeClientError) -> ScheduleFields {
+        var values: [NotificationField: JSON] = [:]
+        var firstOnly = false
+        switch kind {
+        case .calendar(let components, let repeats):
+            let mapped = try CalendarRule(components, now: now)
+            values[.fireDate] = .string(mapped.start.description)
+            values[.rrule] = mapped.rrule.map(JSON.string)
+            firstOnly = !repeats && mapped.rrule != nil
+        case .timeInterval(let seconds, let repeats, let alignedTo):
+            guard seconds.isFinite, seconds > 0 else {
+                throw .invalid(NotificationField.after.wireName, "expected a number of seconds > 0, got \(seconds)")
+            }
+            values[.after] = try Wire.seconds(seconds, field: NotificationField.after.wireName)
+            values[.alignTo] = alignedTo.map { .string($0.description) }
+            if repeats {
+                guard seconds.rounded() == seconds else {
+                    throw .invalid(
+                        NotificationField.rrule.wireName,
+                        "a repeating interval is whole seconds, got \(seconds)"
+                    )
+                }
+                values[.rrule] = .string("FREQ=SECONDLY;INTERVAL=\(Int64(seconds))")
+            }
+        case .date(let date, let repeatInterval, let count, let until):
+            values[.fireDate] = try date.json(field: NotificationField.fireDate.wireName)
+            values[.repeatInterval] = repeatInterval.map { .string($0.rawValue) }
+            values[.count] = count.map { .int(Int64($0)) }
+            values[.until] = try until?.json(field: NotificationField.until.wireName)
+        case .rule(let rrule, let start):
+            values[.fireDate] = try start.json(field: NotificationField.fireDate.wireName)
+            values[.rrule] = .string(rrule)
+        }
+        values[.timeZone] = timeZone?.json
+        if let leadTime {
+            values[.leadTime] = try Wire.seconds(leadTime, field: NotificationField.leadTime.wireName)
+        }
+        if let exdates {
+            var list: [JSON] = []
+            for (index, date) in exdates.enumerated() {
+                list.append(try date.json(field: "\(NotificationField.exdates.wireName)[\(index)]"))
+            }
+            values[.exdates] = .array(list)
+        }
+        var object = JSONObject()
+        for field in NotificationField.schedule {
+            if let value = values[field] { object.append(field.wireName, value) }
+        }
+        return ScheduleFields(object: object, firstOccurrenceOnly: firstOnly)
+    }
+
+    /// The trigger of a notification as chimed stored it: an `after` is listed as the absolute
+    /// date it resolved to, and a calendar trigger as the rule it was sent as.
+    init(_ spec: NotificationSpec, fireDate: DateTimeValue) {
+        let start = FireDate(fireDate)
+        let kind: Kind
+        if let rrule = spec.rrule {
+            kind = .rule(rrule.description, start: start)
+        } else {
+            kind = .date(
+                start,
+                repeatInterval: spec.repeatInterval,
+                count: spec.count,
+                until: spec.until.map(FireDate.init)
+            )
+        }
+        let zone: NotificationTimeZone?
+        switch spec.timeZone {
+        case .device: zone = .device
+        case .named(let named): zone = .named(named.identifier)
+        case nil: zone = nil
+        }
+        self.init(
+            kind,
+            timeZone: zone,
+            leadTime: spec.leadTime.map(Wire.timeInterval(milliseconds:)),
+            exdates: spec.exdates.map { $0.map(FireDate.init) }
+        )
+    }
+}

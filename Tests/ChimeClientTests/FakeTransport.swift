@@ -1,0 +1,75 @@
+import ChimeClient
+import ChimeCore
+import Synchronization
+
+/// A transport that records what the center publishes and answers as the test says: the
+/// commands and replies of a center without a broker.
+final class FakeTransport: ChimeTransport {
+    /// One message the center published.
+    struct Published: Sendable, Hashable {
+        var topic: String
+        var payload: [UInt8]
+        var responseTopic: String?
+        var correlationData: [UInt8]?
+
+        /// The payload as JSON.
+        var json: JSONObject { (try? JSON(parsing: payload))?.objectValue ?? [:] }
+        var op: String { topic.split(separator: "/").last.map(String.init) ?? "" }
+    }
+
+    let incoming: AsyncStream<ChimeTransportMessage>
+    private let continuation: AsyncStream<ChimeTransportMessage>.Continuation
+    private let log = Mutex<[Published]>([])
+    /// What to answer the `index`th message (0-based) with: the reply's JSON text, or nil for none.
+    private let answer: @Sendable (_ message: Published, _ index: Int) -> String?
+
+    init(answer: @escaping @Sendable (_ message: Published, _ index: Int) -> String?) {
+        (incoming, continuation) = AsyncStream.makeStream(of: ChimeTransportMessage.self)
+        self.answer = answer
+    }
+
+    var published: [Published] { log.withLock { $0 } }
+
+    /// Delivers a message on `topic`, as the broker would.
+    func receive(topic: String, _ text: String, correlationData: [UInt8]? = nil) {
+        continuation.yield(
+            ChimeTransportMessage(topic: topic, payload: Array(text.utf8), correlationData: correlationData)
+        )
+    }
+
+    func connect(timeout: Duration) async throws {}
+
+    func subscribe(_ filter: String, timeout: Duration) async throws {}
+
+    func publish(
+        topic: String,
+        payload: [UInt8],
+        qos: Int,
+        responseTopic: String?,
+        correlationData: [UInt8]?,
+        timeout: Duration
+    ) async throws {
+        let message = Published(
+            topic: topic,
+            payload: payload,
+            responseTopic: responseTopic,
+            correlationData: correlationData
+        )
+        let index = log.withLock { log in
+            log.append(message)
+            return log.count - 1
+        }
+        if let reply = answer(message, index), let responseTopic {
+            receive(topic: responseTopic, reply, correlationData: correlationData)
+        }
+    }
+
+    func disconnect() async {
+        continuation.finish()
+    }
+
+    static let deviceResult =
+        #"{"deviceId":"d1","timeZone":"Europe/Paris","badge":2,"quietHours":null,"pending":0,"receipts":false,"history":false}"#
+
+    static func ok(_ op: String, _ result: String) -> String { #"{"ok":true,"op":"\#(op)","result":\#(result)}"# }
+}
