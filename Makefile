@@ -31,6 +31,7 @@ test: bootstrap
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter '$(UNIT_TESTS)'
 	$(SWIFT) test --skip-build --filter '$(INTEGRATION_TESTS)' --skip 'ReadBackTests|WorkerPolicyTests'
+	scripts/test-python
 
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)
