@@ -146,10 +146,12 @@ struct NotificationFlags: Sendable {
         namedZone == nil && followsDeviceZone && (timeOfDay != nil || (times != nil && object["fireDate"] != nil))
     }
 
-    /// Builds the notification; `--at` or `--in` is required.
-    /// - Parameter countIsTimes: `--count` is the notification's count (schedule), not the number of
-    ///   deliveries to show (preview, next).
-    init(_ flags: Flags, countIsTimes: Bool) throws(UsageError) {
+    /// Builds the notification; `--at` or `--in` is required unless `partial`.
+    /// - Parameters:
+    ///   - countIsTimes: `--count` is the notification's count (schedule), not the number of
+    ///     deliveries to show (preview, next).
+    ///   - partial: the fields of an `update`: only what is given, nothing required.
+    init(_ flags: Flags, countIsTimes: Bool, partial: Bool = false) throws(UsageError) {
         var timesFlag: String?
         var timesText: String?
         for name in countIsTimes ? ["times", "count"] : ["times"] {
@@ -180,6 +182,13 @@ struct NotificationFlags: Sendable {
         case (.some, .some):
             throw UsageError("give either --at or --in, not both")
         case (nil, nil):
+            if partial {
+                if flags["align"] != nil { throw UsageError("--align goes with --in") }
+                if flags["on"] != nil || flags["every"] == "weekdays" {
+                    throw UsageError("--on and --every weekdays go with --at HH:MM: give both")
+                }
+                break
+            }
             throw UsageError("say when: --at \"YYYY-MM-DD HH:MM\", --at HH:MM or --in DURATION (such as 15m)")
         }
         if timeOfDay != nil { followsDeviceZone = true }
@@ -218,7 +227,12 @@ struct NotificationFlags: Sendable {
             rule =
                 "FREQ=WEEKLY;BYDAY=" + days.map { RecurrenceRule.WeekdayNum(weekday: $0).text }.joined(separator: ",")
         }
-        if let timesText, let timesFlag { times = try Self.count(timesText, timesFlag) }
+        if let timesText, let timesFlag {
+            if partial && flags["at"] == nil {
+                throw UsageError("\(timesFlag) counts from --at: give both (or --json with rrule COUNT=)")
+            }
+            times = try Self.count(timesText, timesFlag)
+        }
         if var rule {
             let upper = rule.uppercased()
             if let until = flags["until"] {

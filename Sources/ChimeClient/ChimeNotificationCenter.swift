@@ -75,9 +75,6 @@ public final class ChimeNotificationCenter: Sendable {
     private let transport: any ChimeTransport
     private let state = Mutex(State())
 
-    /// `update`, which chimed is gaining (it is not yet a ``ChimeCore/Operation``).
-    private static let updateOperation = "update"
-
     private enum Arrival: Sendable {
         case reply(ChimeTransportMessage)
         case timedOut(attempt: Int)
@@ -368,9 +365,9 @@ public final class ChimeNotificationCenter: Sendable {
             }
         }
         if clearing.contains(.id) { throw .invalid("id", "cannot be cleared") }
-        guard let result = try await send(Self.updateOperation, payload) else { return nil }
+        guard let result = try await send(ChimeCore.Operation.update.rawValue, payload) else { return nil }
         let updated = try WireReader(object: result, what: "update reply").object("updated")
-        guard let updated else { throw Self.unexpected(Self.updateOperation) }
+        guard let updated else { throw Self.unexpected(ChimeCore.Operation.update.rawValue) }
         return try WireReader(object: updated, what: "update reply").date("nextFireDate")
     }
 

@@ -120,6 +120,50 @@ import Testing
         #expect(try await w.ok("list", "--device", "phone-1").out == ["no notifications on phone-1"])
     }
 
+    @Test func updateChangesWhatItIsGivenAndKeepsASwitchedOffReminderOff() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        try await w.ok("device", "--device", "p", "--tz", "Europe/Paris")
+        try await w.ok(
+            "schedule",
+            "--device",
+            "p",
+            "--id",
+            "med",
+            "--on",
+            "mon-fri",
+            "--at",
+            "18:00",
+            "--body",
+            "Take it",
+            "--info",
+            "kind=med"
+        )
+        try await w.ok("pause", "--device", "p", "--id", "med")
+        let edited = try await w.ok("update", "--device", "p", "--id", "med", "--body", "Take two")
+        #expect(edited.out == ["updated med, paused"], "\(edited)")
+        let row = try #require(try await w.ok("list", "--device", "p", "--json").jsonLines.first)
+        #expect(row["alertBody"] == "Take two")
+        #expect(row["enabled"] == false)
+        #expect(row["rrule"] == "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR")
+        #expect(row["userInfo"] == ["kind": "med"])
+
+        let on = try await w.ok("update", "--device", "p", "--id", "med", "--clear", "userInfo", "--enable")
+        #expect(on.stdout.hasPrefix("updated med, next delivery "), "\(on)")
+        let after = try #require(try await w.ok("list", "--device", "p", "--json").jsonLines.first)
+        #expect(after["userInfo"] == nil)
+        #expect(after["enabled"] == true)
+
+        let missing = try await w.chime("update", "--device", "p", "--id", "nope", "--body", "x")
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("not_found"), "\(missing)")
+        let nothing = try await w.chime("update", "--device", "p", "--id", "med")
+        #expect(nothing.status == 2)
+        let typo = try await w.chime("update", "--device", "p", "--id", "med", "--clear", "userinfo")
+        #expect(typo.status == 2)
+        #expect(typo.stderr.contains("did you mean userInfo?"), "\(typo)")
+    }
+
     @Test func errorRepliesExitOneWithCodeAndField() async throws {
         let w = try await CLIWorld.start()
         defer { Task { await w.stop() } }

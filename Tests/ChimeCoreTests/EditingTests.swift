@@ -177,3 +177,25 @@ import Testing
         #expect(result["replaced"] == 1)
     }
 }
+
+@Suite struct UnknownFieldHintTests {
+    func message(_ payload: String, _ op: Operation = .schedule) -> String? {
+        var h = Harness()
+        return h.send("d1", op, payload)["error"]?.objectValue?["message"]?.stringValue
+    }
+
+    @Test func aTypoOrAnotherAPIsNameGetsADidYouMean() {
+        let due = #""fireDate":"2026-12-02T10:00:00Z""#
+        #expect(message(#"{\#(due),"alertbody":"x"}"#) == "alertbody: unknown field (did you mean alertBody?)")
+        #expect(message(#"{\#(due),"soundNme":"x"}"#) == "soundNme: unknown field (did you mean soundName?)")
+        #expect(message(#"{\#(due),"body":"x"}"#) == "body: unknown field (did you mean alertBody?)")
+        #expect(
+            message(#"{"notifications":[{\#(due),"title":"x"}]}"#)
+                == "notifications[0].title: unknown field (did you mean alertTitle?)"
+        )
+        #expect(message(#"{"id":"a","sound":"x"}"#, .update) == "sound: unknown field (did you mean soundName?)")
+        #expect(message(#"{"idss":["a"]}"#, .cancel) == "idss: unknown field (did you mean ids?)")
+        // Nothing close: no guess.
+        #expect(message(#"{\#(due),"zzzzzzzz":1}"#) == "zzzzzzzz: unknown field")
+    }
+}

@@ -191,7 +191,7 @@ public struct CommandDecoder: Sendable {
             )
         case .update:
             let r = try NotificationCoding.canonical(r)
-            try r.checkKnown(NotificationCoding.fieldsAndRequestId)
+            try r.checkKnown(NotificationCoding.fieldsAndRequestId, hints: NotificationCoding.portingHints)
             guard let id = try r.string("id", maxLength: Self.maxIdLength, allowEmpty: false) else {
                 throw .invalid("id", "missing")
             }
@@ -361,7 +361,7 @@ public struct CommandDecoder: Sendable {
         allowed: Set<String> = NotificationCoding.fields
     ) throws(ChimeError) -> NotificationSpec {
         let r = try NotificationCoding.canonical(r)
-        try r.checkKnown(allowed)
+        try r.checkKnown(allowed, hints: NotificationCoding.portingHints)
         return try NotificationCoding.decode(r, limits: limits)
     }
 }

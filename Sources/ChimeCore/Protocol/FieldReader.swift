@@ -11,13 +11,15 @@ struct FieldReader {
 
     func name(_ key: String) -> String { path + key }
 
-    /// Rejects members not in `allowed` with `unknown_field`.
-    func checkKnown(_ allowed: Set<String>) throws(ChimeError) {
+    /// Rejects members not in `allowed` with `unknown_field`, with a "did you mean" when one of
+    /// them is close, or when `hints` names the member (another API's name for one of ours).
+    func checkKnown(_ allowed: Set<String>, hints: [String: String] = [:]) throws(ChimeError) {
         for key in object.keys where !allowed.contains(key) {
+            let hint = hints[key].flatMap { allowed.contains($0) ? $0 : nil } ?? suggestion(for: key, among: allowed)
             throw ChimeError(
                 .unknownField,
                 field: name(key),
-                "\(name(String(key.prefix(128)))): unknown field"
+                "\(name(String(key.prefix(128)))): unknown field" + (hint.map { " (did you mean \($0)?)" } ?? "")
             )
         }
     }

@@ -16,6 +16,13 @@ enum NotificationCoding {
     /// UILocalNotification's names accepted for Chime's own (PROTOCOL.md section 2, "Porting names").
     static let aliases: [String: NotificationField] = ["applicationIconBadgeNumber": .badge]
 
+    /// UNNotificationContent's and UNNotificationRequest's names, which are not accepted (their
+    /// meaning differs a little, or there is no such field) but hinted at in `unknown_field`.
+    static let portingHints = [
+        "title": "alertTitle", "body": "alertBody", "sound": "soundName", "categoryIdentifier": "category",
+        "identifier": "id", "repeats": "repeatInterval",
+    ]
+
     /// The members of a notification object as the decoder reads them: aliases renamed to Chime's
     /// names, and `list`'s state members left out.
     static func canonical(_ r: FieldReader) throws(ChimeError) -> FieldReader {

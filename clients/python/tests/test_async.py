@@ -166,7 +166,6 @@ def test_async_timeout_retries_and_connection_errors(chime: Chime, device_id: st
     asyncio.run(unreachable())
 
 
-@pytest.mark.xfail(strict=True, reason="update lands with the server change")
 def test_async_update(chime: Chime, device_id: str) -> None:
     async def scenario(center: AsyncNotificationCenter) -> None:
         await center.add(NotificationRequest("r", NotificationContent(body="old", sound="default"),

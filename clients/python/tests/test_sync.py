@@ -267,7 +267,6 @@ def test_inbox_and_history_pages(center: NotificationCenter) -> None:
     assert center.history(since=datetime.now(timezone.utc) + timedelta(minutes=1)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="update lands with the server change")
 def test_update_changes_only_the_given_fields(center: NotificationCenter) -> None:
     center.add(NotificationRequest("switch", NotificationContent(title="T", body="old", user_info={"k": 1}),
                                    CalendarTrigger(hour=9, minute=0, repeats=True, time_zone="Europe/Paris"),
