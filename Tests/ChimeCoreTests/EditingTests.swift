@@ -90,6 +90,9 @@ import Testing
         #expect(row["rrule"] == "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR")
         h.ok("d1", .update, #"{"id":"med","alertBodies":["a","b"]}"#)
         #expect(h.list("d1").first?["alertBody"] == nil)
+        // A cleared field excludes nothing: the fireDate given stays.
+        h.ok("d1", .update, #"{"id":"med","fireDate":"2026-12-03T09:00:00","after":null,"alignTo":null}"#)
+        #expect(h.list("d1").first?["fireDate"] == "2026-12-03T09:00:00")
         h.ok("d1", .update, #"{"id":"med","after":60}"#)
         #expect(h.list("d1").first?["fireDate"] == "2026-12-02T18:01:00Z")
     }

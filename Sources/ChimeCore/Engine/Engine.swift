@@ -273,7 +273,7 @@ public final class Engine {
         fields[NotificationField.enabled.wireName] = n.enabled ? JSON?.none : false
         for (key, value) in patch {
             guard let field = NotificationField(rawValue: key) else { continue }
-            for other in field.excludes { fields[other.wireName] = nil }
+            if !value.isNull { for other in field.excludes { fields[other.wireName] = nil } }
             fields[key] = value.isNull ? JSON?.none : value
         }
         // Each patched field was checked with the command's limits by the decoder; the kept ones
