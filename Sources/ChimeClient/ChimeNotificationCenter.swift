@@ -350,7 +350,7 @@ public final class ChimeNotificationCenter: Sendable {
         var payload: JSONObject = ["id": .string(identifier)]
         for field in NotificationField.allCases where field != .id {
             let value: JSON?
-            if field.isSchedule {
+            if field.isTrigger {
                 value = schedule.map { $0[field.wireName] ?? .null }
             } else {
                 value = try content?.value(of: field)

@@ -84,20 +84,8 @@ extension Badge {
 }
 
 extension NotificationField {
-    /// Whether the field says when a notification fires (the trigger's) rather than what it shows
-    /// and how (the content's). `id` is the request's.
-    var isSchedule: Bool {
-        switch self {
-        case .fireDate, .after, .alignTo, .timeZone, .repeatInterval, .rrule, .count, .until, .exdates, .leadTime:
-            return true
-        case .id, .alertTitle, .alertBody, .alertBodies, .alertAction, .hasAction, .soundName, .category, .badge,
-            .userInfo, .expiresAfter, .misfire, .ignoreQuietHours, .enabled, .keepAfterFiring:
-            return false
-        }
-    }
-
-    /// The fields a trigger sets, in the protocol's order.
-    static let schedule = allCases.filter(\.isSchedule)
+    /// The fields a trigger sets (``isTrigger``), in the protocol's order.
+    static let schedule = allCases.filter(\.isTrigger)
 }
 
 extension NotificationContent {

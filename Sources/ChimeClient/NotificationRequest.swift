@@ -36,7 +36,7 @@ public struct NotificationRequest: Sendable, Hashable {
             let value: JSON?
             if field == .id {
                 value = identifier.map(JSON.string)
-            } else if field.isSchedule {
+            } else if field.isTrigger {
                 value = schedule[field.wireName]
             } else {
                 value = try content.value(of: field)

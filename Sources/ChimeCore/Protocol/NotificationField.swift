@@ -79,9 +79,10 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
         }
     }
 
-    /// Whether the field says when occurrences are: changing it (`update`) starts the schedule
-    /// again from the time of the change; changing any other field keeps its place in the series.
-    var isTrigger: Bool {
+    /// Whether the field says when occurrences are (a trigger's, in Apple's terms) rather than
+    /// what is shown and how: changing it (`update`) starts the schedule again from the time of the
+    /// change; changing any other field keeps its place in the series.
+    public var isTrigger: Bool {
         switch self {
         case .fireDate, .after, .alignTo, .timeZone, .repeatInterval, .rrule, .count, .until, .exdates, .leadTime:
             return true
