@@ -51,6 +51,13 @@ let package = Package(
         .target(name: "ChimeHTTP", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
         // The only code that imports CPostgres: a connection, parameterised statements, transactions.
         .target(name: "ChimePostgres", dependencies: ["CPostgres"], swiftSettings: swiftSettings),
+        // The journal in PostgreSQL: its schema and migrations, group commit, snapshots. Only SQL
+        // through ChimePostgres; the records and snapshots are ChimeJournal's.
+        .target(
+            name: "ChimePostgresStore",
+            dependencies: ["ChimePostgres", "ChimeJournal"],
+            swiftSettings: swiftSettings
+        ),
         // What chimed and chime share: flags, usage errors, logging, signals, clocks, the version.
         .target(name: "ChimeSupport", dependencies: ["ChimeCore"], swiftSettings: swiftSettings),
         // Wiring: configuration, services, the engine loop, signals.
@@ -145,6 +152,12 @@ let package = Package(
         .testTarget(
             name: "ChimePostgresTests",
             dependencies: ["ChimePostgres", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The journal in PostgreSQL against a real server.
+        .testTarget(
+            name: "ChimePostgresStoreTests",
+            dependencies: ["ChimePostgresStore", "ChimePostgres", "ChimeJournal", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         // deploy/ as shipped: broker configs and ACLs, partitioned workers.

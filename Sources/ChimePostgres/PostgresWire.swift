@@ -21,6 +21,8 @@ enum TypeOID {
     static let unknown: Oid = 705
     static let bpchar: Oid = 1042
     static let varchar: Oid = 1043
+    /// What a function that returns nothing returns (`pg_advisory_xact_lock`, `pg_sleep`): empty.
+    static let void: Oid = 2278
     static let jsonb: Oid = 3802
 }
 
@@ -95,7 +97,7 @@ struct EncodedParameters {
 }
 
 /// Turns a column's binary value into a ``PostgresValue``: bytea as bytes, the text types as
-/// text, integers and booleans as the text the server would print for them. Other types are
+/// text, integers, booleans and `void` as the text the server would print for them. Other types are
 /// refused when the result arrives, with a hint to cast them to text in the query.
 enum CellDecoder {
     case bytes
@@ -110,7 +112,7 @@ enum CellDecoder {
         switch type {
         case TypeOID.bytea: self = .bytes
         case TypeOID.text, TypeOID.varchar, TypeOID.bpchar, TypeOID.name, TypeOID.char, TypeOID.json,
-            TypeOID.unknown:
+            TypeOID.unknown, TypeOID.void:
             self = .text
         case TypeOID.jsonb: self = .jsonb
         case TypeOID.int2, TypeOID.int4, TypeOID.int8: self = .signed

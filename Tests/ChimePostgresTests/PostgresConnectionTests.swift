@@ -76,19 +76,20 @@ struct PostgresConnectionTests {
         #expect(try length.rows.first?.int64(0) == Int64(large.count))
     }
 
-    @Test("integers, booleans and jsonb are decoded; a type it does not decode is refused with a hint")
+    @Test("integers, booleans, jsonb and void are decoded; a type it does not decode is refused with a hint")
     func types() async throws {
         let server = try await TestPostgres.start()
         let connection = try PostgresConnection(server.uri)
         let row = try #require(
             try connection.execute(
-                "SELECT $1::smallint, $2::int, $3::bigint, true, false, 'x'::name, '{\"a\": 1}'::jsonb, 42::oid",
+                "SELECT $1::smallint, $2::int, $3::bigint, true, false, 'x'::name, '{\"a\": 1}'::jsonb, 42::oid, "
+                    + "pg_sleep(0)",
                 ["-32768", "-2147483648", "9223372036854775807"]
             ).rows.first
         )
         #expect(
             row.values == [
-                "-32768", "-2147483648", "9223372036854775807", "t", "f", "x", "{\"a\": 1}", "42",
+                "-32768", "-2147483648", "9223372036854775807", "t", "f", "x", "{\"a\": 1}", "42", "",
             ]
         )
         #expect(throws: PostgresError(.unexpectedResult)) { try row.bytes(0) }
