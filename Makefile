@@ -25,7 +25,7 @@ run: release
 ## ReadBackTests (in ChimeWorkerTests, beside the fuzz checks it shares) is CPU-bound and needs no
 ## broker, and WorkerPolicyTests run the worker's loop on fakes: both run with the unit tests.
 UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ReadBackTests|WorkerPolicyTests
-INTEGRATION_TESTS = ChimeHTTPTests|ChimeMQTTTests|ChimeWorkerTests|ChimeCLITests|ChimeDeployTests|ChimeClientTests
+INTEGRATION_TESTS = ChimeHTTPTests|ChimeMQTTTests|ChimePostgresTests|ChimePostgresStoreTests|ChimeWorkerTests|ChimeCLITests|ChimeDeployTests|ChimeClientTests
 
 test: bootstrap
 	$(SWIFT) build --build-tests

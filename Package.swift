@@ -31,6 +31,13 @@ let package = Package(
             pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
+        // Debian's libpq, the PostgreSQL client library, for the journal in PostgreSQL. Only
+        // ChimePostgres imports it.
+        .systemLibrary(
+            name: "CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         // Pure calendar arithmetic: instants, civil times, zones, ISO 8601, RRULE. Foundation only.
         .target(name: "ChimeTime", swiftSettings: swiftSettings),
         // Pure core: JSON, protocol codec, model, engine state machine. Foundation only.
@@ -42,6 +49,15 @@ let package = Package(
         .target(name: "ChimeMQTT", dependencies: ["CMosquitto"], swiftSettings: swiftSettings),
         // The only code that imports CMicroHTTPD: a small bounded HTTP/1.1 responder.
         .target(name: "ChimeHTTP", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
+        // The only code that imports CPostgres: a connection, parameterised statements, transactions.
+        .target(name: "ChimePostgres", dependencies: ["CPostgres"], swiftSettings: swiftSettings),
+        // The journal in PostgreSQL: its schema and migrations, group commit, snapshots. Only SQL
+        // through ChimePostgres; the records and snapshots are ChimeJournal's.
+        .target(
+            name: "ChimePostgresStore",
+            dependencies: ["ChimePostgres", "ChimeJournal"],
+            swiftSettings: swiftSettings
+        ),
         // What chimed and chime share: flags, usage errors, logging, signals, clocks, the version.
         .target(name: "ChimeSupport", dependencies: ["ChimeCore"], swiftSettings: swiftSettings),
         // Wiring: configuration, services, the engine loop, signals.
@@ -130,6 +146,18 @@ let package = Package(
         .testTarget(
             name: "ChimeClientTests",
             dependencies: ["ChimeClient", "ChimeClientMQTT", "ChimeCore", "ChimeHarness", "ChimeMQTT"],
+            swiftSettings: swiftSettings
+        ),
+        // ChimePostgres against a real PostgreSQL (TestPostgres).
+        .testTarget(
+            name: "ChimePostgresTests",
+            dependencies: ["ChimePostgres", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The journal in PostgreSQL against a real server.
+        .testTarget(
+            name: "ChimePostgresStoreTests",
+            dependencies: ["ChimePostgresStore", "ChimePostgres", "ChimeJournal", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         // deploy/ as shipped: broker configs and ACLs, partitioned workers.
