@@ -23,7 +23,8 @@ struct Dispatcher: Sendable {
     /// Every command, in the order `chime help` lists them.
     static var commands: [any Command.Type] {
         [
-            ScheduleCommand.self, UpdateCommand.self, ListCommand.self, CancelCommand.self, PauseCommand.self, ResumeCommand.self,
+            ScheduleCommand.self, UpdateCommand.self, ListCommand.self, CancelCommand.self, PauseCommand.self,
+            ResumeCommand.self,
             SnoozeCommand.self, DeviceCommand.self, InboxCommand.self, AckCommand.self, HistoryCommand.self,
             PreviewCommand.self, NextCommand.self, WatchCommand.self, StatusCommand.self, JournalCommand.self,
         ]
