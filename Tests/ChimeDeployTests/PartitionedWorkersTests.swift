@@ -34,7 +34,8 @@ import Testing
 
         // One notification per device, all due at the same instant a few seconds ahead; ten devices
         // also get a series of three, and twenty a notification cancelled before it is due.
-        let due = Date().addingTimeInterval(8)
+        // Far enough ahead that the cancels below are served before it on a loaded machine.
+        let due = Date().addingTimeInterval(15)
         let dueText = ISO8601DateFormatter().string(from: due)
         var commands: [(device: String, op: ChimeCore.Operation, payload: String)] = devices.map {
             ($0, .schedule, #"{"id":"n","fireDate":"\#(dueText)","alertBody":"for \#($0)"}"#)

@@ -56,14 +56,15 @@ import Testing
         let f = try await WorkerFixture.start()
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("d1")
-        try await f.ok("d1", .schedule, #"{"id":"cancel-me","after":2,"userInfo":{"k":"x"}}"#)
-        try await f.ok("d1", .schedule, #"{"id":"keep-me","after":2}"#)
+        // Seconds ahead, so that a loaded machine cannot let it fire before the cancel is served.
+        try await f.ok("d1", .schedule, #"{"id":"cancel-me","after":6,"userInfo":{"k":"x"}}"#)
+        try await f.ok("d1", .schedule, #"{"id":"keep-me","after":6}"#)
         let cancelled = try await f.ok("d1", .cancel, #"{"match":{"userInfo":{"k":"x"}}}"#)
         #expect(cancelled["cancelled"] == ["cancel-me"])
         // A marker due after the cancelled one, on the same topic: deliveries come in due order, so
         // once the marker is here, the cancelled one would have come before it.
-        try await f.ok("d1", .schedule, #"{"id":"marker","after":3}"#)
-        let got = await f.waitForDeliveries("d1", count: 2, timeout: .seconds(10))
+        try await f.ok("d1", .schedule, #"{"id":"marker","after":7}"#)
+        let got = await f.waitForDeliveries("d1", count: 2, timeout: .seconds(20))
         #expect(got.compactMap { $0["id"]?.stringValue } == ["keep-me", "marker"])
     }
 
