@@ -27,7 +27,7 @@ public enum NotificationTimeZone: Sendable, Hashable {
 ///
 /// ```swift
 /// .calendar(matching: DateComponents(hour: 18, minute: 0), repeats: true)             // daily at 18:00
-/// .calendar(matching: DateComponents(weekday: 2, hour: 8, minute: 30), repeats: true)  // Mondays 08:30
+/// .calendar(matching: DateComponents(hour: 8, minute: 30, weekday: 2), repeats: true)  // Mondays 08:30
 /// .timeInterval(8)                                                                    // in 8 seconds
 /// .timeInterval(86_400, alignedTo: TimeOfDay(hour: 12, minute: 0))                    // tomorrow or later, at noon
 /// .date(.wallClock(DateComponents(year: 2026, month: 12, day: 1, hour: 7, minute: 0)), timeZone: .named("Asia/Shanghai"))

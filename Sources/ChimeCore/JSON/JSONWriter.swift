@@ -1,3 +1,12 @@
+/// Printed as JSON text (`print(delivery.userInfo)` shows `{"kind":"med"}`).
+extension JSON: CustomStringConvertible {
+    public var description: String { text }
+}
+
+extension JSONObject: CustomStringConvertible {
+    public var description: String { JSON.object(self).text }
+}
+
 extension JSON {
     /// The compact UTF-8 encoding of this value (no insignificant white space, keys in order).
     public var bytes: [UInt8] {

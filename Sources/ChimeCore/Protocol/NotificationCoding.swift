@@ -20,7 +20,7 @@ enum NotificationCoding {
     /// meaning differs a little, or there is no such field) but hinted at in `unknown_field`.
     static let portingHints = [
         "title": "alertTitle", "body": "alertBody", "sound": "soundName", "categoryIdentifier": "category",
-        "identifier": "id", "repeats": "repeatInterval",
+        "identifier": "id", "repeats": "repeatInterval", "timeInterval": "after",
     ]
 
     /// The members of a notification object as the decoder reads them: aliases renamed to Chime's
