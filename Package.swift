@@ -63,7 +63,9 @@ let package = Package(
         // Wiring: configuration, services, the engine loop, signals.
         .target(
             name: "ChimeWorker",
-            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeHTTP", "ChimeSupport"],
+            dependencies: [
+                "ChimeCore", "ChimeJournal", "ChimePostgresStore", "ChimeMQTT", "ChimeHTTP", "ChimeSupport",
+            ],
             swiftSettings: swiftSettings
         ),
         // The `chime` command-line tool's commands, as a library the thin executable runs.
@@ -131,7 +133,8 @@ let package = Package(
         .testTarget(
             name: "ChimeWorkerTests",
             dependencies: [
-                "ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimeSupport", "ChimeTestSupport",
+                "ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimePostgres", "ChimeSupport",
+                "ChimeTestSupport",
             ],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings

@@ -116,6 +116,14 @@ public struct Recovery: Sendable {
     public var warnings: [String]
     /// The greatest sequence recovered; the next append gets `lastSequence + 1`.
     public var lastSequence: UInt64
+
+    /// What another store recovered (PostgreSQL), for ``Engine/replaying(_:configuration:directory:progress:timings:)``.
+    public init(snapshot: Snapshot?, records: [JournalRecord], warnings: [String] = [], lastSequence: UInt64) {
+        self.snapshot = snapshot
+        self.records = records
+        self.warnings = warnings
+        self.lastSequence = lastSequence
+    }
 }
 
 /// The write-ahead journal of a data directory.

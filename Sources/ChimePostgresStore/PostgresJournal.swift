@@ -176,17 +176,24 @@ public final class PostgresJournal {
     /// the new snapshot, never neither.
     ///
     /// - Parameters:
-    ///   - sequence: the last record the state includes; it must be committed.
+    ///   - sequence: the last record the state includes; it must be committed, unless `catchingUp`.
     ///   - entries: the snapshot's opaque entries, in order.
+    ///   - catchingUp: the state is ahead of the journal (a commit failed, and whether it took
+    ///     effect is unknown): `sequence` may be beyond what the database holds, and every record up
+    ///     to it goes, whether it was committed or not.
     /// - Throws: `.invalidArgument` if `sequence` is beyond what was committed; `.database`.
-    public func writeSnapshot(covering sequence: UInt64, entries: some Sequence<[UInt8]>) throws(PostgresStoreError) {
+    public func writeSnapshot(
+        covering sequence: UInt64,
+        entries: some Sequence<[UInt8]>,
+        catchingUp: Bool = false
+    ) throws(PostgresStoreError) {
         do {
             try connection.begin()
         } catch {
             throw PostgresStoreError(error, while: "beginning the snapshot at \(sequence)")
         }
         do throws(PostgresStoreError) {
-            try writeSnapshotInTransaction(sequence, entries)
+            try writeSnapshotInTransaction(sequence, entries, catchingUp: catchingUp)
             do {
                 try connection.commit()
             } catch {
@@ -202,10 +209,11 @@ public final class PostgresJournal {
 
     private func writeSnapshotInTransaction(
         _ sequence: UInt64,
-        _ entries: some Sequence<[UInt8]>
+        _ entries: some Sequence<[UInt8]>,
+        catchingUp: Bool
     ) throws(PostgresStoreError) {
         let committed = try lastSequenceInDatabase()
-        guard sequence <= committed else {
+        guard sequence <= committed || catchingUp else {
             throw PostgresStoreError(
                 .invalidArgument,
                 "a snapshot at \(sequence) is beyond the last committed record, \(committed)"

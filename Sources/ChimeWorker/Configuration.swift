@@ -12,6 +12,9 @@ public struct WorkerConfiguration: Sendable {
     public var brokerURL: String
     /// `--data-dir`: journal and snapshots.
     public var dataDirectory: String
+    /// `--store`: a PostgreSQL connection URI that holds the journal and snapshots instead of
+    /// `--data-dir`; nil: the data directory.
+    public var store: String?
     /// `--topic-prefix`.
     public var topics: Topics
     /// `--worker-id`: names the persistent MQTT session and the status topic.
@@ -36,6 +39,11 @@ public struct WorkerConfiguration: Sendable {
     public static let flagSpecs: [Flags.Spec] = [
         .init("broker", default: "mqtt://127.0.0.1:1883", "broker URL, mqtt:// or mqtts://, optional user:password@"),
         .init("data-dir", default: "./data", "journal and snapshots; locked against a second worker"),
+        .init(
+            "store",
+            default: nil,
+            "postgres://user@host/db: keep the journal and snapshots in PostgreSQL instead of --data-dir"
+        ),
         .init("topic-prefix", default: "chime", "the P of every topic"),
         .init("worker-id", default: nil, "unique per broker; names the persistent MQTT session (default: host name)"),
         .init("partition", default: "0/1", "k/N: serve devices whose crc32(deviceId) mod N is k"),
@@ -91,6 +99,14 @@ public struct WorkerConfiguration: Sendable {
         }
         dataDirectory = flags["data-dir"] ?? "./data"
         guard !dataDirectory.isEmpty else { throw UsageError("--data-dir must not be empty") }
+        if let store = flags["store"], !store.isEmpty {
+            guard store.hasPrefix("postgres://") || store.hasPrefix("postgresql://") else {
+                throw UsageError(
+                    "--store: expected a PostgreSQL connection URI (postgres://user@host:5432/db), got \"\(redacted(store))\""
+                )
+            }
+            self.store = store
+        }
         let prefix = flags["topic-prefix"] ?? "chime"
         guard !prefix.isEmpty, !prefix.contains("+"), !prefix.contains("#"), !prefix.hasSuffix("/"),
             !prefix.hasPrefix("$")

@@ -39,18 +39,31 @@ public final class Worker: Sendable {
 
     /// Opens the data directory and rebuilds the engine from it, logging progress and a `ready`
     /// line. What was read from the disk is dropped on return (it can be as large as the state).
-    func recover() throws(WorkerError) -> (Journal, Engine) {
+    func recover() throws(WorkerError) -> (any WorkerStore, Engine) {
         let started = ContinuousClock.now
-        let journal: Journal
+        let store: any WorkerStore
         let recovery: Recovery
-        do {
-            (journal, recovery) = try Journal.open(
-                directory: configuration.dataDirectory,
-                options: JournalOptions(fsync: configuration.fsync, snapshotAfterBytes: configuration.snapshotBytes),
-                fileSystem: fileSystem
-            )
-        } catch {
-            throw WorkerError(error.message)
+        if let uri = configuration.store {
+            do {
+                (store, recovery) = try PostgresStore.open(uri, snapshotAfterBytes: configuration.snapshotBytes)
+            } catch {
+                throw WorkerError("cannot open the store \(redacted(uri)): \(error)")
+            }
+        } else {
+            do {
+                let journal: Journal
+                (journal, recovery) = try Journal.open(
+                    directory: configuration.dataDirectory,
+                    options: JournalOptions(
+                        fsync: configuration.fsync,
+                        snapshotAfterBytes: configuration.snapshotBytes
+                    ),
+                    fileSystem: fileSystem
+                )
+                store = JournalStore(journal)
+            } catch {
+                throw WorkerError(error.message)
+            }
         }
         for warning in recovery.warnings { logger.warning(warning) }
         let readMs = milliseconds(ContinuousClock.now - started)
@@ -81,7 +94,7 @@ public final class Worker: Sendable {
                 phaseMs[$0] = milliseconds($1)
             }
         } catch {
-            try? journal.close()
+            try? store.close()
             throw WorkerError(error.message)
         }
         logger.notice(
@@ -98,10 +111,11 @@ public final class Worker: Sendable {
                 "armMs": "\(phaseMs["armMs"] ?? 0)",
                 "worker": configuration.workerId,
                 "partition": "\(configuration.partition)",
-                "dataDir": configuration.dataDirectory,
+                configuration.store == nil ? "dataDir" : "store": configuration.store.map(redacted)
+                    ?? configuration.dataDirectory,
             ]
         )
-        return (journal, engine)
+        return (store, engine)
     }
 
     /// Runs until ``stop()``; returns after a clean shutdown.
@@ -117,7 +131,7 @@ public final class Worker: Sendable {
             logger.info("metrics endpoint listening", ["address": address, "port": "\(endpoint.port)"])
             return endpoint
         }
-        let (journal, engine) = try recover()
+        let (store, engine) = try recover()
 
         let inbox = self.inbox
         let client: MQTTClient
@@ -147,14 +161,31 @@ public final class Worker: Sendable {
             }
             try client.start()
         } catch {
-            try? journal.close()
+            try? store.close()
             throw WorkerError("cannot start the MQTT client: \(error)")
         }
 
+        try runLoop(
+            WorkerStateMachine(policy: policy, engine: engine, now: clock.now()),
+            store,
+            MQTTTransport(client),
+            clock,
+            metrics
+        )
+    }
+
+    /// The loop over this store (the existential opened: the loop is generic over its seams).
+    private func runLoop(
+        _ machine: WorkerStateMachine,
+        _ store: some WorkerStore,
+        _ transport: MQTTTransport,
+        _ clock: SystemClock,
+        _ metrics: MetricsEndpoint?
+    ) throws(WorkerError) {
         let loop = WorkerLoop(
-            machine: WorkerStateMachine(policy: policy, engine: engine, now: clock.now()),
-            store: JournalStore(journal),
-            transport: MQTTTransport(client),
+            machine: machine,
+            store: store,
+            transport: transport,
             clock: clock,
             logger: logger,
             inbox: inbox,

@@ -51,6 +51,8 @@ public final class FakeStore: WorkerStore {
     /// Makes the next appends fail while true.
     public var failAppends = false
     public var failCommit = false
+    /// Makes commits fail as a database whose connection broke does (``StoreError/transient``).
+    public var failCommitTransiently = false
     public var snapshotDue = false
     public private(set) var snapshotsCompleted = 0
     /// The callback of the snapshot being written: ``finishSnapshot(error:)`` calls it.
@@ -77,6 +79,10 @@ public final class FakeStore: WorkerStore {
 
     public func commit() throws(StoreError) -> Int64? {
         guard !failCommit else { throw StoreError("fdatasync: input/output error (injected)") }
+        guard !failCommitTransiently || committed == records.count else {
+            records.removeSubrange(committed...)
+            throw StoreError("server closed the connection unexpectedly (injected)", transient: true)
+        }
         timeline.add(.commit)
         let synced = committed < records.count
         committed = records.count

@@ -59,6 +59,33 @@ import Testing
         #expect(w.machine.isFinished)
     }
 
+    @Test func aTransientCommitFailureRefusesCommandsUntilASnapshotCatchesUp() throws {
+        let w = World()
+        try w.online()
+        w.store.failCommitTransiently = true
+        // Its commit fails: whether it took effect is unknown, so no reply; memory has it.
+        try w.step(w.command("d1", .schedule, #"{"id":"a","after":60}"#))
+        #expect(w.replies().isEmpty)
+        #expect(!w.machine.isFinished)
+        #expect(w.logged("refusing commands until a snapshot catches it up"))
+        #expect(w.store.snapshotRunning)
+        // Refused while the store is behind; reads are answered.
+        try w.step(w.command("d1", .schedule, #"{"id":"b","after":60}"#))
+        #expect(w.replies().last?["error"]?.objectValue?["code"] == "unavailable")
+        try w.step(w.command("d1", .list, #"{}"#))
+        #expect(w.replies().last?["ok"] == true)
+        // The snapshot catches the store up: commands are taken again, and the resent first
+        // command is recognised.
+        w.store.failCommitTransiently = false
+        w.store.finishSnapshot()
+        try w.stepInbox()
+        try w.step(w.command("d1", .schedule, #"{"id":"a","after":60}"#))
+        #expect(w.replies().last?["result"]?.objectValue?["duplicate"] == true)
+        try w.step(w.command("d1", .schedule, #"{"id":"c","after":60}"#))
+        #expect(w.replies().last?["ok"] == true)
+        #expect(w.engine.pendingCount == 2)
+    }
+
     @Test func aDeliveryIsRecordedOnlyWhenTheBrokerAcknowledgesIt() throws {
         let w = World()
         try w.online()

@@ -9,7 +9,14 @@ public struct WorkerError: Error, Hashable, Sendable, CustomStringConvertible {
 /// sees it: the message goes to the log and into the reply of a refused command.
 public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     public var message: String
-    public init(_ message: String) { self.message = message }
+    /// The store may take writes again, and what a failed commit did is unknown: a database whose
+    /// connection broke. False: what is on disk may not read as it stands (a failed fsync), and
+    /// only recovery knows.
+    public var transient: Bool
+    public init(_ message: String, transient: Bool = false) {
+        self.message = message
+        self.transient = transient
+    }
     public var description: String { message }
 }
 

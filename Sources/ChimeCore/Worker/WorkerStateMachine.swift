@@ -337,6 +337,21 @@ public struct WorkerStateMachine {
         case .committed(let syncMicroseconds, let store):
             if let syncMicroseconds { stats.fsync.record(microseconds: syncMicroseconds) }
             committed(store, now: now, &actions)
+        case .commitFailed(let error) where error.transient:
+            // A database that went away: whether the commit took effect is unknown, and memory
+            // already holds its commands. They get no reply (a client resends a command it got no
+            // reply to, and the resend is recognised once the store is back); later commands are
+            // refused until a snapshot of memory has caught the store up, while reads and
+            // deliveries go on.
+            log(
+                .error,
+                "the store's commit failed; refusing commands until a snapshot catches it up",
+                ["error": "\(error)", "unanswered": "\(pendingReplies.count)"],
+                into: &actions
+            )
+            pendingReplies.removeAll(keepingCapacity: true)
+            diverge()
+            maybeSnapshot(now: now, &actions)
         case .commitFailed(let error):
             lifecycle = .stopped
             actions.append(

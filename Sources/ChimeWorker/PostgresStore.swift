@@ -1,0 +1,165 @@
+import ChimeCore
+import ChimeJournal
+import ChimePostgres
+import ChimePostgresStore
+import ChimeSupport
+import Foundation
+
+/// The journal in PostgreSQL (`--store postgres://...`), as the worker's store.
+///
+/// The same records and snapshots as the data directory, in the tables of ChimePostgresStore.
+/// A commit is one transaction of every record appended since the last (group commit), on the
+/// loop's connection; a snapshot is written on a connection of its own, by a background thread.
+///
+/// When a commit fails (the database went away, or was too slow to answer), whether it took effect
+/// is unknown: the connection is dropped, ``commit()`` throws a transient ``StoreError``, and the
+/// worker's policy refuses commands until a snapshot has caught the database up. That snapshot
+/// covers every sequence handed out, committed or not, so that the records of the failed commit,
+/// if they did reach the database, are trimmed with the rest rather than replayed twice; once it is
+/// written, the loop's connection is opened again.
+final class PostgresStore: WorkerStore {
+    let connectionString: String
+    let snapshotAfterBytes: Int
+    /// The loop's journal; nil after a failed commit, until a snapshot has caught up.
+    private var journal: PostgresJournal?
+    /// The greatest sequence handed out, committed or not.
+    private var highestSequence: UInt64
+    private var bytesSinceSnapshot = 0
+    /// The snapshot being written: what it covers, and the bytes appended when it began.
+    private var snapshot: (covered: UInt64, bytesAtBegin: Int)?
+
+    static let connectTimeout = Duration.seconds(5)
+    /// How long a statement may wait for the database before the commit counts as failed: the loop
+    /// (and so every delivery) waits that long for a database that stopped answering.
+    static let statementTimeout = Duration.seconds(10)
+
+    static func connect(_ connectionString: String) throws(StoreError) -> PostgresJournal {
+        do {
+            let connection = try PostgresConnection(
+                connectionString,
+                connectTimeout: connectTimeout,
+                statementTimeout: statementTimeout
+            )
+            return try PostgresJournal(connection: connection)
+        } catch let error as PostgresStoreError {
+            throw StoreError("PostgreSQL: \(error)", transient: error.code != .schemaTooNew)
+        } catch let error as PostgresError {
+            throw StoreError("PostgreSQL: \(error)", transient: true)
+        } catch {
+            throw StoreError("PostgreSQL: \(error)", transient: true)
+        }
+    }
+
+    /// Opens the journal and reads what the engine is rebuilt from.
+    static func open(
+        _ connectionString: String,
+        snapshotAfterBytes: Int
+    ) throws(StoreError) -> (PostgresStore, Recovery) {
+        let journal = try connect(connectionString)
+        let recovered: PostgresJournal.Recovered
+        do {
+            recovered = try journal.recover()
+        } catch {
+            throw StoreError("PostgreSQL: \(error)")
+        }
+        let store = PostgresStore(connectionString, journal, snapshotAfterBytes: snapshotAfterBytes)
+        store.highestSequence = recovered.lastSequence
+        store.bytesSinceSnapshot = recovered.records.reduce(0) { $0 + $1.payload.count }
+        return (
+            store,
+            Recovery(snapshot: recovered.snapshot, records: recovered.records, lastSequence: recovered.lastSequence)
+        )
+    }
+
+    private init(_ connectionString: String, _ journal: PostgresJournal, snapshotAfterBytes: Int) {
+        self.connectionString = connectionString
+        self.journal = journal
+        self.snapshotAfterBytes = snapshotAfterBytes
+        self.highestSequence = journal.lastSequence
+    }
+
+    func append(_ entry: JournalEntry, key: CommandKey?) throws(StoreError) {
+        guard let journal else { throw StoreError("PostgreSQL is not connected", transient: true) }
+        let payload = entry.encode(key: key)
+        highestSequence = journal.append(type: entry.kind.rawValue, payload: payload)
+        bytesSinceSnapshot += payload.count
+    }
+
+    func commit() throws(StoreError) -> Int64? {
+        guard let journal, journal.pendingCount > 0 else { return nil }
+        let before = ContinuousClock.now
+        do {
+            try journal.commit()
+        } catch {
+            self.journal = nil
+            journal.connection.close()
+            throw StoreError("PostgreSQL: \(error)", transient: true)
+        }
+        return microseconds(ContinuousClock.now - before)
+    }
+
+    var syncWait: Int64? { nil }
+
+    var status: StoreStatus {
+        StoreStatus(
+            snapshotDue: bytesSinceSnapshot >= snapshotAfterBytes,
+            bytesSinceSnapshot: bytesSinceSnapshot,
+            lastSequence: highestSequence
+        )
+    }
+
+    func beginSnapshot(
+        _ frozen: EngineSnapshot,
+        written: @escaping @Sendable (StoreError?) -> Void
+    )
+        throws(StoreError) -> UInt64
+    {
+        guard snapshot == nil else { throw StoreError("a snapshot is being written already") }
+        let covered = highestSequence
+        // Memory is ahead of the database when a commit failed, or when records wait for one.
+        let catchingUp = journal.map { $0.lastCommitted < covered } ?? true
+        snapshot = (covered, bytesSinceSnapshot)
+        let connectionString = self.connectionString
+        Thread.detachNewThread {
+            do throws(StoreError) {
+                let writer = try Self.connect(connectionString)
+                defer { writer.connection.close() }
+                var entries: [[UInt8]] = []
+                entries.reserveCapacity(frozen.entryCount)
+                frozen.forEachEntry { entries.append($0) }
+                do {
+                    try writer.writeSnapshot(covering: covered, entries: entries, catchingUp: catchingUp)
+                } catch {
+                    throw StoreError("PostgreSQL: \(error)", transient: true)
+                }
+                written(nil)
+            } catch {
+                written(error)
+            }
+        }
+        return covered
+    }
+
+    func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
+        guard let snapshot else { throw StoreError("no snapshot is being written") }
+        self.snapshot = nil
+        if let writeError { throw writeError }
+        bytesSinceSnapshot -= snapshot.bytesAtBegin
+        if journal == nil {
+            // Caught up: the database holds memory's state as of the snapshot, which nothing has
+            // changed since (commands were refused, and deliveries were recorded in memory only
+            // while a snapshot covering them was due).
+            journal = try Self.connect(connectionString)
+        }
+        return snapshot.covered
+    }
+
+    func close() throws(StoreError) {
+        guard let journal else { return }
+        defer {
+            journal.connection.close()
+            self.journal = nil
+        }
+        _ = try commit()
+    }
+}

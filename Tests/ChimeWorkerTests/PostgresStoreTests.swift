@@ -1,0 +1,121 @@
+import ChimeCore
+import ChimePostgres
+import ChimeTestSupport
+import Foundation
+import Testing
+
+/// `chimed --store postgres://...` against a real PostgreSQL (TestPostgres: initdb, run as the
+/// postgres user) and a real mosquitto: what is acknowledged is in the database, recovery reads it
+/// back, and a database that goes away stops commands but neither deliveries nor the worker.
+@Suite(.serialized) struct PostgresStoreTests {
+    static func start() async throws -> (TestPostgres, WorkerFixture) {
+        let postgres = try await TestPostgres.start()
+        let fixture = try await WorkerFixture.start(extra: ["--store", postgres.uri])
+        return (postgres, fixture)
+    }
+
+    static func ids(_ f: WorkerFixture, _ device: String) async throws -> [String] {
+        try await f.list(device).compactMap { $0["id"]?.stringValue }
+    }
+
+    @Test func whatIsAcknowledgedIsInTheDatabaseAndSurvivesKillsAndSnapshots() async throws {
+        let (postgres, f) = try await Self.start()
+        defer {
+            Task {
+                await f.stop(); await postgres.stop()
+            }
+        }
+        try await f.subscribeDeliveries("d1")
+        try await f.ok("d1", .device, #"{"timeZone":"Europe/Paris","receipts":true}"#)
+        try await f.ok("d1", .schedule, #"{"id":"later","fireDate":"2099-01-01T09:00:00","repeatInterval":"day"}"#)
+        try await f.ok("d1", .schedule, #"{"id":"soon","after":1,"alertBody":"now"}"#)
+        _ = await f.waitForDeliveries("d1", count: 1, timeout: .seconds(20))
+        // The delivery record is committed after the broker's PUBACK: wait until the inbox has it.
+        #expect(await eventually { (try? await f.ok("d1", .inbox, "{}"))?["deliveries"]?.arrayValue?.count == 1 })
+
+        // The records are rows of chime_journal.
+        let sql = try PostgresConnection(postgres.uri)
+        defer { sql.close() }
+        let journalRows = try sql.execute("SELECT count(*)::text FROM chime_journal").rows.first?.text(0)
+        #expect(Int(journalRows ?? "") ?? 0 >= 4, "\(journalRows ?? "none")")
+
+        await f.killWorker()
+        try await f.startWorker()
+        #expect(try await Self.ids(f, "d1") == ["later"])
+        #expect(try await f.ok("d1", .inbox, "{}")["deliveries"]?.arrayValue?.count == 1)
+        #expect(try await f.ok("d1", .device, "{}")["timeZone"] == "Europe/Paris")
+
+        // A snapshot goes into the database and trims the journal before it.
+        f.worker?.process.signal(SIGUSR1)
+        let written = await f.worker?.process.waitForLine(onStandardError: true, timeout: .seconds(20)) {
+            $0.contains("snapshot written")
+        }
+        #expect(written != nil, "\(f.worker?.log ?? "")")
+        let snapshots = try sql.execute("SELECT count(*)::text FROM chime_snapshot").rows.first?.text(0)
+        #expect(snapshots == "1")
+        try await f.ok("d1", .update, #"{"id":"later","alertBody":"after the snapshot"}"#)
+        await f.killWorker()
+        try await f.startWorker()
+        let rows = try await f.list("d1")
+        #expect(rows.map { $0["id"] } == ["later"])
+        #expect(rows.first?["alertBody"] == "after the snapshot")
+        #expect(try await f.ok("d1", .inbox, "{}")["deliveries"]?.arrayValue?.count == 1)
+    }
+
+    @Test func aDatabaseThatGoesAwayStopsCommandsButNotDeliveriesAndIsCaughtUp() async throws {
+        let (postgres, f) = try await Self.start()
+        defer {
+            Task {
+                await f.stop(); await postgres.stop()
+            }
+        }
+        try await f.subscribeDeliveries("d1")
+        try await f.ok("d1", .schedule, #"{"id":"kept","fireDate":"2099-01-01T09:00:00Z"}"#)
+        try await f.ok("d1", .schedule, #"{"id":"due","after":6,"alertBody":"while the database is down"}"#)
+
+        await postgres.kill()
+        // A command now: its commit fails. It gets no reply, or `unavailable` once the worker
+        // knows; never ok.
+        let first = try? await f.send("d1", .schedule, #"{"id":"lost","fireDate":"2099-02-01T09:00:00Z"}"#)
+        #expect(first?["ok"] != true, "\(first.map { JSON.object($0).text } ?? "no reply")")
+        let refused = try await f.send("d1", .schedule, #"{"id":"refused","fireDate":"2099-03-01T09:00:00Z"}"#)
+        #expect(refused["error"]?.objectValue?["code"] == "unavailable", "\(JSON.object(refused).text)")
+        // Reads and deliveries go on from memory.
+        #expect(try await Self.ids(f, "d1").contains("kept"))
+        let delivered = await f.waitForDeliveries("d1", count: 1, timeout: .seconds(20))
+        #expect(delivered.map { $0["id"] } == ["due"])
+        // chimed is still running.
+        #expect(f.worker?.process.isRunning == true)
+
+        // The database is back: a snapshot catches it up, and commands are taken again.
+        try await postgres.restart()
+        let caughtUp = await eventually(timeout: .seconds(30)) {
+            (try? await f.ok("d1", .schedule, #"{"id":"after","fireDate":"2099-04-01T09:00:00Z","requestId":"a"}"#))
+                != nil
+        }
+        #expect(caughtUp, "\(f.worker?.log ?? "")")
+        // What memory held when it caught up is what the database holds: a restart shows it.
+        let before = try await Self.ids(f, "d1")
+        await f.killWorker()
+        try await f.startWorker()
+        #expect(try await Self.ids(f, "d1") == before)
+        #expect(before.contains("after") && before.contains("kept") && !before.contains("refused"))
+        #expect(!before.contains("due"))
+    }
+
+    @Test func aStoreThatIsNotPostgreSQLIsAUsageError() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.stop() } }
+        let data = try TemporaryDirectory(prefix: "chime-store")
+        let chimed = try Chimed(
+            broker: broker,
+            dataDirectory: data.path,
+            workerId: "w",
+            extra: ["--store", "mysql://x"]
+        )
+        try chimed.process.start()
+        let status = await chimed.process.waitForExit(timeout: .seconds(10))
+        #expect(status == .exited(2), "\(chimed.log)")
+        #expect(chimed.log.contains("--store: expected a PostgreSQL connection URI"))
+    }
+}
