@@ -20,17 +20,21 @@ run: release
 	@scripts/run-local
 
 ## Installs what is missing, builds everything and runs every test: the unit tests, then the
-## integration tests (real mosquitto, real chimed) in a process of their own, so that the CPU-bound
-## unit tests cannot starve their timeouts.
+## integration tests (real mosquitto, real chimed) in processes of their own, so that the CPU-bound
+## unit tests cannot starve their timeouts: first the worker's (durability, brokers, deploy: the
+## ones that time outages), then the clients' (CLI, docs, libraries, PostgreSQL), so that fewer
+## chimeds share the machine at once.
 ## ReadBackTests (in ChimeWorkerTests, beside the fuzz checks it shares) is CPU-bound and needs no
 ## broker, and WorkerPolicyTests run the worker's loop on fakes: both run with the unit tests.
 UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ReadBackTests|WorkerPolicyTests
-INTEGRATION_TESTS = ChimeHTTPTests|ChimeMQTTTests|ChimePostgresTests|ChimePostgresStoreTests|ChimeWorkerTests|ChimeCLITests|ChimeDeployTests|ChimeClientTests
+WORKER_TESTS = ChimeHTTPTests|ChimeMQTTTests|ChimeWorkerTests|ChimeDeployTests
+CLIENT_TESTS = ChimePostgresTests|ChimePostgresStoreTests|ChimeCLITests|ChimeClientTests
 
 test: bootstrap
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter '$(UNIT_TESTS)'
-	$(SWIFT) test --skip-build --filter '$(INTEGRATION_TESTS)' --skip 'ReadBackTests|WorkerPolicyTests'
+	$(SWIFT) test --skip-build --filter '$(WORKER_TESTS)' --skip 'ReadBackTests|WorkerPolicyTests|SeedScenarioTests'
+	$(SWIFT) test --skip-build --filter '$(CLIENT_TESTS)|SeedScenarioTests'
 	scripts/test-python
 
 lint:

@@ -23,7 +23,7 @@ import Testing
         func off() { client.stop() }
 
         /// Waits for the `count`th delivery and returns those received.
-        func received(_ count: Int, timeout: Duration = .seconds(30)) async -> [JSONObject] {
+        func received(_ count: Int, timeout: Duration = .seconds(60)) async -> [JSONObject] {
             _ = await eventually(timeout: timeout) { client.deliveries(device).count >= count }
             return client.deliveries(device)
         }
@@ -62,7 +62,7 @@ import Testing
 
     /// Waits until the device's inbox holds `count` deliveries (published while its phone was off).
     static func inboxHolds(_ count: Int, _ device: String, _ f: WorkerFixture) async -> Bool {
-        await eventually(timeout: .seconds(30)) {
+        await eventually(timeout: .seconds(60)) {
             let page = try? await f.ok(device, .inbox, #"{"limit":1000}"#)
             return page?["deliveries"]?.arrayValue?.count == count
         }
@@ -78,8 +78,8 @@ import Testing
     // MARK: - 1. Every Monday to Friday at 18:00, take your medicine
 
     @Test func medicineEveryMondayToFridayAt18() async throws {
-        // Friday 4 December 2026, 17:59:52 in Paris.
-        let f = try await WorkerFixture.start(environment: try FakeTime.environment(startingAt: "2026-12-04T16:59:52Z"))
+        // Friday 4 December 2026, 17:59:40 in Paris: 20 s before 18:00, room for a loaded machine.
+        let f = try await WorkerFixture.start(environment: try FakeTime.environment(startingAt: "2026-12-04T16:59:40Z"))
         defer { Task { await f.stop() } }
         let phone = try await Phone("anna-phone", on: f)
         try await phone.client.ok(phone.device, .device, #"{"timeZone":"Europe/Paris","receipts":true}"#)
@@ -90,7 +90,7 @@ import Testing
         )
         #expect(scheduled["scheduled"] == [["id": "medicine", "nextFireDate": "2026-12-04T17:00:00Z"]])
         // Friday, then Monday to Friday: never a Saturday or a Sunday.
-        let preview = try await f.ok(phone.device, .preview, #"{"id":"medicine","count":6}"#)
+        let preview = try await f.ok(phone.device, .preview, #"{"id":"medicine","count":6,"from":"2026-12-04T16:00:00Z"}"#)
         #expect(
             preview["fireDates"]
                 == [
@@ -108,9 +108,9 @@ import Testing
         #expect(try await phone.inbox().isEmpty)
         #expect(try await f.list(phone.device).first?["nextFireDate"] == "2026-12-07T17:00:00Z")
 
-        // The phone is switched off for the weekend; the worker runs on to Monday 17:59:52.
+        // The phone is switched off for the weekend; the worker runs on to Monday 17:59:40.
         phone.off()
-        try await Self.restart(f, at: "2026-12-07T16:59:52Z")
+        try await Self.restart(f, at: "2026-12-07T16:59:40Z")
         #expect(await Self.inboxHolds(1, phone.device, f))
 
         // Monday evening the phone is switched on: its inbox has Monday's, and only Monday's.
@@ -129,8 +129,8 @@ import Testing
     // MARK: - 2. The exam starts at 07:00
 
     @Test func examDayAt0700WhileThePhoneIsOff() async throws {
-        // 15 December 2026, 06:59:52 in Shanghai; the phone is off, charging.
-        let f = try await WorkerFixture.start(environment: try FakeTime.environment(startingAt: "2026-12-14T22:59:52Z"))
+        // 15 December 2026, 06:59:40 in Shanghai; the phone is off, charging.
+        let f = try await WorkerFixture.start(environment: try FakeTime.environment(startingAt: "2026-12-14T22:59:40Z"))
         defer { Task { await f.stop() } }
         let device = "li-phone"
         try await f.ok(device, .device, #"{"timeZone":"Asia/Shanghai","receipts":true}"#)
@@ -279,8 +279,8 @@ import Testing
                 ]
         )
 
-        // Thursday just before noon: the first call goes out; the player's phone is off.
-        try await Self.restart(f, at: "2026-12-03T10:59:52Z")
+        // Thursday, 20 s before noon: the first call goes out; the player's phone is off.
+        try await Self.restart(f, at: "2026-12-03T10:59:40Z")
         #expect(await Self.inboxHolds(1, device, f))
         let phone = try await Phone(device, on: f)
         let inbox = try await phone.inbox()
@@ -294,7 +294,7 @@ import Testing
         try await f.ok(device, .schedule, #"{"id":"daily-bonus","fireDate":"2026-12-05T11:00:02Z"}"#)
 
         // Saturday noon comes: the control fires, the cancelled call does not.
-        try await Self.restart(f, at: "2026-12-05T10:59:52Z")
+        try await Self.restart(f, at: "2026-12-05T10:59:40Z")
         let live = await phone.received(1)
         #expect(live.map { $0["id"] } == ["daily-bonus"])
         try await phone.ack(live)
