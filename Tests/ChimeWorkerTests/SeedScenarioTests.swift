@@ -90,7 +90,11 @@ import Testing
         )
         #expect(scheduled["scheduled"] == [["id": "medicine", "nextFireDate": "2026-12-04T17:00:00Z"]])
         // Friday, then Monday to Friday: never a Saturday or a Sunday.
-        let preview = try await f.ok(phone.device, .preview, #"{"id":"medicine","count":6,"from":"2026-12-04T16:00:00Z"}"#)
+        let preview = try await f.ok(
+            phone.device,
+            .preview,
+            #"{"id":"medicine","count":6,"from":"2026-12-04T16:00:00Z"}"#
+        )
         #expect(
             preview["fireDates"]
                 == [
