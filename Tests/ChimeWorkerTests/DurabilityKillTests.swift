@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimePostgres
 import ChimeJournal
 import ChimeMQTT
 import ChimeSupport
@@ -56,13 +57,14 @@ import Testing
         let state = Mutex(State())
     }
 
-    @Test func killDashNineAtRandomMomentsLosesNothingAcknowledged() async throws {
+    @Test(arguments: StoreKind.allCases)
+    func killDashNineAtRandomMomentsLosesNothingAcknowledged(store: StoreKind) async throws {
         let environment = ProcessInfo.processInfo.environment
         let kills = max(1, environment["CHIME_KILLS"].flatMap(Int.init) ?? 20)
         let seed = environment["CHIME_KILL_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 0...UInt64.max)
         let context = "seed \(seed) (CHIME_KILL_SEED=\(seed) replays the choices)"
         // Small snapshots, so that kills also land in snapshot writes and compactions.
-        let f = try await WorkerFixture.start(extra: ["--snapshot-bytes", "65536"])
+        let f = try await WorkerFixture.start(extra: ["--snapshot-bytes", "65536"], store: store)
         defer { Task { await f.stop() } }
         let device = "k1"
         try await f.subscribeDeliveries(device)
@@ -162,10 +164,18 @@ import Testing
             $0.contains("snapshot written")
         }
         #expect(written != nil, "\(context)\n\(f.worker?.log.suffix(3000) ?? "")")
-        let files = try FileManager.default.contentsOfDirectory(atPath: f.data.path)
-        #expect(files.contains { $0.hasPrefix("snapshot-") && $0.hasSuffix(".snap") }, "\(files); \(context)")
-        let report = try JournalTools.verify(directory: f.data.path)
-        #expect(report.isOpenable, "\(report); \(context)")
+        switch store {
+        case .directory:
+            let files = try FileManager.default.contentsOfDirectory(atPath: f.data.path)
+            #expect(files.contains { $0.hasPrefix("snapshot-") && $0.hasSuffix(".snap") }, "\(files); \(context)")
+            let report = try JournalTools.verify(directory: f.data.path)
+            #expect(report.isOpenable, "\(report); \(context)")
+        case .postgres:
+            let sql = try PostgresConnection(try #require(f.postgres).uri)
+            defer { sql.close() }
+            let snapshots = try sql.execute("SELECT count(*)::text FROM chime_snapshot").rows.first?.text(0)
+            #expect(snapshots == "1", "\(context)")
+        }
         print(
             "kill -9: \(killed) kills, \(sent) commands, \(scheduled.count) schedules and \(cancelled.count) cancels "
                 + "acknowledged, \(unanswered) unanswered, \(f.deliveries(device).count) deliveries, \(snapshots) kills "

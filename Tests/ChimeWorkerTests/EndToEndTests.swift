@@ -146,8 +146,8 @@ import Testing
         #expect(try await f.list("d1").count == 1)
     }
 
-    @Test func killDashNineLosesNothingThatWasAcknowledged() async throws {
-        let f = try await WorkerFixture.start()
+    @Test(arguments: StoreKind.allCases) func killDashNineLosesNothingThatWasAcknowledged(store: StoreKind) async throws {
+        let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("d1")
         var ids: [String] = []
@@ -165,8 +165,8 @@ import Testing
         #expect(Set(got.compactMap { $0["id"]?.stringValue }) == Set((0..<10).map { "n\($0)" }))
     }
 
-    @Test func commandsPublishedWhileTheWorkerIsDownAreServedWhenItIsBack() async throws {
-        let f = try await WorkerFixture.start()
+    @Test(arguments: StoreKind.allCases) func commandsPublishedWhileTheWorkerIsDownAreServedWhenItIsBack(store: StoreKind) async throws {
+        let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         #expect(await f.stopWorker() == .exited(0))
         // The broker keeps the worker's persistent session and queues these for it.

@@ -9,9 +9,8 @@ import Testing
 /// back, and a database that goes away stops commands but neither deliveries nor the worker.
 @Suite(.serialized) struct PostgresStoreTests {
     static func start() async throws -> (TestPostgres, WorkerFixture) {
-        let postgres = try await TestPostgres.start()
-        let fixture = try await WorkerFixture.start(extra: ["--store", postgres.uri])
-        return (postgres, fixture)
+        let fixture = try await WorkerFixture.start(store: .postgres)
+        return (try #require(fixture.postgres), fixture)
     }
 
     static func ids(_ f: WorkerFixture, _ device: String) async throws -> [String] {

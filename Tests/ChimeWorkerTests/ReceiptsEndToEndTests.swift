@@ -5,8 +5,9 @@ import Testing
 
 /// Receipts against the real thing: the built chimed, mosquitto, a device that was away.
 @Suite struct ReceiptsEndToEndTests {
-    @Test func aDeviceThatWasAwayGetsEveryDeliveryFromItsInboxAcrossARestart() async throws {
-        let fixture = try await WorkerFixture.start()
+    @Test(arguments: StoreKind.allCases)
+    func aDeviceThatWasAwayGetsEveryDeliveryFromItsInboxAcrossARestart(store: StoreKind) async throws {
+        let fixture = try await WorkerFixture.start(store: store)
         defer { Task { await fixture.stop() } }
         // The device is switched off: nobody reads its notifications topic but an observer that
         // records what chimed published, to compare with.

@@ -5,10 +5,23 @@ import Foundation
 import Synchronization
 import Testing
 
-/// A broker, a data directory, a `chimed` and an MQTT 5 client: one test's world.
+/// Where a test's worker keeps its journal and snapshots: tests that are about what survives run
+/// on both (`@Test(arguments: StoreKind.allCases)`).
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    /// The data directory (`--data-dir`), the default.
+    case directory
+    /// A PostgreSQL of the test's own (`--store`, TestPostgres).
+    case postgres
+
+    var testDescription: String { rawValue }
+}
+
+/// A broker, a data directory (or a PostgreSQL), a `chimed` and an MQTT 5 client: one test's world.
 final class WorkerFixture: Sendable {
     let broker: TestBroker
     let data: TemporaryDirectory
+    /// The store, with ``StoreKind/postgres``.
+    let postgres: TestPostgres?
     let workerId: String
     let topics = Topics(prefix: "chime")
     let extraArguments: [String]
@@ -21,18 +34,25 @@ final class WorkerFixture: Sendable {
     static func start(
         extra: [String] = [],
         brokerConfiguration: TestBroker.Configuration = .init(),
-        environment: [String: String] = [:]
+        environment: [String: String] = [:],
+        store: StoreKind = .directory
     ) async throws
         -> WorkerFixture
     {
         let broker = try await TestBroker.start(brokerConfiguration)
-        let fixture = try await WorkerFixture(broker: broker, extra: extra)
+        let postgres = store == .postgres ? try await TestPostgres.start() : nil
+        let fixture = try await WorkerFixture(
+            broker: broker,
+            postgres: postgres,
+            extra: extra + (postgres.map { ["--store", $0.uri] } ?? [])
+        )
         try await fixture.startWorker(environment: environment)
         return fixture
     }
 
-    private init(broker: TestBroker, extra: [String]) async throws {
+    private init(broker: TestBroker, postgres: TestPostgres?, extra: [String]) async throws {
         self.broker = broker
+        self.postgres = postgres
         self.data = try TemporaryDirectory(prefix: "chime-data")
         self.workerId = "test-\(UInt32.random(in: 0...UInt32.max))"
         self.extraArguments = extra
@@ -74,6 +94,7 @@ final class WorkerFixture: Sendable {
         commands.stop()
         await killWorker()
         await broker.stop()
+        await postgres?.stop()
     }
 
     /// Sends a command with an MQTT 5 Response Topic and returns the reply as JSON.
