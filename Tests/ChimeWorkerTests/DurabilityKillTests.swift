@@ -1,7 +1,7 @@
 import ChimeCore
-import ChimePostgres
 import ChimeJournal
 import ChimeMQTT
+import ChimePostgres
 import ChimeSupport
 import ChimeTestSupport
 import Foundation

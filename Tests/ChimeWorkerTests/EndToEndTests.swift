@@ -146,7 +146,8 @@ import Testing
         #expect(try await f.list("d1").count == 1)
     }
 
-    @Test(arguments: StoreKind.allCases) func killDashNineLosesNothingThatWasAcknowledged(store: StoreKind) async throws {
+    @Test(arguments: StoreKind.allCases) func killDashNineLosesNothingThatWasAcknowledged(store: StoreKind) async throws
+    {
         let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("d1")
@@ -165,7 +166,9 @@ import Testing
         #expect(Set(got.compactMap { $0["id"]?.stringValue }) == Set((0..<10).map { "n\($0)" }))
     }
 
-    @Test(arguments: StoreKind.allCases) func commandsPublishedWhileTheWorkerIsDownAreServedWhenItIsBack(store: StoreKind) async throws {
+    @Test(arguments: StoreKind.allCases) func commandsPublishedWhileTheWorkerIsDownAreServedWhenItIsBack(
+        store: StoreKind
+    ) async throws {
         let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         #expect(await f.stopWorker() == .exited(0))
