@@ -71,7 +71,7 @@ let package = Package(
         // The `chime` command-line tool's commands, as a library the thin executable runs.
         .target(
             name: "ChimeCLI",
-            dependencies: ["ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeSupport"],
+            dependencies: ["ChimeCore", "ChimeJournal", "ChimePostgresStore", "ChimeMQTT", "ChimeSupport"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -284,3 +284,19 @@ private func verifyOutput(
     }
     return engine
 }
+
+extension JournalTools {
+    /// Writes `state` as the first snapshot of a new data directory at `path` (missing, or an
+    /// empty directory) and checks that it opens and replays to what was written, as
+    /// `chime journal import` does with what another store holds.
+    /// - Returns: the engine the directory replays to.
+    public static func writeDirectory(
+        _ state: EngineSnapshot,
+        to path: String,
+        fileSystem: any FileSystem = SystemFileSystem()
+    ) throws(RepartitionError) -> Engine {
+        try checkOutput(path, fileSystem: fileSystem)
+        try write(state, to: path, fileSystem: fileSystem)
+        return try verifyOutput(path, expected: state, fileSystem: fileSystem)
+    }
+}

@@ -134,6 +134,59 @@ import Testing
         #expect(noneOnline.out.contains { $0.hasPrefix("worker part-1  offline  partition 1/3") }, "\(noneOnline)")
     }
 
+    @Test func journalExportToPostgreSQLAndImportBackReadTheSameState() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        try await w.ok("device", "--device", "d1", "--tz", "Europe/Paris", "--receipts", "on")
+        for id in ["a", "b", "c"] {
+            try await w.ok("schedule", "--device", "d1", "--id", id, "--in", "1h", "--info", "k=\(id)")
+        }
+        try await w.ok("cancel", "--device", "d1", "--id", "b")
+        let before = try await w.ok("list", "--device", "d1", "--json").jsonLines
+        await w.stopWorker()
+
+        let postgres = try await TestPostgres.start()
+        defer { Task { await postgres.stop() } }
+        let exported = try await w.ok("journal", "export", w.data.path, "--to", postgres.uri)
+        #expect(exported.stdout.contains("2 notifications on 1 devices"), "\(exported)")
+        // Only into an empty database: never over another worker's state.
+        let again = try await w.chime("journal", "export", w.data.path, "--to", postgres.uri)
+        #expect(again.status == 1, "\(again)")
+        #expect(again.stderr.contains("already holds a journal"), "\(again)")
+        let verified = try await w.ok("journal", "verify", postgres.uri)
+        #expect(verified.out.last == "ok: chimed --store can start from it", "\(verified)")
+
+        // A chimed on the database serves the same notifications.
+        let onPostgres = try Chimed(
+            broker: w.broker,
+            dataDirectory: w.data.path,
+            workerId: w.workerId,
+            extra: ["--store", postgres.uri]
+        )
+        try await onPostgres.start()
+        let listed = try await w.ok("list", "--device", "d1", "--json").jsonLines
+        #expect(listed.map { $0["id"] } == before.map { $0["id"] })
+        #expect(listed.map { $0["userInfo"] } == before.map { $0["userInfo"] })
+        try await w.ok("schedule", "--device", "d1", "--id", "d", "--in", "2h")
+        onPostgres.process.terminate()
+        await onPostgres.process.waitForExit(timeout: .seconds(20))
+
+        // And back into a new data directory, with what was added on PostgreSQL.
+        let back = try TemporaryDirectory(prefix: "chime-import")
+        let imported = try await w.ok("journal", "import", postgres.uri, "--to", back.appending("data"))
+        #expect(imported.stdout.contains("3 notifications on 1 devices"), "\(imported)")
+        let local = try await w.ok("journal", "verify", back.appending("data"))
+        #expect(local.out.last == "ok", "\(local)")
+        // Never into a directory that holds something.
+        let refused = try await w.chime("journal", "import", postgres.uri, "--to", w.data.path)
+        #expect(refused.status == 1, "\(refused)")
+
+        let usage = try await w.chime("journal", "export", w.data.path)
+        #expect(usage.status == 2, "\(usage)")
+        let wrongWay = try await w.chime("journal", "export", w.data.path, "--to", back.path)
+        #expect(wrongWay.status == 2, "\(wrongWay)")
+    }
+
     @Test func journalVerifyDumpAndRepairOnADirectoryChimedWrote() async throws {
         let w = try await CLIWorld.start()
         defer { Task { await w.stop() } }

@@ -1,16 +1,20 @@
 import ChimeCore
 import ChimeJournal
+import ChimePostgresStore
 import ChimeSupport
 import Foundation
 
-/// `chime journal verify|dump|repair DIR` and `chime journal repartition`: offline tools on data
-/// directories.
+/// `chime journal verify|dump|repair DIR`, `chime journal repartition`, and `export`/`import`
+/// between a data directory and PostgreSQL: offline tools on chimed's stores.
 struct JournalCommand: Command {
     static let name = "journal"
-    static let summary = "verify, dump, repair or repartition data directories (offline)"
+    static let summary = "verify, dump, repair, repartition, export or import chimed's stores (offline)"
     static let synopsis = """
         chime journal (verify | dump | repair) DIR
+               chime journal verify postgres://...
                chime journal repartition --partitions N --from DIR... --to DIR...
+               chime journal export DIR --to postgres://...
+               chime journal import postgres://... --to DIR
         """
     static let discussion = """
         Works on chimed's data directory (--data-dir) without a broker.
@@ -26,6 +30,11 @@ struct JournalCommand: Command {
                       worker's directory (--from, all of them, workers stopped) and writes one new
                       directory per new partition (--to, in partition order 0..N-1, empty). The
                       inputs are not changed. See "Scaling out" in docs/production.md.
+          verify postgres://...  replays what the database holds, as chimed --store would.
+          export DIR --to postgres://...  writes the directory's state (chimed stopped) into an
+                      empty database, as its first snapshot, and checks it reads back.
+          import postgres://... --to DIR  writes the database's state into a new data directory
+                      (missing or empty), and checks it reads back. The source is not changed.
         """
     static let specs: [Flags.Spec] = [
         .init("partitions", env: false, placeholder: "N", "repartition: the new number of partitions N"),
@@ -41,7 +50,7 @@ struct JournalCommand: Command {
             env: false,
             repeatable: true,
             placeholder: "DIR",
-            "repartition: the new directory of partition k, N in order"
+            "repartition: the new directory of partition k, N in order; export, import: where to write"
         ),
     ]
     static let examples: [(comment: String, command: String)] = [
@@ -55,10 +64,14 @@ struct JournalCommand: Command {
             "two partitions become three (workers stopped)",
             "chime journal repartition --partitions 3 --from old0 --from old1 --to new0 --to new1 --to new2"
         ),
+        (
+            "move a worker to PostgreSQL (stop it, export, start it with --store)",
+            "chime journal export /var/lib/chime --to postgres://chimed@db/chime"
+        ),
     ]
 
     enum Action: String, Sendable, CaseIterable {
-        case verify, dump, repair, repartition
+        case verify, dump, repair, repartition, export, `import`
     }
 
     let action: Action
@@ -69,10 +82,12 @@ struct JournalCommand: Command {
 
     init(_ flags: Flags) throws(UsageError) {
         guard let word = flags.positional.first else {
-            throw UsageError("say what to do: verify, dump, repair or repartition")
+            throw UsageError("say what to do: verify, dump, repair, repartition, export or import")
         }
         guard let action = Action(rawValue: word) else {
-            throw UsageError("unknown journal action \"\(word)\": verify, dump, repair or repartition")
+            throw UsageError(
+                "unknown journal action \"\(word)\": verify, dump, repair, repartition, export or import"
+            )
         }
         self.action = action
         if action == .repartition {
@@ -91,8 +106,23 @@ struct JournalCommand: Command {
         }
         partitions = 0
         inputs = []
-        outputs = []
-        guard flags.positional.count >= 2 else { throw UsageError("journal \(word) needs the data directory DIR") }
+        outputs = flags.all("to")
+        if action == .export || action == .import {
+            guard outputs.count == 1 else {
+                throw UsageError(
+                    action == .export ? "journal export needs --to postgres://..." : "journal import needs --to DIR"
+                )
+            }
+        } else if !outputs.isEmpty {
+            throw UsageError("--to goes with repartition, export and import")
+        }
+        guard flags.positional.count >= 2 else {
+            throw UsageError(
+                action == .import
+                    ? "journal import needs the database: postgres://..."
+                    : "journal \(word) needs the data directory DIR"
+            )
+        }
         guard flags.positional.count == 2 else {
             throw UsageError("unexpected argument \"\(flags.positional[2])\"")
         }
@@ -101,6 +131,16 @@ struct JournalCommand: Command {
 
     func run(_ console: Console) async throws(CLIFailure) {
         switch action {
+        case .verify where Self.isPostgres(directory):
+            try transfer(console, "verify") { () throws(StoreTransfer.Failure) in try StoreTransfer.verify(directory) }
+        case .export:
+            try transfer(console, "export") { () throws(StoreTransfer.Failure) in
+                try StoreTransfer.export(directory: directory, to: outputs[0])
+            }
+        case .import:
+            try transfer(console, "import") { () throws(StoreTransfer.Failure) in
+                try StoreTransfer.importStore(directory, to: outputs[0])
+            }
         case .verify: try verify(console)
         case .dump: try dump(console)
         case .repair: try repair(console)
@@ -149,6 +189,34 @@ struct JournalCommand: Command {
                 + "records into \(engine.pendingCount) notifications on \(engine.deviceCount) devices"
         )
         console.out(verdict)
+    }
+
+    static func isPostgres(_ location: String) -> Bool {
+        location.hasPrefix("postgres://") || location.hasPrefix("postgresql://")
+    }
+
+    /// Export, import or verify with PostgreSQL: one line saying what was read (and written).
+    func transfer(
+        _ console: Console,
+        _ what: String,
+        _ body: () throws(StoreTransfer.Failure) -> StoreTransfer.Report
+    ) throws(CLIFailure) {
+        if what == "export" && !Self.isPostgres(outputs[0]) {
+            throw CLIFailure(.usage, "journal export: --to must be postgres://...", command: Self.name)
+        }
+        if what == "import" && !Self.isPostgres(directory) {
+            throw CLIFailure(.usage, "journal import: the source must be postgres://...", command: Self.name)
+        }
+        do {
+            let report = try body()
+            switch what {
+            case "export": console.out("exported \(report) from \(directory); the database reads back the same")
+            case "import": console.out("imported \(report) into \(outputs[0]); it reads back the same")
+            default: console.out("replayed: \(report)\nok: chimed --store can start from it")
+            }
+        } catch {
+            throw CLIFailure(.failed, "journal \(what): \(error.message)")
+        }
     }
 
     func dump(_ console: Console) throws(CLIFailure) {
