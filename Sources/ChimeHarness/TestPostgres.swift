@@ -113,6 +113,44 @@ public final class TestPostgres: Sendable {
         throw lastError ?? HarnessError("postgres did not start")
     }
 
+    /// A streaming standby of `primary`, from a base backup of it (`pg_basebackup -R`), on a port of
+    /// its own: read-only until ``promote()``. With `synchronous_standby_names` set on the primary
+    /// (``Configuration/settings``), the primary's commits wait for it.
+    public static func startStandby(of primary: TestPostgres) async throws -> TestPostgres {
+        let directory = try TemporaryDirectory(prefix: "chime-postgres-standby")
+        try giveToServerUser(directory.path)
+        let (program, arguments) = asServerUser(
+            primary.binaries + "/pg_basebackup",
+            [
+                "-h", primary.host, "-p", String(primary.port), "-U", primary.user, "-D", directory.appending("data"),
+                "-R", "-X", "stream", "--no-sync",
+            ]
+        )
+        try await run(program, arguments, what: "taking a base backup of the primary")
+        var lastError: (any Error)?
+        for _ in 0..<5 {
+            let server = TestPostgres(
+                port: try TestBroker.freePort(),
+                configuration: Configuration(fsync: primary.configuration.fsync),
+                directory: directory,
+                binaries: primary.binaries
+            )
+            do {
+                try await server.launch()
+                return server
+            } catch let error as PortTaken {
+                lastError = error.underlying
+            }
+        }
+        throw lastError ?? HarnessError("the standby did not start")
+    }
+
+    /// Promotes a standby to a primary (`pg_ctl promote`, which waits until it takes writes).
+    public func promote() async throws {
+        let (program, arguments) = Self.asServerUser(binaries + "/pg_ctl", ["promote", "-w", "-D", dataDirectory])
+        try await Self.run(program, arguments, what: "promoting the standby")
+    }
+
     private init(port: Int, configuration: Configuration, directory: TemporaryDirectory, binaries: String) {
         self.port = port
         self.configuration = configuration
@@ -204,7 +242,10 @@ public final class TestPostgres: Sendable {
         process.withLock { $0 = child }
         var ready = false
         _ = await eventually(timeout: .seconds(30)) {
-            ready = child.standardErrorLines.contains { $0.contains("database system is ready to accept connections") }
+            // A standby says "ready to accept read-only connections".
+            ready = child.standardErrorLines.contains {
+                $0.contains("database system is ready to accept") && $0.contains("connections")
+            }
             return ready || !child.isRunning
         }
         if ready { return }

@@ -102,6 +102,66 @@ import Testing
         #expect(!before.contains("due"))
     }
 
+    /// A primary whose commits wait for a synchronous standby; the primary killed with -9 while
+    /// commands flow and the standby promoted: every command chimed acknowledged is on the new
+    /// primary, and chimed, whose URI lists both hosts with `target_session_attrs=read-write`,
+    /// serves again on it without a restart.
+    @Test func aPromotedSynchronousStandbyHasEverythingAcknowledged() async throws {
+        let primary = try await TestPostgres.start(.init(settings: ["synchronous_standby_names": "*"]))
+        let standby = try await TestPostgres.startStandby(of: primary)
+        defer {
+            Task {
+                await primary.stop(); await standby.stop()
+            }
+        }
+        let uri =
+            "postgresql://postgres@\(primary.host):\(primary.port),\(standby.host):\(standby.port)/postgres"
+            + "?target_session_attrs=read-write"
+        let f = try await WorkerFixture.start(extra: ["--store", uri])
+        defer { Task { await f.stop() } }
+
+        let acknowledged = Shared<[String]>([])
+        let traffic = Task {
+            var n = 0
+            while !Task.isCancelled {
+                n += 1
+                let id = "n\(n)"
+                let reply = try? await f.send(
+                    "d1",
+                    .schedule,
+                    #"{"id":"\#(id)","fireDate":"2099-01-01T09:00:00Z","requestId":"\#(id)"}"#,
+                    timeout: .seconds(3)
+                )
+                if reply?["ok"] == true { acknowledged.withLock { $0.append(id) } }
+                try? await Task.sleep(for: .milliseconds(30))
+            }
+        }
+        _ = await eventually(timeout: .seconds(20)) { acknowledged.value.count >= 30 }
+        // The standby is synchronous: the primary's commits wait for it.
+        let sql = try PostgresConnection(primary.uri)
+        let state = try sql.execute("SELECT sync_state FROM pg_stat_replication").rows.first?.text(0)
+        sql.close()
+        #expect(state == "sync")
+        await primary.kill()
+        let atKill = acknowledged.value.count
+        try await standby.promote()
+        // chimed catches the new primary up and takes commands again.
+        let serving = await eventually(timeout: .seconds(40)) { acknowledged.value.count >= atKill + 20 }
+        traffic.cancel()
+        _ = await traffic.value
+        #expect(serving, "\(f.worker?.log.suffix(3000) ?? "")")
+        #expect(f.worker?.process.isRunning == true)
+
+        // Every acknowledged command, on the promoted standby after a restart of chimed.
+        await f.killWorker()
+        try await f.startWorker()
+        let listed = Set(try await Self.ids(f, "d1"))
+        let missing = acknowledged.value.filter { !listed.contains($0) }
+        #expect(missing.isEmpty, "acknowledged but not on the new primary: \(missing)")
+        #expect(acknowledged.value.count > atKill)
+        print("failover: \(atKill) commands acknowledged before the kill, \(acknowledged.value.count) in all")
+    }
+
     @Test func aStoreThatIsNotPostgreSQLIsAUsageError() async throws {
         let broker = try await TestBroker.start()
         defer { Task { await broker.stop() } }
