@@ -2,6 +2,7 @@ import ChimeHarness
 import ChimeMQTT
 import ChimeTime
 import Foundation
+import Synchronization
 
 /// `chime-bench system [--quick] [--json FILE]`: starts its own mosquitto and release chimed,
 /// runs the workloads of the performance issue and prints a table; figures that depend on the
@@ -15,6 +16,9 @@ struct SystemBenchmark {
     /// Every chimed serves `/metrics` on this loopback port, scraped every 100 ms while it runs:
     /// what the endpoint costs the workloads.
     var metricsPort: Int?
+    /// `--store postgres`: every chimed keeps its journal in a PostgreSQL of its own (TestPostgres,
+    /// fsync on, as a server would run), started fresh with it as a data directory would be.
+    var postgres = false
 
     struct Sizes {
         var ingest: Int
@@ -72,7 +76,8 @@ struct SystemBenchmark {
             say("warning: \(bin.path) is not a release build; figures will be low")
         }
         say(
-            "chime-bench system\(quick ? " --quick" : ""): \(ProcessInfo.processInfo.activeProcessorCount) cores, "
+            "chime-bench system\(quick ? " --quick" : "")\(postgres ? " --store postgres" : ""): "
+                + "\(ProcessInfo.processInfo.activeProcessorCount) cores, "
                 + "\(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
         )
         let broker = try runSync {
@@ -663,12 +668,18 @@ struct SystemBenchmark {
         perDeviceLimits: Bool = false,
         extra: [String] = []
     ) throws -> Chimed {
+        var store: [String] = []
+        if postgres {
+            let server = try runSync { try await TestPostgres.start(.init(fsync: true)) }
+            Self.databases.withLock { $0.append(server) }
+            store = ["--store", server.uri]
+        }
         let worker = try Chimed(
             dataDirectory: data,
             url: url,
             path: path,
             perDeviceLimits: perDeviceLimits,
-            extra: extra + (metricsPort.map { ["--metrics-listen", "127.0.0.1:\($0)"] } ?? [])
+            extra: extra + store + (metricsPort.map { ["--metrics-listen", "127.0.0.1:\($0)"] } ?? [])
         )
         try worker.process.start()
         guard
@@ -687,7 +698,16 @@ struct SystemBenchmark {
     func stop(_ worker: Chimed) {
         worker.process.terminate()
         _ = try? runSync { await worker.process.waitForExit(timeout: .seconds(60)) }
+        // Its database goes with it, as its data directory does.
+        for server in Self.databases.withLock({ list in
+            defer { list.removeAll() }; return list
+        }) {
+            _ = try? runSync { await server.stop() }
+        }
     }
+
+    /// The PostgreSQL of the chimed running now (`--store postgres`).
+    static let databases = Mutex<[TestPostgres]>([])
 
     func quantiles(_ s: Samples) -> [String: Any] {
         [

@@ -7,6 +7,7 @@ let usage = """
     usage: chime-bench recurrence [--quick | --hostile]
            chime-bench system [--quick] [--json FILE] [--only ingest,burst,steady,hostile,receipts]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
+                              [--store postgres]  (every chimed on a PostgreSQL of its own, fsync on)
            chime-bench relay URL PREFIX             (a baseline process the system benchmark starts)
            chime-bench pump URL PREFIX COUNT DEVICES (likewise)
 
@@ -23,6 +24,10 @@ do {
         var bench = SystemBenchmark(quick: quick, jsonPath: json)
         if let i = arguments.firstIndex(of: "--only"), i + 1 < arguments.count {
             bench.only = Set(arguments[i + 1].split(separator: ",").map(String.init))
+        }
+        if let i = arguments.firstIndex(of: "--store"), i + 1 < arguments.count {
+            guard arguments[i + 1] == "postgres" else { throw BenchError(usage) }
+            bench.postgres = true
         }
         if let i = arguments.firstIndex(of: "--metrics"), i + 1 < arguments.count {
             guard let port = Int(arguments[i + 1]) else { throw BenchError(usage) }

@@ -59,6 +59,22 @@ import Testing
         #expect(rows.map { $0["id"] } == ["later"])
         #expect(rows.first?["alertBody"] == "after the snapshot")
         #expect(try await f.ok("d1", .inbox, "{}")["deliveries"]?.arrayValue?.count == 1)
+
+        // The machine is lost: a fresh chimed elsewhere, with an empty data directory and a worker
+        // id of its own, continues from the database.
+        await f.killWorker()
+        let elsewhere = try TemporaryDirectory(prefix: "chime-elsewhere")
+        let other = try Chimed(
+            broker: f.broker,
+            dataDirectory: elsewhere.path,
+            workerId: "another-host",
+            extra: ["--store", postgres.uri]
+        )
+        try await other.start()
+        defer { other.process.kill() }
+        #expect(try await f.list("d1").map { $0["alertBody"] } == ["after the snapshot"])
+        #expect(try await f.ok("d1", .device, "{}")["timeZone"] == "Europe/Paris")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere.path).isEmpty)
     }
 
     @Test func aDatabaseThatGoesAwayStopsCommandsButNotDeliveriesAndIsCaughtUp() async throws {
