@@ -95,6 +95,16 @@ public final class TestPostgres: Sendable {
             ["-a", template + "/data", directory.appending("data")],
             what: "copying the template cluster"
         )
+        return try await launchOnAFreePort(directory: directory, configuration: configuration, binaries: binaries)
+    }
+
+    /// Starts the cluster in `directory` on a free port, trying another when a process took the one
+    /// probed before the server bound it.
+    private static func launchOnAFreePort(
+        directory: TemporaryDirectory,
+        configuration: Configuration,
+        binaries: String
+    ) async throws -> TestPostgres {
         var lastError: (any Error)?
         for _ in 0..<5 {
             let server = TestPostgres(
@@ -107,7 +117,7 @@ public final class TestPostgres: Sendable {
                 try await server.launch()
                 return server
             } catch let error as PortTaken {
-                lastError = error.underlying  // another process took the port between probe and bind
+                lastError = error.underlying
             }
         }
         throw lastError ?? HarnessError("postgres did not start")
@@ -127,22 +137,11 @@ public final class TestPostgres: Sendable {
             ]
         )
         try await run(program, arguments, what: "taking a base backup of the primary")
-        var lastError: (any Error)?
-        for _ in 0..<5 {
-            let server = TestPostgres(
-                port: try TestBroker.freePort(),
-                configuration: Configuration(fsync: primary.configuration.fsync),
-                directory: directory,
-                binaries: primary.binaries
-            )
-            do {
-                try await server.launch()
-                return server
-            } catch let error as PortTaken {
-                lastError = error.underlying
-            }
-        }
-        throw lastError ?? HarnessError("the standby did not start")
+        return try await launchOnAFreePort(
+            directory: directory,
+            configuration: Configuration(fsync: primary.configuration.fsync),
+            binaries: primary.binaries
+        )
     }
 
     /// Promotes a standby to a primary (`pg_ctl promote`, which waits until it takes writes).

@@ -13,6 +13,14 @@ public enum StoreTransfer {
         public var notifications: Int
         public var devices: Int
 
+        /// What `recovery` held, and the state `engine` (replayed from it, or written from it) holds.
+        init(_ recovery: Recovery, _ engine: Engine) {
+            snapshotEntries = recovery.snapshot?.entries.count ?? 0
+            records = recovery.records.count
+            notifications = engine.pendingCount
+            devices = engine.deviceCount
+        }
+
         public var description: String {
             "\(snapshotEntries) snapshot entries and \(records) records: \(notifications) notifications on "
                 + "\(devices) devices"
@@ -58,12 +66,7 @@ public enum StoreTransfer {
         else {
             throw Failure("the database does not read back as written")
         }
-        return Report(
-            snapshotEntries: recovery.snapshot?.entries.count ?? 0,
-            records: recovery.records.count,
-            notifications: replayed.pendingCount,
-            devices: replayed.deviceCount
-        )
+        return Report(recovery, replayed)
     }
 
     /// Writes the state the PostgreSQL database `uri` holds into a new data directory
@@ -81,12 +84,7 @@ public enum StoreTransfer {
         guard written.pendingCount == engine.pendingCount else {
             throw Failure("\(directory) does not replay to what the database holds")
         }
-        return Report(
-            snapshotEntries: recovery.snapshot?.entries.count ?? 0,
-            records: recovery.records.count,
-            notifications: written.pendingCount,
-            devices: written.deviceCount
-        )
+        return Report(recovery, written)
     }
 
     /// Reads the database `uri` and replays it as chimed's start-up does.
@@ -94,12 +92,7 @@ public enum StoreTransfer {
         let journal = try open(uri)
         defer { journal.connection.close() }
         let (recovery, engine) = try read(journal, uri)
-        return Report(
-            snapshotEntries: recovery.snapshot?.entries.count ?? 0,
-            records: recovery.records.count,
-            notifications: engine.pendingCount,
-            devices: engine.deviceCount
-        )
+        return Report(recovery, engine)
     }
 
     static func open(_ uri: String) throws(Failure) -> PostgresJournal {
