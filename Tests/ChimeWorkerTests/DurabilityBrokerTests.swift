@@ -133,9 +133,12 @@ import Testing
     /// it loses what changed since its last save): none is acknowledged and then lost. The client
     /// does what PROTOCOL.md tells one without a reply to do: it sends the same command again
     /// (scheduling by id is idempotent), until it gets an answer.
-    @Test(arguments: ["stop", "kill"])
-    func commandsInFlightWhenTheBrokerGoesAwayAreNeverAcknowledgedAndLost(how: String) async throws {
-        let f = try await WorkerFixture.start(brokerConfiguration: .init(persistence: true))
+    @Test(arguments: ["stop", "kill"], StoreKind.allCases)
+    func commandsInFlightWhenTheBrokerGoesAwayAreNeverAcknowledgedAndLost(
+        how: String,
+        store: StoreKind
+    ) async throws {
+        let f = try await WorkerFixture.start(brokerConfiguration: .init(persistence: true), store: store)
         defer { Task { await f.stop() } }
         let c = try await CommandClient(broker: f.broker, clientId: "sender-\(f.workerId)", persistent: true)
         defer { c.stop() }
