@@ -40,6 +40,38 @@ struct DeviceRequest: Sendable {
     }
 }
 
+extension DeviceRequest {
+    /// Sends `op` (`schedule`, `update`) with the notification the flags describe, completed for
+    /// now in the device's zone when it needs it (`--at HH:MM`, `--times`), or without flags the
+    /// `--json` payload as it is. Prints the result as JSON with `--raw`; else hands `show` the
+    /// typed result and the zone to show times in (the named one, else the device's).
+    func send(
+        _ op: ChimeCore.Operation,
+        _ notification: NotificationFlags?,
+        json payload: JSONObject = [:],
+        namedZone: Zone?,
+        _ console: Console,
+        show: (ReplyResult, Zone?) -> Void
+    ) async throws(CLIFailure) {
+        let broker = try await Connection.open(connection)
+        defer { broker.close() }
+        let needed = notification?.needsDeviceZone ?? false
+        let deviceZone = namedZone == nil && (needed || !raw) ? try await broker.deviceZone(device) : nil
+        let payload =
+            try notification?.payload(
+                now: wallClock(),
+                deviceZone: deviceZone,
+                missingZone: NotificationFlags.missingZone(device)
+            ) ?? payload
+        let result = try await broker.send(op, device: device, payload)
+        if raw {
+            console.out(JSON.object(result).text)
+        } else {
+            show(try Connection.typed(op, result), namedZone ?? deviceZone)
+        }
+    }
+}
+
 extension Flags {
     /// - Throws: ``UsageError`` naming the first positional argument, if there is one.
     func expectNoPositional() throws(UsageError) {

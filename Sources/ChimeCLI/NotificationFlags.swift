@@ -383,6 +383,11 @@ struct NotificationFlags: Sendable {
         }
     }
 
+    /// How to give `--at HH:MM` a zone when the device has none.
+    static func missingZone(_ device: String) -> String {
+        "give --tz ZONE, or set the device's with chime device --device \(device) --tz ZONE"
+    }
+
     /// The zone a raw notification object (`--json`) names, if it names one.
     static func namedZone(of object: JSONObject) -> Zone? {
         guard let name = object["timeZone"]?.stringValue, name != "device" else { return nil }

@@ -136,20 +136,10 @@ public final class PostgresJournal {
         }
     }
 
-    /// What the database holds, to rebuild the engine from: the newest snapshot and every record
-    /// after it, in order.
-    public struct Recovered: Sendable {
-        /// The newest snapshot, if any. Apply it first.
-        public var snapshot: Recovery.Snapshot?
-        /// The records after the snapshot's sequence (all of them without a snapshot), in order.
-        public var records: [JournalRecord]
-        /// The greatest sequence, committed or covered by the snapshot.
-        public var lastSequence: UInt64
-    }
-
-    /// Reads the newest snapshot and the records after it.
+    /// What the database holds, to rebuild the engine from (as the data directory's recovery
+    /// gives it): the newest snapshot and every record after it, in order.
     /// - Throws: `.corrupt` if a snapshot's chunks do not add up or the records have a gap; `.database`.
-    public func recover() throws(PostgresStoreError) -> Recovered {
+    public func recover() throws(PostgresStoreError) -> Recovery {
         let snapshot = try latestSnapshot()
         var records: [JournalRecord] = []
         var expected = (snapshot?.sequence ?? 0) + 1
@@ -164,7 +154,7 @@ public final class PostgresJournal {
             }
             records += batch
         }
-        return Recovered(
+        return Recovery(
             snapshot: snapshot,
             records: records,
             lastSequence: records.last?.sequence ?? snapshot?.sequence ?? 0

@@ -98,8 +98,6 @@ public enum StoreTransfer {
     static func open(_ uri: String) throws(Failure) -> PostgresJournal {
         do {
             return try PostgresJournal(connection: PostgresConnection(uri, connectTimeout: .seconds(10)))
-        } catch let error as PostgresStoreError {
-            throw Failure("\(error)")
         } catch {
             throw Failure("\(error)")
         }
@@ -108,21 +106,14 @@ public enum StoreTransfer {
     /// The snapshot and records, read in one read-only transaction (so that a chimed writing
     /// meanwhile cannot tear them), and the engine they replay to.
     static func read(_ journal: PostgresJournal, _ uri: String) throws(Failure) -> (Recovery, Engine) {
-        let recovered: PostgresJournal.Recovered
+        let recovery: Recovery
         do {
             try journal.connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             defer { _ = try? journal.connection.execute("COMMIT") }
-            recovered = try journal.recover()
-        } catch let error as PostgresStoreError {
-            throw Failure("reading the database failed: \(error)")
+            recovery = try journal.recover()
         } catch {
             throw Failure("reading the database failed: \(error)")
         }
-        let recovery = Recovery(
-            snapshot: recovered.snapshot,
-            records: recovered.records,
-            lastSequence: recovered.lastSequence
-        )
         do {
             return (recovery, try Engine.replaying(recovery, directory: "the database"))
         } catch {

@@ -43,8 +43,6 @@ final class PostgresStore: WorkerStore {
             return try PostgresJournal(connection: connection)
         } catch let error as PostgresStoreError {
             throw StoreError("PostgreSQL: \(error)", transient: error.code != .schemaTooNew)
-        } catch let error as PostgresError {
-            throw StoreError("PostgreSQL: \(error)", transient: true)
         } catch {
             throw StoreError("PostgreSQL: \(error)", transient: true)
         }
@@ -56,19 +54,15 @@ final class PostgresStore: WorkerStore {
         snapshotAfterBytes: Int
     ) throws(StoreError) -> (PostgresStore, Recovery) {
         let journal = try connect(connectionString)
-        let recovered: PostgresJournal.Recovered
+        let recovery: Recovery
         do {
-            recovered = try journal.recover()
+            recovery = try journal.recover()
         } catch {
             throw StoreError("PostgreSQL: \(error)")
         }
         let store = PostgresStore(connectionString, journal, snapshotAfterBytes: snapshotAfterBytes)
-        store.highestSequence = recovered.lastSequence
-        store.bytesSinceSnapshot = recovered.records.reduce(0) { $0 + $1.payload.count }
-        return (
-            store,
-            Recovery(snapshot: recovered.snapshot, records: recovered.records, lastSequence: recovered.lastSequence)
-        )
+        store.bytesSinceSnapshot = recovery.records.reduce(0) { $0 + $1.payload.count }
+        return (store, recovery)
     }
 
     private init(_ connectionString: String, _ journal: PostgresJournal, snapshotAfterBytes: Int) {

@@ -176,7 +176,7 @@ struct PreviewCommand: Command {
                 try subject.object(
                     now: from ?? wallClock(),
                     deviceZone: deviceZone,
-                    missingZone: ScheduleCommand.missingZone(device)
+                    missingZone: NotificationFlags.missingZone(device)
                 )
             )
             let result: JSONObject

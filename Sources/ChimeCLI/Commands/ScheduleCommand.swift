@@ -75,27 +75,10 @@ struct ScheduleCommand: Command {
 
     func run(_ console: Console) async throws(CLIFailure) {
         Self.warn(notification?.warnings ?? [], console)
-        let device = request.device
-        let broker = try await Connection.open(request.connection)
-        defer { broker.close() }
-        // The device's zone, for the payload (--at HH:MM, --times) and to show times in when the
-        // notification names none.
-        let needed = notification?.needsDeviceZone ?? false
-        let deviceZone = namedZone == nil && (needed || !request.raw) ? try await broker.deviceZone(device) : nil
-        let payload =
-            try notification?.payload(now: wallClock(), deviceZone: deviceZone, missingZone: Self.missingZone(device))
-            ?? file
-        let result = try await broker.send(.schedule, device: device, payload)
-        if request.raw {
-            console.out(JSON.object(result).text)
-        } else if case .scheduled(let scheduled) = try Connection.typed(.schedule, result) {
-            console.out(lines: Self.lines(scheduled, zone: namedZone ?? deviceZone))
+        try await request.send(.schedule, notification, json: file, namedZone: namedZone, console) { result, zone in
+            guard case .scheduled(let scheduled) = result else { return }
+            console.out(lines: Self.lines(scheduled, zone: zone))
         }
-    }
-
-    /// How to give `--at HH:MM` a zone when the device has none.
-    static func missingZone(_ device: String) -> String {
-        "give --tz ZONE, or set the device's with chime device --device \(device) --tz ZONE"
     }
 
     /// One line per notification scheduled, then how many `replace` removed.

@@ -63,23 +63,9 @@ struct UpdateCommand: Command {
 
     func run(_ console: Console) async throws(CLIFailure) {
         Self.warn(notification.warnings, console)
-        let broker = try await Connection.open(request.connection)
-        defer { broker.close() }
-        let device = request.device
-        let needed = notification.needsDeviceZone
-        let deviceZone = namedZone == nil && (needed || !request.raw) ? try await broker.deviceZone(device) : nil
-        let payload = try notification.payload(
-            now: wallClock(),
-            deviceZone: deviceZone,
-            missingZone: ScheduleCommand.missingZone(device)
-        )
-        let result = try await broker.send(.update, device: device, payload)
-        if request.raw {
-            console.out(JSON.object(result).text)
-        } else if case .updated(let updated) = try Connection.typed(.update, result) {
-            let next = updated.nextFireDate.map {
-                "next delivery \(TimeDisplay(zone: namedZone ?? deviceZone).both($0))"
-            }
+        try await request.send(.update, notification, namedZone: namedZone, console) { result, zone in
+            guard case .updated(let updated) = result else { return }
+            let next = updated.nextFireDate.map { "next delivery \(TimeDisplay(zone: zone).both($0))" }
             console.out("updated \(updated.id), \(next ?? "paused")")
         }
     }

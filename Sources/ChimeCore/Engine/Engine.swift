@@ -224,20 +224,29 @@ public final class Engine {
                 "the device would hold \(listed) notifications, more than --max-pending-per-device \(configuration.maxPendingPerDevice)"
             )
         }
-        // Bytes: what stays, plus the new ones (measured as they will be listed, which is at least
-        // what is stored).
+        // Bytes: what stays, plus the new ones.
         var bytes = device?.totalStoredBytes ?? 0
         for id in Set(replaced).union(resolved.map(\.id)) {
             if let old = existing[id], old.isListed { bytes -= old.storedBytes }
         }
-        for spec in resolved { bytes += JSON.object(NotificationCoding.encode(spec.spec)).bytes.count }
-        if bytes > configuration.maxBytesPerDevice {
-            throw ChimeError(
-                .quotaExceeded,
-                "the device would hold \(bytes) bytes of notifications, more than --max-bytes-per-device \(configuration.maxBytesPerDevice)"
-            )
-        }
+        for spec in resolved { bytes += Self.listedBytes(spec) }
+        try checkBytesQuota(bytes)
         return .write(.schedule(deviceId: request.deviceId, at: now, replaced: replaced, notifications: resolved))
+    }
+
+    /// What a new notification counts against `--max-bytes-per-device`: its size as it will be
+    /// listed, which is at least what is stored.
+    private static func listedBytes(_ spec: ResolvedNotification) -> Int {
+        JSON.object(NotificationCoding.encode(spec.spec)).bytes.count
+    }
+
+    /// `quota_exceeded` when the device would hold more than `--max-bytes-per-device`.
+    private func checkBytesQuota(_ bytes: Int) throws(ChimeError) {
+        guard bytes > configuration.maxBytesPerDevice else { return }
+        throw ChimeError(
+            .quotaExceeded,
+            "the device would hold \(bytes) bytes of notifications, more than --max-bytes-per-device \(configuration.maxBytesPerDevice)"
+        )
     }
 
     /// Rejects a notification that can never fire, or whose zone is unknown.
@@ -281,14 +290,7 @@ public final class Engine {
         let spec = try NotificationCoding.decode(FieldReader(fields), limits: nil)
         let resolved = try resolve(spec, path: "", deviceZone: device.timeZone, now: now, random: &random)
         try checkFires(resolved, path: "", deviceZone: device.timeZone, now: now)
-        let bytes =
-            device.totalStoredBytes - n.storedBytes + JSON.object(NotificationCoding.encode(resolved.spec)).bytes.count
-        if bytes > configuration.maxBytesPerDevice {
-            throw ChimeError(
-                .quotaExceeded,
-                "the device would hold \(bytes) bytes of notifications, more than --max-bytes-per-device \(configuration.maxBytesPerDevice)"
-            )
-        }
+        try checkBytesQuota(device.totalStoredBytes - n.storedBytes + Self.listedBytes(resolved))
         return .write(.update(deviceId: request.deviceId, at: now, notification: resolved))
     }
 
@@ -490,14 +492,15 @@ public final class Engine {
 
     func deviceStatus(_ deviceId: String) -> ReplyResult.DeviceStatus {
         let device = devices[deviceId] ?? DeviceState(id: deviceId)
+        let mode = receiptsMode(device)
         return ReplyResult.DeviceStatus(
             deviceId: deviceId,
             timeZone: device.timeZone,
             badge: device.currentBadge,
             quietHours: device.quietHours,
             pending: device.listedCount,
-            receipts: receiptsMode(device).inbox,
-            history: receiptsMode(device).history
+            receipts: mode.inbox,
+            history: mode.history
         )
     }
 

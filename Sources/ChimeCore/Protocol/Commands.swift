@@ -190,8 +190,7 @@ public struct CommandDecoder: Sendable {
                 batch: false
             )
         case .update:
-            let r = try NotificationCoding.canonical(r)
-            try r.checkKnown(NotificationCoding.fieldsAndRequestId, hints: NotificationCoding.portingHints)
+            let r = try knownNotificationMembers(r, allowed: NotificationCoding.fieldsAndRequestId)
             guard let id = try r.string("id", maxLength: Self.maxIdLength, allowEmpty: false) else {
                 throw .invalid("id", "missing")
             }
@@ -360,8 +359,14 @@ public struct CommandDecoder: Sendable {
         _ r: FieldReader,
         allowed: Set<String> = NotificationCoding.fields
     ) throws(ChimeError) -> NotificationSpec {
+        try NotificationCoding.decode(knownNotificationMembers(r, allowed: allowed), limits: limits)
+    }
+
+    /// A notification object's members as the decoder reads them (``NotificationCoding/canonical(_:)``),
+    /// each one of `allowed`: else `unknown_field`, with a hint when another API's name was given.
+    func knownNotificationMembers(_ r: FieldReader, allowed: Set<String>) throws(ChimeError) -> FieldReader {
         let r = try NotificationCoding.canonical(r)
         try r.checkKnown(allowed, hints: NotificationCoding.portingHints)
-        return try NotificationCoding.decode(r, limits: limits)
+        return r
     }
 }
