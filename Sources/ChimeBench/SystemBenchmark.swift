@@ -16,9 +16,21 @@ struct SystemBenchmark {
     /// Every chimed serves `/metrics` on this loopback port, scraped every 100 ms while it runs:
     /// what the endpoint costs the workloads.
     var metricsPort: Int?
-    /// `--store postgres`: every chimed keeps its journal in a PostgreSQL of its own (TestPostgres,
-    /// fsync on, as a server would run), started fresh with it as a data directory would be.
+    /// `--store postgres`: ingest and burst run on both stores in the same run (the data directory,
+    /// then PostgreSQL, each round), the other workloads on PostgreSQL only. Every chimed on
+    /// PostgreSQL keeps its journal in a server of its own (TestPostgres, fsync on, as a server
+    /// would run), started fresh with it as a data directory would be.
     var postgres = false
+
+    enum Store: String {
+        case directory = "data directory"
+        case postgres = "PostgreSQL"
+    }
+
+    /// The stores that ingest and burst compare, the data directory first.
+    var stores: [Store] { postgres ? [.directory, .postgres] : [.directory] }
+    /// The store of the other workloads.
+    var store: Store { postgres ? .postgres : .directory }
 
     struct Sizes {
         var ingest: Int
@@ -133,49 +145,69 @@ struct SystemBenchmark {
             )
         }
         let rounds = quick ? 2 : 3
-        say("ingest: \(n) schedule commands, window 1000, --fsync always; relay and chimed alternate, \(rounds) rounds")
+        say(
+            "ingest: \(n) schedule commands, window 1000, --fsync always; relay and chimed "
+                + "(\(stores.map(\.rawValue).joined(separator: ", then "))) alternate, \(rounds) rounds"
+        )
         var relayRates: [Double] = []
         var relayCPUs: [Double] = []
-        var rates: [Double] = []
-        var cpus: [Double] = []
+        var rates: [Store: [Double]] = [:]
+        var cpus: [Store: [Double]] = [:]
         for _ in 0..<rounds {
             let (relayRate, relayCPU) = try relayRound(commands, url: url, me: me)
             relayRates.append(relayRate)
             relayCPUs.append(relayCPU)
             say(String(format: "  relay:  %8.0f replies/s, %.1f µs CPU per command", relayRate, relayCPU * 1e6))
-            let (rate, cpu) = try chimedRound(commands, url: url, chimed: chimed, far: far)
-            rates.append(rate)
-            cpus.append(cpu)
-            say(String(format: "  chimed: %8.0f replies/s, %.1f µs CPU per command", rate, cpu * 1e6))
-        }
-        func median(_ v: [Double]) -> Double {
-            let s = v.sorted()
-            return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+            for store in stores {
+                let (rate, cpu) = try chimedRound(commands, url: url, chimed: chimed, far: far, store: store)
+                rates[store, default: []].append(rate)
+                cpus[store, default: []].append(cpu)
+                say(
+                    String(
+                        format: "  chimed: %8.0f replies/s, %.1f µs CPU per command (%@)",
+                        rate,
+                        cpu * 1e6,
+                        store.rawValue
+                    )
+                )
+            }
         }
         let relayRate = median(relayRates)
-        let relayCPU = median(relayCPUs) * Double(n)
-        let rate = median(rates)
-        let cpu = median(cpus) * Double(n)
-        let rateRatio = rate / relayRate
-        let cpuRatio = (cpu / Double(n)) / (relayCPU / Double(n))
-        results["ingest"] = [
-            "commands": n, "relayRepliesPerSecond": relayRate, "chimedRepliesPerSecond": rate,
-            "relayCPUMicrosPerCommand": relayCPU / Double(n) * 1e6, "chimedCPUMicrosPerCommand": cpu / Double(n) * 1e6,
-            "rateRatio": rateRatio, "cpuRatio": cpuRatio,
-        ]
-        rows.append(
-            (
-                "ingest: ok replies/s ÷ relay's", String(format: "%.0f ÷ %.0f", rate, relayRate), ratio(rateRatio),
-                "≥ 0.8"
+        let relayCPU = median(relayCPUs)
+        for store in stores {
+            let rate = median(rates[store]!)
+            let cpu = median(cpus[store]!)
+            let on = store == .directory ? "" : " on \(store.rawValue)"
+            var figures: [String: Any] = [
+                "commands": n, "relayRepliesPerSecond": relayRate, "chimedRepliesPerSecond": rate,
+                "relayCPUMicrosPerCommand": relayCPU * 1e6, "chimedCPUMicrosPerCommand": cpu * 1e6,
+                "rateRatio": rate / relayRate, "cpuRatio": cpu / relayCPU, "runs": rates[store]!,
+            ]
+            rows.append(
+                (
+                    "ingest\(on): ok replies/s ÷ relay's", String(format: "%.0f ÷ %.0f", rate, relayRate),
+                    ratio(rate / relayRate), store == .directory ? "≥ 0.8" : ""
+                )
             )
-        )
-        rows.append(
-            (
-                "ingest: CPU per command ÷ relay's",
-                String(format: "%.1f µs ÷ %.1f µs", cpu / Double(n) * 1e6, relayCPU / Double(n) * 1e6),
-                ratio(cpuRatio), "≤ 2"
+            rows.append(
+                (
+                    "ingest\(on): CPU per command ÷ relay's",
+                    String(format: "%.1f µs ÷ %.1f µs", cpu * 1e6, relayCPU * 1e6),
+                    ratio(cpu / relayCPU), store == .directory ? "≤ 2" : ""
+                )
             )
-        )
+            if store != .directory {
+                let directory = median(rates[.directory]!)
+                figures["directoryRatio"] = rate / directory
+                rows.append(
+                    (
+                        "ingest\(on) ÷ on the data directory", String(format: "%.0f ÷ %.0f", rate, directory),
+                        ratio(rate / directory), "≥ 0.5"
+                    )
+                )
+            }
+            results[store == .directory ? "ingest" : "ingestPostgres"] = figures
+        }
     }
 
     /// One relay run over `commands`: replies per second and CPU seconds per command.
@@ -197,16 +229,17 @@ struct SystemBenchmark {
         return (Double(r.replies) / r.seconds, cpu / Double(commands.count))
     }
 
-    /// One chimed run over `commands` on a fresh data directory: ok replies per second and CPU
+    /// One chimed run over `commands` on a fresh store: ok replies per second and CPU
     /// seconds per command.
     func chimedRound(
         _ commands: [(String, [UInt8])],
         url: String,
         chimed: String,
-        far: String
+        far: String,
+        store: Store
     ) throws -> (Double, Double) {
         let data = try TemporaryDirectory(prefix: "chime-bench")
-        let worker = try startChimed(chimed, url: url, data: data.path)
+        let worker = try startChimed(chimed, url: url, data: data.path, store: store)
         let load = try LoadClient(url: url, clientId: "bench-load-chimed", window: 1000)
         try load.start()
         _ = try load.run(
@@ -246,51 +279,73 @@ struct SystemBenchmark {
         say(String(format: "  pump:   %8.0f deliveries/s", pumpRate))
         collector.stop()
 
-        let data = try TemporaryDirectory(prefix: "chime-bench")
-        let worker = try startChimed(chimed, url: url, data: data.path)
-        let measured = try DeliveryCollector(url: url, measure: true)
-        try measured.start(filter: "\(Self.prefix)/+/notifications")
-        let load = try LoadClient(url: url, clientId: "bench-load-burst", window: 20)
-        try load.start()
-        let due = try loadDueAtOneInstant(load: load, count: n, devices: devices)
-        let dueMono = monotonicSeconds() + Double(due.milliseconds - wallMilliseconds()) / 1000
-        guard waitUntil(timeout: 900, { measured.count >= n }) else {
-            throw BenchError("burst: only \(measured.count) of \(n) delivered")
+        var directoryRate: Double?
+        for store in stores {
+            let data = try TemporaryDirectory(prefix: "chime-bench")
+            let worker = try startChimed(chimed, url: url, data: data.path, store: store)
+            let measured = try DeliveryCollector(url: url, measure: true)
+            try measured.start(filter: "\(Self.prefix)/+/notifications")
+            let load = try LoadClient(url: url, clientId: "bench-load-burst", window: 20)
+            try load.start()
+            let due = try loadDueAtOneInstant(load: load, count: n, devices: devices)
+            let dueMono = monotonicSeconds() + Double(due.milliseconds - wallMilliseconds()) / 1000
+            guard waitUntil(timeout: 900, { measured.count >= n }) else {
+                throw BenchError("burst: only \(measured.count) of \(n) delivered (\(store.rawValue))")
+            }
+            let b = measured.snapshot
+            let rate = Double(b.count) / (b.last - dueMono)
+            measured.stop()
+            load.stop()
+            stop(worker)
+            let lateness = b.worker
+            say(
+                String(
+                    format:
+                        "  chimed: %8.0f deliveries/s from the due instant to the last arrival; lateness p50 %.0f ms, p99 %.0f ms, max %.0f ms (%@)",
+                    rate,
+                    lateness.quantile(0.5),
+                    lateness.quantile(0.99),
+                    lateness.max,
+                    store.rawValue
+                )
+            )
+            var figures: [String: Any] = [
+                "notifications": n, "pumpDeliveriesPerSecond": pumpRate, "chimedDeliveriesPerSecond": rate,
+                "ratio": rate / pumpRate,
+                "latenessMs": quantiles(lateness), "arrivalLatenessMs": quantiles(b.arrival),
+            ]
+            let on = store == .directory ? "" : " on \(store.rawValue)"
+            rows.append(
+                (
+                    "burst\(on): deliveries/s ÷ pump's", String(format: "%.0f ÷ %.0f", rate, pumpRate),
+                    ratio(rate / pumpRate), store == .directory ? "≥ 0.8" : ""
+                )
+            )
+            rows.append(
+                (
+                    "burst\(on): lateness p50 / p99 / max",
+                    String(
+                        format: "%.0f / %.0f / %.0f ms",
+                        lateness.quantile(0.5),
+                        lateness.quantile(0.99),
+                        lateness.max
+                    ),
+                    "", ""
+                )
+            )
+            if let directoryRate {
+                figures["directoryRatio"] = rate / directoryRate
+                rows.append(
+                    (
+                        "burst\(on) ÷ on the data directory", String(format: "%.0f ÷ %.0f", rate, directoryRate),
+                        ratio(rate / directoryRate), "≥ 0.8"
+                    )
+                )
+            } else {
+                directoryRate = rate
+            }
+            results[store == .directory ? "burst" : "burstPostgres"] = figures
         }
-        let b = measured.snapshot
-        let rate = Double(b.count) / (b.last - dueMono)
-        measured.stop()
-        load.stop()
-        stop(worker)
-        let lateness = b.worker
-        say(
-            String(
-                format:
-                    "  chimed: %8.0f deliveries/s from the due instant to the last arrival; lateness p50 %.0f ms, p99 %.0f ms, max %.0f ms",
-                rate,
-                lateness.quantile(0.5),
-                lateness.quantile(0.99),
-                lateness.max
-            )
-        )
-        results["burst"] = [
-            "notifications": n, "pumpDeliveriesPerSecond": pumpRate, "chimedDeliveriesPerSecond": rate,
-            "ratio": rate / pumpRate,
-            "latenessMs": quantiles(lateness), "arrivalLatenessMs": quantiles(b.arrival),
-        ]
-        rows.append(
-            (
-                "burst: deliveries/s ÷ pump's", String(format: "%.0f ÷ %.0f", rate, pumpRate), ratio(rate / pumpRate),
-                "≥ 0.8"
-            )
-        )
-        rows.append(
-            (
-                "burst: lateness p50 / p99 / max",
-                String(format: "%.0f / %.0f / %.0f ms", lateness.quantile(0.5), lateness.quantile(0.99), lateness.max),
-                "", ""
-            )
-        )
     }
 
     /// Schedules `count` one-shots due at one instant, far enough ahead for the loading to finish
@@ -624,7 +679,8 @@ struct SystemBenchmark {
             let killed = worker
             try runSync { await killed.process.waitForExit(timeout: .seconds(30)) }
             let started = monotonicSeconds()
-            worker = try Chimed(dataDirectory: data.path, url: url, path: chimed)
+            // The same flags: the same data directory, or the same PostgreSQL (kept running).
+            worker = try Chimed(executable: chimed, arguments: killed.arguments)
             try worker.process.start()
             let probe = try LoadClient(url: url, clientId: "bench-probe", window: 1)
             try probe.start()
@@ -659,27 +715,30 @@ struct SystemBenchmark {
 
     // MARK: Helpers
 
-    /// - Parameter perDeviceLimits: keep chimed's default per-device limits (the hostile workload);
-    ///   the others lift them, as their devices hold and send far more than one device should.
+    /// - Parameters:
+    ///   - perDeviceLimits: keep chimed's default per-device limits (the hostile workload); the
+    ///     others lift them, as their devices hold and send far more than one device should.
+    ///   - store: where its journal goes; nil: ``store``.
     func startChimed(
         _ path: String,
         url: String,
         data: String,
         perDeviceLimits: Bool = false,
-        extra: [String] = []
+        extra: [String] = [],
+        store: Store? = nil
     ) throws -> Chimed {
-        var store: [String] = []
-        if postgres {
+        var storeFlags: [String] = []
+        if (store ?? self.store) == .postgres {
             let server = try runSync { try await TestPostgres.start(.init(fsync: true)) }
             Self.databases.withLock { $0.append(server) }
-            store = ["--store", server.uri]
+            storeFlags = ["--store", server.uri]
         }
         let worker = try Chimed(
             dataDirectory: data,
             url: url,
             path: path,
             perDeviceLimits: perDeviceLimits,
-            extra: extra + store + (metricsPort.map { ["--metrics-listen", "127.0.0.1:\($0)"] } ?? [])
+            extra: extra + storeFlags + (metricsPort.map { ["--metrics-listen", "127.0.0.1:\($0)"] } ?? [])
         )
         try worker.process.start()
         guard
@@ -717,6 +776,11 @@ struct SystemBenchmark {
     }
 
     func ratio(_ r: Double) -> String { String(format: "%.2f", r) }
+
+    func median(_ v: [Double]) -> Double {
+        let s = v.sorted()
+        return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+    }
 
     func table() -> String {
         var lines = ["| workload | measured | ratio | target |", "|---|---|---|---|"]

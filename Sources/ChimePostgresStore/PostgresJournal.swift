@@ -25,7 +25,7 @@ public final class PostgresJournal {
     public static let chunkBytes = 1 << 20
     /// How many records go in one `INSERT` of a commit (each takes three parameters, and a
     /// statement takes at most 65535).
-    public static let recordsPerInsert = 1000
+    public static let recordsPerInsert = 20_000
 
     public let connection: PostgresConnection
     /// The greatest committed sequence (or covered by a snapshot).
@@ -62,7 +62,9 @@ public final class PostgresJournal {
         return sequence
     }
 
-    /// Writes every pending record in one transaction, in batches of ``recordsPerInsert``.
+    /// Writes every pending record in one transaction: one `INSERT` (a statement is a transaction of
+    /// its own: one round trip to the server), or, beyond ``recordsPerInsert``, batches of that many
+    /// between `BEGIN` and `COMMIT`.
     ///
     /// When it throws, the pending records are dropped and the journal is ``PostgresStoreError/Code/broken``:
     /// a commit whose connection broke may or may not have taken effect, so only a journal opened
@@ -76,12 +78,16 @@ public final class PostgresJournal {
         let records = pending
         pending.removeAll()
         do {
-            try connection.transaction { connection throws(PostgresError) in
-                var start = records.startIndex
-                while start < records.endIndex {
-                    let batch = records[start..<min(start + Self.recordsPerInsert, records.endIndex)]
-                    try Self.insert(batch, connection)
-                    start = batch.endIndex
+            if records.count <= Self.recordsPerInsert {
+                try Self.insert(records[...], connection)
+            } else {
+                try connection.transaction { connection throws(PostgresError) in
+                    var start = records.startIndex
+                    while start < records.endIndex {
+                        let batch = records[start..<min(start + Self.recordsPerInsert, records.endIndex)]
+                        try Self.insert(batch, connection)
+                        start = batch.endIndex
+                    }
                 }
             }
         } catch {

@@ -94,6 +94,32 @@ import Testing
         if count.isEmpty { #expect(!lines.contains { $0.hasPrefix("CHIME_PARTITION=") }) }
     }
 
+    /// One PostgreSQL database per partition (deploy/kubernetes/postgres): the pod's `{partition}`.
+    @Test(arguments: [
+        ("chimed-0", "3", "CHIME_STORE=postgres://chimed@pg:5432/chime_0_of_3?sslmode=verify-full"),
+        ("chimed-11", "12", "CHIME_STORE=postgres://chimed@pg:5432/chime_11_of_12?sslmode=verify-full"),
+        ("box", "", "chime-env: CHIME_STORE names {partition}, which only a StatefulSet's pod"),
+    ])
+    func theEntryPointNamesEachPartitionsDatabase(host: String, count: String, expected: String) async throws {
+        let process = try ChildProcess(
+            Repository.path("deploy/container/chime-env"),
+            arguments: ["env"],
+            environment: [
+                "PATH": "/usr/bin:/bin", "CHIME_HOSTNAME": host, "CHIME_PARTITION_COUNT": count,
+                "CHIME_STORE": "postgres://chimed@pg:5432/chime_{partition}?sslmode=verify-full",
+            ]
+        )
+        try process.start()
+        let status = await process.waitForExit(timeout: .seconds(10))
+        if count.isEmpty {
+            #expect(status == .exited(2))
+            #expect(process.standardErrorLines.contains { $0.hasPrefix(expected) }, "\(process.standardErrorLines)")
+        } else {
+            #expect(status == .exited(0))
+            #expect(process.standardOutputLines.contains(expected), "\(process.standardOutputLines.sorted())")
+        }
+    }
+
     @Test(arguments: [
         ("chimed-3", "3", "", "outside 3 partitions"),
         ("web", "3", "", "does not end in -<ordinal>"),

@@ -46,12 +46,16 @@ struct PostgresJournalTests {
         #expect(try Schema.version(connection) == 99)
     }
 
-    @Test("records appended together are committed in one transaction and read back in order")
-    func groupCommit() async throws {
+    /// One statement, and more records than one statement takes (a transaction of several).
+    @Test(
+        "records appended together are committed in one transaction and read back in order",
+        arguments: [2500, PostgresJournal.recordsPerInsert * 2 + 1]
+    )
+    func groupCommit(count: Int) async throws {
         let server = try await TestPostgres.start()
         let journal = try PostgresJournal(connection: PostgresConnection(server.uri))
         var generator = SplitMix64(seed: 15)
-        let payloads = (0..<2500).map { index in
+        let payloads = (0..<count).map { index in
             (0..<generator.below(300)).map { _ in UInt8(truncatingIfNeeded: generator.next()) } + [
                 0, UInt8(index % 256),
             ]
@@ -59,11 +63,11 @@ struct PostgresJournalTests {
         for (index, payload) in payloads.enumerated() {
             #expect(journal.append(type: UInt8(index % 7), payload: payload) == UInt64(index + 1))
         }
-        #expect(journal.pendingCount == 2500)
+        #expect(journal.pendingCount == count)
         #expect(journal.lastCommitted == 0)
         try journal.commit()
         #expect(journal.pendingCount == 0)
-        #expect(journal.lastCommitted == 2500)
+        #expect(journal.lastCommitted == UInt64(count))
 
         // One transaction: every row was written by the same transaction id.
         let transactions = try journal.connection.execute("SELECT count(DISTINCT xmin::text) FROM chime_journal")
@@ -71,17 +75,17 @@ struct PostgresJournalTests {
 
         let all = try journal.recover()
         #expect(all.snapshot == nil)
-        #expect(all.lastSequence == 2500)
-        #expect(all.records.map(\.sequence) == Array(1...2500))
+        #expect(all.lastSequence == UInt64(count))
+        #expect(all.records.map(\.sequence) == Array(1...UInt64(count)))
         #expect(all.records.map(\.payload) == payloads)
-        #expect(all.records.map(\.type) == (0..<2500).map { UInt8($0 % 7) })
+        #expect(all.records.map(\.type) == (0..<count).map { UInt8($0 % 7) })
         let page = try journal.records(after: 1000, limit: 10)
         #expect(page.map(\.sequence) == Array(1001...1010))
 
         // Reopened, the journal continues after the last committed record.
         let reopened = try PostgresJournal(connection: PostgresConnection(server.uri))
-        #expect(reopened.lastSequence == 2500)
-        #expect(reopened.append(type: 1, payload: []) == 2501)
+        #expect(reopened.lastSequence == UInt64(count))
+        #expect(reopened.append(type: 1, payload: []) == UInt64(count) + 1)
     }
 
     @Test("a failed commit leaves nothing of its records, and the journal must be opened again")

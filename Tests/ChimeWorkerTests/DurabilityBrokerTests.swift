@@ -37,8 +37,9 @@ import Testing
         var description: String { "#\(index)\(late ? " late" : "")\(missed > 0 ? " missed \(missed)" : "")" }
     }
 
-    @Test func whatFellDueWhileTheBrokerWasDownIsDeliveredByMisfirePolicy() async throws {
-        let f = try await WorkerFixture.start(brokerConfiguration: .init(persistence: true))
+    @Test(arguments: StoreKind.allCases)
+    func whatFellDueWhileTheBrokerWasDownIsDeliveredByMisfirePolicy(store: StoreKind) async throws {
+        let f = try await WorkerFixture.start(brokerConfiguration: .init(persistence: true), store: store)
         defer { Task { await f.stop() } }
         // A persistent session: the broker keeps the subscription and queues deliveries for it
         // across its own restart, whichever of chimed and this client reconnects first.
