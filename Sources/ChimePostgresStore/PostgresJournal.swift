@@ -183,13 +183,26 @@ public final class PostgresJournal {
         entries: some Sequence<[UInt8]>,
         catchingUp: Bool = false
     ) throws(PostgresStoreError) {
+        try writeSnapshot(covering: sequence, catchingUp: catchingUp) { body throws(PostgresStoreError) in
+            for entry in entries { try body(entry) }
+        }
+    }
+
+    /// ``writeSnapshot(covering:entries:catchingUp:)`` with the entries produced one at a time by
+    /// `forEachEntry`, which calls its argument with each (as `EngineSnapshot.forEachEntry` does):
+    /// only one chunk of them (``chunkBytes``) is held at a time.
+    public func writeSnapshot(
+        covering sequence: UInt64,
+        catchingUp: Bool = false,
+        forEachEntry: (_ body: ([UInt8]) throws(PostgresStoreError) -> Void) throws(PostgresStoreError) -> Void
+    ) throws(PostgresStoreError) {
         do {
             try connection.begin()
         } catch {
             throw PostgresStoreError(error, while: "beginning the snapshot at \(sequence)")
         }
         do throws(PostgresStoreError) {
-            try writeSnapshotInTransaction(sequence, entries, catchingUp: catchingUp)
+            try writeSnapshotInTransaction(sequence, forEachEntry, catchingUp: catchingUp)
             do {
                 try connection.commit()
             } catch {
@@ -205,7 +218,7 @@ public final class PostgresJournal {
 
     private func writeSnapshotInTransaction(
         _ sequence: UInt64,
-        _ entries: some Sequence<[UInt8]>,
+        _ forEachEntry: (_ body: ([UInt8]) throws(PostgresStoreError) -> Void) throws(PostgresStoreError) -> Void,
         catchingUp: Bool
     ) throws(PostgresStoreError) {
         let committed = try lastSequenceInDatabase()
@@ -226,15 +239,19 @@ public final class PostgresJournal {
             var chunks = 0
             var count = 0
             var bytes = 0
-            func insertChunk() throws(PostgresError) {
-                try connection.execute(
-                    "INSERT INTO chime_snapshot_chunk (snapshot, chunk, payload) VALUES ($1, $2, $3)",
-                    [.integer(sequence), .integer(chunks), .bytea(chunk)]
-                )
+            func insertChunk() throws(PostgresStoreError) {
+                do {
+                    try connection.execute(
+                        "INSERT INTO chime_snapshot_chunk (snapshot, chunk, payload) VALUES ($1, $2, $3)",
+                        [.integer(sequence), .integer(chunks), .bytea(chunk)]
+                    )
+                } catch {
+                    throw PostgresStoreError(error, while: "writing the snapshot at \(sequence)")
+                }
                 chunks += 1
                 chunk.removeAll(keepingCapacity: true)
             }
-            for entry in entries {
+            try forEachEntry { entry throws(PostgresStoreError) in
                 guard let length = UInt32(exactly: entry.count) else {
                     throw PostgresStoreError(.invalidArgument, "a snapshot entry of \(entry.count) bytes")
                 }

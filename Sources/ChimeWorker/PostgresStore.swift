@@ -118,11 +118,11 @@ final class PostgresStore: WorkerStore {
             do throws(StoreError) {
                 let writer = try Self.connect(connectionString)
                 defer { writer.connection.close() }
-                var entries: [[UInt8]] = []
-                entries.reserveCapacity(frozen.entryCount)
-                frozen.forEachEntry { entries.append($0) }
                 do {
-                    try writer.writeSnapshot(covering: covered, entries: entries, catchingUp: catchingUp)
+                    // Streamed from the frozen state: one chunk in memory at a time.
+                    try writer.writeSnapshot(covering: covered, catchingUp: catchingUp) { body throws(PostgresStoreError) in
+                        try frozen.forEachEntry(body)
+                    }
                 } catch {
                     throw StoreError("PostgreSQL: \(error)", transient: true)
                 }
