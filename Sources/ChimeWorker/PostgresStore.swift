@@ -120,7 +120,8 @@ final class PostgresStore: WorkerStore {
                 defer { writer.connection.close() }
                 do {
                     // Streamed from the frozen state: one chunk in memory at a time.
-                    try writer.writeSnapshot(covering: covered, catchingUp: catchingUp) { body throws(PostgresStoreError) in
+                    try writer.writeSnapshot(covering: covered, catchingUp: catchingUp) {
+                        body throws(PostgresStoreError) in
                         try frozen.forEachEntry(body)
                     }
                 } catch {
