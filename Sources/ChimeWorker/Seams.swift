@@ -28,6 +28,66 @@ public protocol WorkerStore: AnyObject {
     func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64
     /// Syncs and releases the store.
     func close() throws(StoreError)
+
+    // Slot mode (many workers on one store). The defaults are a store without slots: one journal
+    // (slot 0), no leases.
+
+    /// Appends a record to the journal of `slot`.
+    func append(_ entry: JournalEntry, key: CommandKey?, slot: Int) throws(StoreError)
+    /// Begins a snapshot of the slot's engine, as ``beginSnapshot(_:written:)``.
+    func beginSnapshot(
+        _ frozen: EngineSnapshot,
+        slot: Int,
+        written: @escaping @Sendable (StoreError?) -> Void
+    )
+        throws(StoreError) -> UInt64
+    /// The slots whose records the last ``commit()`` refused because another worker holds their
+    /// lease now.
+    var fenced: Set<Int> { get }
+    /// Carries out a lease call of ``SlotOwnership`` begun at `sentAt`.
+    /// - Returns: its result for the ownership machine, nil when it has none.
+    func lease(
+        _ action: SlotOwnership.Action,
+        sentAt: ContinuousClock.Instant
+    ) throws(StoreError)
+        -> SlotOwnership.Event?
+    /// Reads a slot's journal to rebuild its engine, and fences its later writes with `epoch`.
+    func loadSlot(_ slot: Int, epoch: Int64) throws(StoreError) -> Recovery
+    /// Forgets a slot no longer served here: its sequence, its fence, what waits to be committed.
+    func forgetSlot(_ slot: Int)
+}
+
+extension WorkerStore {
+    public func append(_ entry: JournalEntry, key: CommandKey?, slot: Int) throws(StoreError) {
+        try append(entry, key: key)
+    }
+
+    public func beginSnapshot(
+        _ frozen: EngineSnapshot,
+        slot: Int,
+        written: @escaping @Sendable (StoreError?) -> Void
+    )
+        throws(StoreError) -> UInt64
+    {
+        try beginSnapshot(frozen, written: written)
+    }
+
+    public var fenced: Set<Int> { [] }
+
+    public func lease(
+        _ action: SlotOwnership.Action,
+        sentAt: ContinuousClock.Instant
+    ) throws(StoreError)
+        -> SlotOwnership.Event?
+    {
+        throw StoreError("this store has no slots (--slots needs --store postgres://...)")
+    }
+
+    public func loadSlot(_ slot: Int, epoch: Int64) throws(StoreError) -> Recovery {
+        throw StoreError("this store has no slots (--slots needs --store postgres://...)")
+    }
+
+    public func forgetSlot(_ slot: Int) {}
 }
 
 /// How the worker reaches the broker: ChimeMQTT's client.

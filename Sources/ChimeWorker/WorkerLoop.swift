@@ -14,6 +14,8 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     let inbox: Inbox
     /// Where the numbers go for the metrics endpoint.
     let metrics: (any MetricsSink)?
+    /// Slot mode: what each slot's engine is built with when it is loaded.
+    let engineConfiguration: EngineConfiguration
 
     public init(
         machine: WorkerStateMachine,
@@ -22,8 +24,10 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
         clock: Clock,
         logger: Logger,
         inbox: Inbox,
-        metrics: (any MetricsSink)? = nil
+        metrics: (any MetricsSink)? = nil,
+        engineConfiguration: EngineConfiguration = EngineConfiguration()
     ) {
+        self.engineConfiguration = engineConfiguration
         self.machine = machine
         self.store = store
         self.transport = transport
@@ -42,14 +46,24 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
         }
     }
 
-    /// Milliseconds the loop may sleep: until the machine or the store's sync policy needs it.
+    /// Milliseconds the loop may sleep: until the machine, its leases or the store's sync policy
+    /// needs it.
     var waitTime: Int64 {
-        let wait = machine.waitTime(now: clock.now())
+        var wait = machine.waitTime(now: clock.now())
+        if let deadline = machine.ownership?.nextDeadline() {
+            let now = clock.monotonic()
+            wait = min(wait, deadline <= now ? 0 : milliseconds(deadline - now) + 1)
+        }
         return store.syncWait.map { min(wait, max(0, $0)) } ?? wait
     }
 
     /// Handles the events that arrived together, then ends the batch (deliveries, commit, replies).
+    /// In slot mode the leases come first: a worker that was paused drops what expired meanwhile
+    /// before it handles a command that arrived meanwhile.
     public func step(_ events: [WorkerEvent]) throws(WorkerError) {
+        if machine.ownership != nil {
+            try perform(machine.handle(.lease(.tick, monotonic: clock.monotonic()), now: clock.now()))
+        }
         for event in events { try handle(event) }
         try perform(machine.handle(.batchEnded, now: clock.now()))
     }
@@ -89,10 +103,10 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     func perform(_ actions: [WorkerStateMachine.Action]) throws(WorkerError) {
         for action in actions {
             switch action {
-            case .append(let entry, let key):
+            case .append(let entry, let key, let slot):
                 let outcome: Result<Void, StoreError>
                 do {
-                    try store.append(entry, key: key)
+                    try store.append(entry, key: key, slot: slot)
                     outcome = .success(())
                 } catch {
                     outcome = .failure(error)
@@ -101,7 +115,7 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
             case .commit:
                 let result: WorkerStateMachine.ActionResult
                 do {
-                    result = .committed(syncMicroseconds: try store.commit(), store: store.status)
+                    result = .committed(syncMicroseconds: try store.commit(), store: store.status, fenced: store.fenced)
                 } catch {
                     result = .commitFailed(error)
                 }
@@ -127,15 +141,44 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
                     outcome = .failure(error)
                 }
                 try perform(machine.report(.subscribeSent(subscription, outcome), now: clock.now()))
-            case .startSnapshot(let frozen):
+            case .startSnapshot(let frozen, let slot):
                 let inbox = self.inbox
                 let outcome: Result<UInt64, StoreError>
                 do {
-                    outcome = .success(try store.beginSnapshot(frozen) { inbox.push(.snapshotWritten($0)) })
+                    outcome = .success(try store.beginSnapshot(frozen, slot: slot) { inbox.push(.snapshotWritten($0)) })
                 } catch {
                     outcome = .failure(error)
                 }
                 try perform(machine.report(.snapshotStarted(outcome), now: clock.now()))
+            case .lease(let call):
+                let sentAt = clock.monotonic()
+                let event: SlotOwnership.Event?
+                do {
+                    event = try store.lease(call, sentAt: sentAt)
+                } catch {
+                    logger.warning("a lease call to the store failed", ["error": "\(error)"])
+                    event = .storeFailed
+                }
+                if let event {
+                    try perform(machine.handle(.lease(event, monotonic: clock.monotonic()), now: clock.now()))
+                }
+            case .loadSlot(let slot, let epoch):
+                var engine: Engine?
+                do {
+                    let recovery = try store.loadSlot(slot, epoch: epoch)
+                    engine = try Engine.replaying(
+                        recovery,
+                        configuration: engineConfiguration,
+                        directory: "slot \(slot)"
+                    )
+                } catch {
+                    logger.error("cannot load a slot", ["slot": "\(slot)", "error": "\(error)"])
+                }
+                try perform(
+                    machine.adopt(slot: slot, epoch: epoch, engine, now: clock.now(), monotonic: clock.monotonic())
+                )
+            case .forgetSlot(let slot):
+                store.forgetSlot(slot)
             case .log(let line):
                 logger.write(line.level, line.message, metadata: line.metadata)
             case .disconnect:

@@ -61,7 +61,8 @@ public struct OutboundMessage: Hashable, Sendable {
     public enum Purpose: Hashable, Sendable {
         case reply
         /// A notification's delivery, which stays in flight until the broker acknowledges it.
-        case delivery(token: UInt64, fireId: String, due: Instant)
+        /// `slot`: the slot of its device in slot mode, else 0.
+        case delivery(token: UInt64, fireId: String, due: Instant, slot: Int = 0)
         /// The retained `online` status, published once commands can reach the worker.
         case onlineStatus
         case offlineStatus
@@ -117,11 +118,15 @@ public struct StoreStatus: Hashable, Sendable {
     public var snapshotDue: Bool
     public var bytesSinceSnapshot: Int
     public var lastSequence: UInt64
+    /// Slot mode: the slot whose journal the next snapshot compacts (the one that grew most).
+    public var snapshotSlot: Int
 
-    public init(snapshotDue: Bool = false, bytesSinceSnapshot: Int = 0, lastSequence: UInt64 = 0) {
+    public init(snapshotDue: Bool = false, bytesSinceSnapshot: Int = 0, lastSequence: UInt64 = 0, snapshotSlot: Int = 0)
+    {
         self.snapshotDue = snapshotDue
         self.bytesSinceSnapshot = bytesSinceSnapshot
         self.lastSequence = lastSequence
+        self.snapshotSlot = snapshotSlot
     }
 }
 

@@ -56,6 +56,9 @@ public struct WorkerStateMachine {
         /// off for ever.
         public var maxTakeovers = 5
         public var takeoverWindow: Int64 = 60_000
+        /// Slot mode (many workers on one store, `--slots`): the slots and their leases. nil: the
+        /// worker serves its whole store, the devices of its `partition`.
+        public var slots: SlotOwnership.Policy?
 
         public init(
             workerId: String,
@@ -101,12 +104,15 @@ public struct WorkerStateMachine {
         case batchEnded
         /// After ``Action/disconnect``: the commands received before it have been handed in.
         case drained
+        /// Slot mode: a lease call's result (or `.tick`), with the loop's monotonic time.
+        case lease(SlotOwnership.Event, monotonic: ContinuousClock.Instant)
     }
 
     /// What the owner does for the policy.
     public enum Action: Sendable {
-        /// Append to the store; report ``ActionResult/appended(_:)``.
-        case append(JournalEntry, key: CommandKey?)
+        /// Append to the store (to the journal of `slot` in slot mode, else 0); report
+        /// ``ActionResult/appended(_:)``.
+        case append(JournalEntry, key: CommandKey?, slot: Int)
         /// Make everything appended durable; report ``ActionResult/committed(syncMicroseconds:store:)``.
         case commit
         /// Publish; report ``ActionResult/published(_:_:)``.
@@ -115,7 +121,14 @@ public struct WorkerStateMachine {
         case subscribe(Subscription)
         /// Begin a snapshot of this frozen state in the background; report
         /// ``ActionResult/snapshotStarted(_:)``, and ``Event/snapshotFinished(_:)`` once written.
-        case startSnapshot(EngineSnapshot)
+        case startSnapshot(EngineSnapshot, slot: Int)
+        /// Slot mode: call the store for the lease policy and report the result as ``Event/lease(_:monotonic:)``.
+        case lease(SlotOwnership.Action)
+        /// Slot mode: read the slot's journal, rebuild its engine and hand it to
+        /// ``adopt(slot:epoch:_:now:monotonic:)``.
+        case loadSlot(slot: Int, epoch: Int64)
+        /// Slot mode: the slot is no longer served here; the store forgets what it kept for it.
+        case forgetSlot(slot: Int)
         case log(WorkerLog)
         /// Stop the transport; hand in the commands it had received, then ``Event/drained``.
         case disconnect
@@ -139,7 +152,9 @@ public struct WorkerStateMachine {
     public enum ActionResult: Sendable {
         case appended(Result<Void, StoreError>)
         /// The commit succeeded; `syncMicroseconds` is how long its sync took, nil when it did not sync.
-        case committed(syncMicroseconds: Int64?, store: StoreStatus)
+        /// In slot mode, `fenced`: the slots whose records the store refused (another worker holds
+        /// them now); the replies of their commands are not sent.
+        case committed(syncMicroseconds: Int64?, store: StoreStatus, fenced: Set<Int> = [])
         case commitFailed(StoreError)
         /// The transport took the publication (its message id) or refused it.
         case published(OutboundMessage.Purpose, Result<Int32, TransportError>)
@@ -198,17 +213,27 @@ public struct WorkerStateMachine {
     /// A store append waiting for its result.
     enum PendingWrite {
         case command(Request, JournalEntry, ReplyDestination)
-        case record(JournalEntry)
+        case record(JournalEntry, slot: Int)
     }
 
     struct ReplyDestination {
         var topic: String
         var correlationData: [UInt8]?
+        /// The slot whose command is answered (0 without slots): a reply waiting for a commit is
+        /// dropped with its slot.
+        var slot: Int
     }
 
     public let policy: Policy
-    public let engine: Engine
-    public private(set) var stats = WorkerStats()
+    /// The engines of the slots served here, by slot; without slots one, for slot 0 (see ``slot(of:)``).
+    public internal(set) var engines: [Int: Engine]
+    /// Slot mode: which slots this worker holds, and when it renews and hands them over.
+    public internal(set) var ownership: SlotOwnership?
+    /// Slot mode: slots being handed over (no new commands), since when.
+    var draining: [Int: Instant] = [:]
+    /// Slot mode: the monotonic time of the last lease event.
+    var lastLeaseEvent: ContinuousClock.Instant?
+    public internal(set) var stats = WorkerStats()
     let startedAt: Instant
     let decoder: CommandDecoder
     var budget: DeviceBudget
@@ -218,10 +243,10 @@ public struct WorkerStateMachine {
     var persistence = Persistence.consistent(.idle(requested: false, notBefore: nil))
     var lifecycle = Lifecycle.running
     var pendingWrites: [PendingWrite] = []
-    /// Replies waiting for the commit that makes their commands durable.
-    var pendingReplies: [OutboundMessage] = []
-    /// Deliveries published and not yet acknowledged, by message id.
-    var tokensByMessageId: [Int32: UInt64] = [:]
+    /// Replies waiting for the commit that makes their commands durable, with their slots.
+    var pendingReplies: [(slot: Int, message: OutboundMessage)] = []
+    /// Deliveries published and not yet acknowledged, by message id: their slots and tokens.
+    var tokensByMessageId: [Int32: (slot: Int, token: UInt64)] = [:]
     /// When the broker reported the session taken over, within the last takeover window.
     var takeovers: [Instant] = []
     var lastTick: Instant
@@ -233,16 +258,19 @@ public struct WorkerStateMachine {
     var charging: (device: String, at: Instant)?
 
     /// - Parameters:
-    ///   - engine: recovered; the machine owns it from now on.
+    ///   - engine: recovered; the machine owns it from now on. In slot mode (``Policy/slots``) none:
+    ///     each slot's engine comes as it is leased and loaded.
     ///   - random: ids the engine assigns; tests pass a seeded generator.
     public init(
         policy: Policy,
-        engine: Engine,
+        engine: Engine?,
         now: Instant,
         random: any RandomNumberGenerator = SystemRandomNumberGenerator()
     ) {
+        precondition((engine == nil) == (policy.slots != nil), "an engine without slots, none with them")
         self.policy = policy
-        self.engine = engine
+        self.engines = engine.map { [0: $0] } ?? [:]
+        self.ownership = policy.slots.map(SlotOwnership.init(policy:))
         self.startedAt = now
         self.decoder = CommandDecoder(limits: policy.limits)
         self.budget = policy.deviceBudget
@@ -250,6 +278,21 @@ public struct WorkerStateMachine {
         self.lastTick = now
         self.lastStats = now
     }
+
+    /// The engine of the whole store, without slots.
+    public var engine: Engine {
+        precondition(policy.slots == nil, "slot mode has an engine per slot")
+        return engines[0]!
+    }
+
+    /// The slot of a device: `crc32(deviceId) mod S` in slot mode, else 0.
+    public func slot(of deviceId: String) -> Int {
+        guard let slots = policy.slots else { return 0 }
+        return Int(crc32(Array(deviceId.utf8)) % UInt32(slots.slotCount))
+    }
+
+    /// Deliveries in flight over every engine.
+    var inflightCount: Int { engines.values.reduce(0) { $0 + $1.inflightCount } }
 
     /// The loop is done: the last action was ``Action/exit(_:)``.
     public var isFinished: Bool { lifecycle == .stopped }
@@ -305,9 +348,11 @@ public struct WorkerStateMachine {
             guard case .draining(let fatal) = lifecycle else { return [] }
             lifecycle = .stopped
             actions.append(.closeStore)
-            log(.notice, "stopped", ["inflightLeft": "\(engine.inflightCount)"], into: &actions)
+            log(.notice, "stopped", ["inflightLeft": "\(inflightCount)"], into: &actions)
             actions.append(.exit(fatal))
             return actions
+        case .lease(let event, let monotonic):
+            lease(event, now: now, monotonic: monotonic, &actions)
         }
         // A long batch of commands does not hold up what falls due meanwhile.
         if now.milliseconds - lastTick.milliseconds >= policy.tickInterval { tick(now: now, &actions) }
@@ -320,7 +365,7 @@ public struct WorkerStateMachine {
         if !pendingReplies.isEmpty { return 0 }
         var wait: Int64 = 1000
         // With the window full, only an acknowledgement (an event) makes room.
-        if let next = engine.nextWake, engine.inflightCount < policy.maxDeliveriesInFlight {
+        if inflightCount < policy.maxDeliveriesInFlight, let next = engines.values.compactMap(\.nextWake).min() {
             wait = min(wait, next.milliseconds - now.milliseconds)
         }
         if case .refused(let at) = connection { wait = min(wait, at.milliseconds - now.milliseconds) }
@@ -334,9 +379,22 @@ public struct WorkerStateMachine {
         var actions: [Action] = []
         switch result {
         case .appended(let outcome): appended(outcome, &actions)
-        case .committed(let syncMicroseconds, let store):
+        case .committed(let syncMicroseconds, let store, let fenced):
             if let syncMicroseconds { stats.fsync.record(microseconds: syncMicroseconds) }
+            if !fenced.isEmpty { lease(.fenced(fenced), now: now, monotonic: nil, &actions) }
             committed(store, now: now, &actions)
+        case .commitFailed(let error) where error.transient && policy.slots != nil:
+            // The store is the truth in slot mode: memory is dropped with the slots, which are
+            // loaded again from the store once it answers (what was delivered and not recorded is
+            // delivered again, with its fireId).
+            log(
+                .error,
+                "the store's commit failed; dropping every slot until the store answers",
+                ["error": "\(error)", "unanswered": "\(pendingReplies.count)", "slots": "\(engines.count)"],
+                into: &actions
+            )
+            pendingReplies.removeAll(keepingCapacity: true)
+            lease(.fenced(Set(engines.keys)), now: now, monotonic: nil, &actions)
         case .commitFailed(let error) where error.transient:
             // A database that went away: whether the commit took effect is unknown, and memory
             // already holds its commands. They get no reply (a client resends a command it got no
@@ -385,12 +443,12 @@ public struct WorkerStateMachine {
         // Subscribe on every connection: a broker that lost its sessions forgets them.
         actions.append(.subscribe(.status))
         actions.append(.subscribe(.commands))
-        engine.setConnected(lifecycle == .running)
+        for engine in engines.values { engine.setConnected(lifecycle == .running) }
     }
 
     mutating func disconnected(reason: Int32, now: Instant, _ actions: inout [Action]) {
         connection = .down
-        engine.setConnected(false)
+        for engine in engines.values { engine.setConnected(false) }
         if reason == Self.sessionTakenOver {
             tookOver(
                 because: "another client connected with this worker's client id and took its session",
@@ -490,10 +548,17 @@ public struct WorkerStateMachine {
             return
         }
         guard policy.partition.owns(address.deviceId) else { return }
+        // Slot mode: another worker answers the slots not served here; one being loaded or handed
+        // over answers nothing (its next owner answers the resend).
+        let slot = slot(of: address.deviceId)
+        guard let engine = engines[slot], draining[slot] == nil else {
+            if policy.slots != nil { stats.commandsForOtherSlots += 1 }
+            return
+        }
         // Op names come from the topic: count the unknown ones under one name, so that a client
         // cannot grow the stats (and the metrics' label values) without bound.
         stats.commands[address.op?.rawValue ?? "unknown", default: 0] += 1
-        let replyTo = replyDestination(message, address)
+        let replyTo = replyDestination(message, address, slot: slot)
         if let problem = address.problem {
             guard let replyTo else {
                 stats.invalidTopics += 1
@@ -570,33 +635,40 @@ public struct WorkerStateMachine {
                 return
             }
             pendingWrites.append(.command(request, entry, replyTo))
-            actions.append(.append(entry, key: request.key))
+            actions.append(.append(entry, key: request.key, slot: slot))
         }
     }
 
     /// Where a reply goes: the MQTT 5 Response Topic (if `acceptsResponseTopic` allows it), else
     /// `P/{deviceId}/replies` when the device id is valid, else nowhere.
-    func replyDestination(_ message: InboundMessage, _ address: Topics.CommandAddress) -> ReplyDestination? {
+    func replyDestination(
+        _ message: InboundMessage,
+        _ address: Topics.CommandAddress,
+        slot: Int
+    ) -> ReplyDestination? {
         if let topic = message.responseTopic, !topic.isEmpty, !topic.utf8.contains(UInt8(ascii: "+")),
             !topic.utf8.contains(UInt8(ascii: "#")),
             policy.topics.acceptsResponseTopic(topic, forCommandOn: address.deviceId)
         {
-            return ReplyDestination(topic: topic, correlationData: message.correlationData)
+            return ReplyDestination(topic: topic, correlationData: message.correlationData, slot: slot)
         }
         if address.problem?.field == "deviceId" { return nil }
-        return ReplyDestination(topic: policy.topics.replies(address.deviceId), correlationData: nil)
+        return ReplyDestination(topic: policy.topics.replies(address.deviceId), correlationData: nil, slot: slot)
     }
 
     mutating func queueReply(_ reply: Reply, to destination: ReplyDestination) {
         if case .failure(let error) = reply.outcome { stats.errorsByCode[error.code.wireName, default: 0] += 1 }
         pendingReplies.append(
-            OutboundMessage(
-                topic: destination.topic,
-                payload: reply.bytes,
-                qos: 1,
-                purpose: .reply,
-                contentType: "application/json",
-                correlationData: destination.correlationData
+            (
+                destination.slot,
+                OutboundMessage(
+                    topic: destination.topic,
+                    payload: reply.bytes,
+                    qos: 1,
+                    purpose: .reply,
+                    contentType: "application/json",
+                    correlationData: destination.correlationData
+                )
             )
         )
     }
@@ -609,7 +681,7 @@ public struct WorkerStateMachine {
             case .success:
                 // A command entry always has a result (nil is for delivery records).
                 let reply =
-                    engine.apply(entry, key: request.key).map { Reply(request: request, result: $0) }
+                    engines[replyTo.slot]?.apply(entry, key: request.key).map { Reply(request: request, result: $0) }
                     ?? Reply(request: request, error: ChimeError(.internal, "the command had no result"))
                 queueReply(reply, to: replyTo)
             case .failure(let error):
@@ -617,7 +689,7 @@ public struct WorkerStateMachine {
                 let refusal = ChimeError(.unavailable, "the journal cannot take writes: \(error.message)")
                 queueReply(Reply(request: request, error: refusal), to: replyTo)
             }
-        case .record(let entry):
+        case .record(let entry, let slot):
             // The delivery happened: memory goes ahead even when the store cannot take its record,
             // and a snapshot is forced so that the store catches up.
             if case .failure(let error) = outcome {
@@ -629,7 +701,7 @@ public struct WorkerStateMachine {
                 )
                 diverge()
             }
-            engine.apply(entry)
+            engines[slot]?.apply(entry)
         }
     }
 
@@ -644,21 +716,22 @@ public struct WorkerStateMachine {
     }
 
     /// Journals an entry the engine produced itself (delivery records), then applies it.
-    mutating func record(_ entry: JournalEntry, _ actions: inout [Action]) {
+    mutating func record(_ entry: JournalEntry, slot: Int, _ actions: inout [Action]) {
         if case .diverged = persistence {
             diverge()
-            engine.apply(entry)
+            engines[slot]?.apply(entry)
             return
         }
-        pendingWrites.append(.record(entry))
-        actions.append(.append(entry, key: nil))
+        pendingWrites.append(.record(entry, slot: slot))
+        actions.append(.append(entry, key: nil, slot: slot))
     }
 
     /// After the commit: the replies of what it made durable, then what is due.
     mutating func committed(_ store: StoreStatus, now: Instant, _ actions: inout [Action]) {
         self.store = store
-        for reply in pendingReplies { actions.append(.publish(reply)) }
+        for reply in pendingReplies { actions.append(.publish(reply.message)) }
         pendingReplies.removeAll(keepingCapacity: true)
+        finishDraining(now: now, &actions)
         if case .refused(let at) = connection, now >= at {
             connection = .subscribing(messageId: nil)
             actions.append(.subscribe(.status))
@@ -674,24 +747,32 @@ public struct WorkerStateMachine {
     mutating func tick(now: Instant, _ actions: inout [Action]) {
         lastTick = now
         guard lifecycle == .running else { return }
-        let room = policy.maxDeliveriesInFlight - engine.inflightCount
-        for output in engine.tick(now: now, limit: room) {
-            switch output {
-            case .publish(let delivery):
-                actions.append(
-                    .publish(
-                        OutboundMessage(
-                            topic: policy.topics.notifications(delivery.deviceId),
-                            payload: delivery.payload,
-                            qos: 1,
-                            purpose: .delivery(token: delivery.token, fireId: delivery.fireId, due: delivery.due),
-                            contentType: "application/json",
-                            userProperties: [.init("fire-id", delivery.fireId)],
-                            messageExpiry: delivery.messageExpiry
+        var room = policy.maxDeliveriesInFlight - inflightCount
+        for (slot, engine) in engines where room > 0 {
+            for output in engine.tick(now: now, limit: room) {
+                switch output {
+                case .publish(let delivery):
+                    room -= 1
+                    actions.append(
+                        .publish(
+                            OutboundMessage(
+                                topic: policy.topics.notifications(delivery.deviceId),
+                                payload: delivery.payload,
+                                qos: 1,
+                                purpose: .delivery(
+                                    token: delivery.token,
+                                    fireId: delivery.fireId,
+                                    due: delivery.due,
+                                    slot: slot
+                                ),
+                                contentType: "application/json",
+                                userProperties: [.init("fire-id", delivery.fireId)],
+                                messageExpiry: delivery.messageExpiry
+                            )
                         )
                     )
-                )
-            case .write(let entry): record(entry, &actions)
+                case .write(let entry): record(entry, slot: slot, &actions)
+                }
             }
         }
     }
@@ -703,15 +784,15 @@ public struct WorkerStateMachine {
         _ actions: inout [Action]
     ) {
         switch (purpose, outcome) {
-        case (.delivery(let token, _, let due), .success(let messageId)):
-            tokensByMessageId[messageId] = token
+        case (.delivery(let token, _, let due, let slot), .success(let messageId)):
+            tokensByMessageId[messageId] = (slot, token)
             let lateness = now.milliseconds - due.milliseconds
             stats.lateness.record(microseconds: lateness * 1000)
-            if lateness >= engine.configuration.lateThreshold { stats.lateDeliveries += 1 }
-        case (.delivery(let token, let fireId, _), .failure(let error)):
+            if let engine = engines[slot], lateness >= engine.configuration.lateThreshold { stats.lateDeliveries += 1 }
+        case (.delivery(let token, let fireId, _, let slot), .failure(let error)):
             // Retried with the backoff of a refusal: an error such as an oversized packet would
             // otherwise repeat at full speed.
-            let retry = engine.publishRefused(token, now: now)
+            let retry = engines[slot]?.publishRefused(token, now: now)
             log(
                 .warning,
                 "cannot publish a delivery; it will be retried",
@@ -744,7 +825,9 @@ public struct WorkerStateMachine {
             }
             return
         }
-        guard let token = tokensByMessageId.removeValue(forKey: messageId) else { return }
+        guard let (slot, token) = tokensByMessageId.removeValue(forKey: messageId), let engine = engines[slot] else {
+            return
+        }
         if reasonCode >= 0x80 {
             // Refused (an ACL, a quota): not delivered. It stays due and is retried later.
             stats.refusedDeliveries += 1
@@ -759,7 +842,7 @@ public struct WorkerStateMachine {
         }
         if let entry = engine.acknowledged(token) {
             stats.deliveries += 1
-            record(entry, &actions)
+            record(entry, slot: slot, &actions)
         }
     }
 
@@ -776,7 +859,11 @@ public struct WorkerStateMachine {
         case .consistent(.running), .diverged(.running):
             return
         }
-        actions.append(.startSnapshot(engine.snapshot))
+        guard let engine = engines[store.snapshotSlot] else {
+            persistence = .consistent(.idle(requested: false, notBefore: nil))
+            return
+        }
+        actions.append(.startSnapshot(engine.snapshot, slot: store.snapshotSlot))
     }
 
     mutating func snapshotStarted(_ outcome: Result<UInt64, StoreError>, now: Instant, _ actions: inout [Action]) {
@@ -868,9 +955,9 @@ public struct WorkerStateMachine {
         if lifecycle != .running { notReady.append("stopping") }
         return WorkerMetrics(
             stats: stats,
-            pending: engine.pendingCount,
-            devices: engine.deviceCount,
-            inflight: engine.inflightCount,
+            pending: engines.values.reduce(0) { $0 + $1.pendingCount },
+            devices: engines.values.reduce(0) { $0 + $1.deviceCount },
+            inflight: inflightCount,
             store: store,
             connected: isConnected,
             notReady: notReady,
@@ -887,7 +974,7 @@ public struct WorkerStateMachine {
     /// disconnect. After a takeover the status topic belongs to the other holder of this worker id.
     mutating func maybeFinishStopping(now: Instant, _ actions: inout [Action]) {
         guard case .stopping(let deadline, let fatal) = lifecycle,
-            engine.inflightCount == 0 || !isConnected || now >= deadline
+            inflightCount == 0 || !isConnected || now >= deadline
         else { return }
         lifecycle = .draining(fatal: fatal)
         if isConnected && fatal == nil {
@@ -899,7 +986,7 @@ public struct WorkerStateMachine {
             )
         }
         connection = .down
-        engine.setConnected(false)
+        for engine in engines.values { engine.setConnected(false) }
         actions.append(.disconnect)
     }
 

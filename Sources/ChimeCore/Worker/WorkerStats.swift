@@ -66,6 +66,12 @@ public struct WorkerStats: Hashable, Sendable {
     public internal(set) var takeovers = 0
     /// Commands recognised as a redelivery of one already applied, and not applied again.
     public internal(set) var duplicates = 0
+    /// Slot mode: commands for slots this worker does not serve now (another worker's, or one in
+    /// hand-over), left to their owner.
+    public internal(set) var commandsForOtherSlots = 0
+    /// Slot mode: slots taken and loaded, and slots given up (handed over, lost or expired).
+    public internal(set) var slotsLoaded = 0
+    public internal(set) var slotsDropped = 0
     /// From when a delivery was due to when it was published.
     public internal(set) var lateness = Histogram()
     /// How long each journal sync took.
