@@ -62,24 +62,13 @@ public enum Schema {
     /// - Throws: `.schemaTooNew` if the database's schema is newer; `.database` if a statement failed.
     @discardableResult
     public static func migrate(_ connection: PostgresConnection) throws(PostgresStoreError) -> Int {
-        do {
-            try connection.begin()
-        } catch {
-            throw PostgresStoreError(error, while: "migrating the schema")
-        }
-        do throws(PostgresStoreError) {
-            let version = try migrateLocked(connection)
-            do {
-                try connection.commit()
-            } catch {
-                throw PostgresStoreError(error, while: "committing the migrated schema")
-            }
-            return version
-        } catch {
-            if connection.status == .ok && connection.transactionStatus != .idle {
-                try? connection.rollback()
-            }
-            throw error
+        try migrate(connection, to: currentVersion)
+    }
+
+    /// ``migrate(_:)`` up to `target` only: for tests, a database as an older chimed left it.
+    static func migrate(_ connection: PostgresConnection, to target: Int) throws(PostgresStoreError) -> Int {
+        try inTransaction(connection, "the schema's migration") { () throws(PostgresStoreError) in
+            .commit(try migrateLocked(connection, to: target))
         }
     }
 
@@ -95,7 +84,10 @@ public enum Schema {
         }
     }
 
-    private static func migrateLocked(_ connection: PostgresConnection) throws(PostgresStoreError) -> Int {
+    private static func migrateLocked(
+        _ connection: PostgresConnection,
+        to target: Int
+    ) throws(PostgresStoreError) -> Int {
         let version: Int
         do {
             try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(migrationLock)])
@@ -120,9 +112,9 @@ public enum Schema {
                     + "a newer chimed migrated it; run that version (or newer)"
             )
         }
-        if version == currentVersion { return version }
+        if version >= target { return version }
         do {
-            for migration in migrations[version...] {
+            for migration in migrations[version..<target] {
                 for statement in migration {
                     try connection.execute(statement)
                 }
@@ -132,7 +124,7 @@ public enum Schema {
                 INSERT INTO chime_schema (version) VALUES ($1)
                 ON CONFLICT (singleton) DO UPDATE SET version = excluded.version, migrated_at = now()
                 """,
-                [.integer(currentVersion)]
+                [.integer(target)]
             )
         } catch {
             throw PostgresStoreError(error, while: "migrating the schema from version \(version)")
