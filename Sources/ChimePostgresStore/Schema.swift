@@ -1,6 +1,8 @@
 import ChimePostgres
 
-/// The tables of the journal in PostgreSQL, created and migrated by chimed itself.
+/// The tables of the journal in PostgreSQL, created and migrated by chimed itself: migration 1 has
+/// ``PostgresJournal``'s, migration 2 ``SlotStore``'s (slots, leases, members, and a journal and
+/// snapshots per slot).
 ///
 /// `chime_schema` holds one row: the version of the schema. ``migrate(_:)`` runs, in one
 /// transaction under an advisory lock (so two chimeds starting together migrate once), the

@@ -355,13 +355,20 @@ public final class SlotStore {
         }
     }
 
+    /// The longest time to live of a heartbeat or lease: a day (a worker that is gone keeps its
+    /// slots that long).
+    public static let maximumTTL = Duration.seconds(86_400)
+
     /// `now() + ttl`, its microseconds bound as a parameter.
     private static func expiry(_ ttl: Duration, _ statement: inout Statement) throws(PostgresStoreError) -> String {
         let (seconds, attoseconds) = ttl.components
-        let microseconds = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
-        guard microseconds > 0, seconds < 1 << 40 else {
-            throw PostgresStoreError(.invalidArgument, "a time to live of \(ttl): it must be at least a microsecond")
+        guard ttl >= .microseconds(1), ttl <= maximumTTL else {
+            throw PostgresStoreError(
+                .invalidArgument,
+                "a time to live of \(ttl): it must be from a microsecond to \(maximumTTL)"
+            )
         }
+        let microseconds = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
         return "now() + \(statement.bind(.integer(microseconds), as: "bigint")) * interval '1 microsecond'"
     }
 

@@ -152,6 +152,9 @@ struct SlotStoreTests {
         #expect(throws: PostgresStoreError(.invalidArgument)) { try a.acquire([16], worker: "a", ttl: .seconds(1)) }
         #expect(throws: PostgresStoreError(.invalidArgument)) { try a.acquire([-1], worker: "a", ttl: .seconds(1)) }
         #expect(throws: PostgresStoreError(.invalidArgument)) { try a.acquire([3], worker: "a", ttl: .seconds(-1)) }
+        #expect(throws: PostgresStoreError(.invalidArgument)) {
+            try a.acquire([3], worker: "a", ttl: .seconds(Int64.max))
+        }
     }
 
     @Test("workers acquiring the same slots together each get some, and every slot goes to one of them")
@@ -336,6 +339,43 @@ struct SlotStoreTests {
         #expect(log.events == ["b waits", "a commits", "b acquired"])
         #expect(taken == [3: 2])
         #expect(records == [[1]])
+    }
+
+    @Test("a commit that meets an acquisition in flight waits for it, then finds the lease taken and writes nothing")
+    func commitWaitsForAnAcquisition() async throws {
+        let server = try await TestPostgres.start()
+        let uri = server.uri
+        let b = try SlotStore(connection: PostgresConnection(uri), slotCount: 8)
+        let observer = try PostgresConnection(uri)
+        #expect(try b.acquire([3], worker: "a", ttl: .milliseconds(300)) == [3: 1])
+        #expect(try await eventually { try b.leases()[3].expiresInMilliseconds <= 0 })
+
+        // b's acquisition runs in a transaction the test keeps open.
+        try b.connection.begin()
+        #expect(try b.acquire([3], worker: "b", ttl: .seconds(60)) == [3: 2])
+        let log = EventLog()
+        let commit = Task.detached {
+            let a = try SlotStore(connection: PostgresConnection(uri), slotCount: nil)
+            _ = try a.open(slot: 3)
+            a.append(slot: 3, type: 1, payload: [1])
+            let lost = try a.commit(fence: [3: 1], worker: "a")
+            log.record("a committed")
+            return lost
+        }
+        let waiting = try await eventually {
+            let rows = try observer.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH held AS%'"
+            ).rows
+            return try rows.first?.int64(0) == 1
+        }
+        #expect(waiting)
+        log.record("a waits")
+        log.record("b commits")
+        try b.connection.commit()
+        #expect(try await commit.value == [3])
+        #expect(log.events == ["a waits", "b commits", "a committed"])
+        let rows = try observer.execute("SELECT count(*) FROM chime_slot_journal").rows
+        #expect(try rows.first?.int64(0) == 0)
     }
 
     @Test("a snapshot by a worker that lost the lease, before or while it writes, writes nothing")
