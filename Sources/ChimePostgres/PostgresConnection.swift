@@ -53,6 +53,8 @@ public final class PostgresConnection {
     /// How long a statement may take before ``execute(_:_:)`` gives up with `.timeout`; nil waits
     /// as long as it takes.
     public let statementTimeout: Duration?
+    /// The most parameters one statement takes: the protocol counts them in 16 bits.
+    public static let maximumParameters = Int(UInt16.max)
 
     /// Connects, blocking until connected or failed.
     ///
@@ -173,8 +175,11 @@ public final class PostgresConnection {
     @discardableResult
     public func execute(_ sql: String, _ parameters: [PostgresValue?] = []) throws(PostgresError) -> PostgresResult {
         let connection = try usableConnection()
-        guard parameters.count <= Int(UInt16.max) else {
-            throw PostgresError(.invalidParameter, "\(parameters.count) parameters: PostgreSQL takes at most 65535")
+        guard parameters.count <= Self.maximumParameters else {
+            throw PostgresError(
+                .invalidParameter,
+                "\(parameters.count) parameters: PostgreSQL takes at most \(Self.maximumParameters)"
+            )
         }
         let encoded = try EncodedParameters(parameters)
         defer { encoded.deallocate() }

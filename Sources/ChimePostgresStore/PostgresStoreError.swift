@@ -13,6 +13,7 @@ public struct PostgresStoreError: Error, Hashable, Sendable, CustomStringConvert
             case corrupt
             case invalidArgument
             case broken
+            case slotCountMismatch
         }
 
         private let kind: Kind
@@ -28,10 +29,14 @@ public struct PostgresStoreError: Error, Hashable, Sendable, CustomStringConvert
         /// What the database holds cannot be read back: a snapshot's chunks do not add up, a
         /// record's kind is out of range.
         public static let corrupt = Code(.corrupt)
-        /// The caller asked for something that cannot be: a snapshot beyond what was committed.
+        /// The caller asked for something that cannot be: a snapshot beyond what was committed, a
+        /// slot outside `0..<slotCount`, a lease's time to live that is not positive.
         public static let invalidArgument = Code(.invalidArgument)
         /// A commit failed earlier, so what the database holds is not known here: open the journal again.
         public static let broken = Code(.broken)
+        /// The store was created with another number of slots than the one given: devices map to
+        /// slots by that number, so it cannot change while the store holds data.
+        public static let slotCountMismatch = Code(.slotCountMismatch)
 
         public var description: String {
             switch kind {
@@ -40,6 +45,7 @@ public struct PostgresStoreError: Error, Hashable, Sendable, CustomStringConvert
             case .corrupt: "corrupt"
             case .invalidArgument: "invalidArgument"
             case .broken: "broken"
+            case .slotCountMismatch: "slotCountMismatch"
             }
         }
     }
@@ -59,6 +65,16 @@ public struct PostgresStoreError: Error, Hashable, Sendable, CustomStringConvert
     /// A database error, with what was being done.
     init(_ underlying: PostgresError, while doing: String) {
         self.init(.database, "\(doing): \(underlying)", underlying: underlying)
+    }
+
+    /// What a block that throws both kinds (the store's own checks and the database's errors)
+    /// threw: the store's error as it is, the database's with what was being done.
+    init(_ error: any Error, while doing: String) {
+        switch error {
+        case let error as PostgresStoreError: self = error
+        case let error as PostgresError: self.init(error, while: doing)
+        default: self.init(.database, "\(doing): \(error)")
+        }
     }
 
     public static func == (lhs: PostgresStoreError, rhs: PostgresStoreError) -> Bool {

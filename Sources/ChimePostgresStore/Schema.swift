@@ -1,6 +1,8 @@
 import ChimePostgres
 
-/// The tables of the journal in PostgreSQL, created and migrated by chimed itself.
+/// The tables of the journal in PostgreSQL, created and migrated by chimed itself: migration 1 has
+/// ``PostgresJournal``'s, migration 2 ``SlotStore``'s (slots, leases, members, and a journal and
+/// snapshots per slot).
 ///
 /// `chime_schema` holds one row: the version of the schema. ``migrate(_:)`` runs, in one
 /// transaction under an advisory lock (so two chimeds starting together migrate once), the
@@ -48,7 +50,89 @@ public enum Schema {
                 PRIMARY KEY (snapshot, chunk)
             )
             """,
-        ]
+        ],
+        // 2: slots, for many workers on one store (SlotStore). Devices map to a fixed number of
+        // slots; each slot has a journal and snapshots of its own, and a lease that says which
+        // worker may write them. Every time is the database's (`now()`), so the workers' clocks
+        // do not matter.
+        [
+            // One row: the number of slots, fixed when the store is created (devices map to slots
+            // by it: `crc32(deviceId) mod slot_count`).
+            """
+            CREATE TABLE chime_cluster (
+                singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+                slot_count integer NOT NULL CHECK (slot_count BETWEEN 1 AND 65536),
+                created_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            // Membership: each worker's row says it is alive until `expires_at`; a heartbeat moves
+            // that on. `instance` tells two runs of the same worker apart (`started_at` is the
+            // current one's first heartbeat); `leaving` says it is handing its slots over.
+            """
+            CREATE TABLE chime_worker (
+                worker text PRIMARY KEY,
+                instance text NOT NULL,
+                expires_at timestamptz NOT NULL,
+                leaving boolean NOT NULL DEFAULT false,
+                started_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            // A lease per slot, created with the cluster's row. A worker owns a slot while it is
+            // `owner` and `expires_at` is ahead; a taker increments `epoch`, and every write to the
+            // slot's journal or snapshots checks the epoch it was given in the same transaction
+            // (with the row locked FOR SHARE, so that a taker's UPDATE waits for it): a worker
+            // that lost the lease writes nothing more. A free slot has no owner.
+            """
+            CREATE TABLE chime_lease (
+                slot integer PRIMARY KEY CHECK (slot >= 0),
+                owner text,
+                epoch bigint NOT NULL DEFAULT 0 CHECK (epoch >= 0),
+                expires_at timestamptz NOT NULL DEFAULT now(),
+                acquired_at timestamptz
+            )
+            """,
+            // Each slot's records, as chime_journal's: `seq` per slot, assigned by the writer (the
+            // next after the slot's last committed), `epoch` the lease's it was written under. No
+            // foreign key to chime_lease: its check would cost a lookup per row of every commit,
+            // which is fenced by the lease anyway.
+            """
+            CREATE TABLE chime_slot_journal (
+                slot integer NOT NULL CHECK (slot >= 0),
+                seq bigint NOT NULL CHECK (seq > 0),
+                kind smallint NOT NULL CHECK (kind BETWEEN 0 AND 255),
+                payload bytea NOT NULL,
+                epoch bigint NOT NULL CHECK (epoch > 0),
+                written_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (slot, seq)
+            )
+            """,
+            // Each slot's snapshots, as chime_snapshot's: the state of the slot after its record
+            // `seq`, written (by the lease's owner at `epoch`) with its chunks in one transaction
+            // that also trims the slot's journal and older snapshots.
+            """
+            CREATE TABLE chime_slot_snapshot (
+                slot integer NOT NULL CHECK (slot >= 0),
+                seq bigint NOT NULL CHECK (seq >= 0),
+                entries bigint NOT NULL CHECK (entries >= 0),
+                chunks integer NOT NULL CHECK (chunks >= 0),
+                bytes bigint NOT NULL CHECK (bytes >= 0),
+                epoch bigint NOT NULL CHECK (epoch > 0),
+                written_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (slot, seq)
+            )
+            """,
+            // A slot snapshot's entries, as chime_snapshot_chunk's.
+            """
+            CREATE TABLE chime_slot_snapshot_chunk (
+                slot integer NOT NULL,
+                snapshot bigint NOT NULL,
+                chunk integer NOT NULL CHECK (chunk >= 0),
+                payload bytea NOT NULL,
+                PRIMARY KEY (slot, snapshot, chunk),
+                FOREIGN KEY (slot, snapshot) REFERENCES chime_slot_snapshot (slot, seq) ON DELETE CASCADE
+            )
+            """,
+        ],
     ]
 
     /// The schema version this code reads and writes.
@@ -62,24 +146,13 @@ public enum Schema {
     /// - Throws: `.schemaTooNew` if the database's schema is newer; `.database` if a statement failed.
     @discardableResult
     public static func migrate(_ connection: PostgresConnection) throws(PostgresStoreError) -> Int {
-        do {
-            try connection.begin()
-        } catch {
-            throw PostgresStoreError(error, while: "migrating the schema")
-        }
-        do throws(PostgresStoreError) {
-            let version = try migrateLocked(connection)
-            do {
-                try connection.commit()
-            } catch {
-                throw PostgresStoreError(error, while: "committing the migrated schema")
-            }
-            return version
-        } catch {
-            if connection.status == .ok && connection.transactionStatus != .idle {
-                try? connection.rollback()
-            }
-            throw error
+        try migrate(connection, to: currentVersion)
+    }
+
+    /// ``migrate(_:)`` up to `target` only: for tests, a database as an older chimed left it.
+    static func migrate(_ connection: PostgresConnection, to target: Int) throws(PostgresStoreError) -> Int {
+        try inTransaction(connection, "the schema's migration") { () throws(PostgresStoreError) in
+            .commit(try migrateLocked(connection, to: target))
         }
     }
 
@@ -95,7 +168,10 @@ public enum Schema {
         }
     }
 
-    private static func migrateLocked(_ connection: PostgresConnection) throws(PostgresStoreError) -> Int {
+    private static func migrateLocked(
+        _ connection: PostgresConnection,
+        to target: Int
+    ) throws(PostgresStoreError) -> Int {
         let version: Int
         do {
             try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(migrationLock)])
@@ -120,9 +196,9 @@ public enum Schema {
                     + "a newer chimed migrated it; run that version (or newer)"
             )
         }
-        if version == currentVersion { return version }
+        if version >= target { return version }
         do {
-            for migration in migrations[version...] {
+            for migration in migrations[version..<target] {
                 for statement in migration {
                     try connection.execute(statement)
                 }
@@ -132,7 +208,7 @@ public enum Schema {
                 INSERT INTO chime_schema (version) VALUES ($1)
                 ON CONFLICT (singleton) DO UPDATE SET version = excluded.version, migrated_at = now()
                 """,
-                [.integer(currentVersion)]
+                [.integer(target)]
             )
         } catch {
             throw PostgresStoreError(error, while: "migrating the schema from version \(version)")
