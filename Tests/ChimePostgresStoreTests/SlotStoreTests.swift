@@ -325,13 +325,7 @@ struct SlotStoreTests {
             log.record("b acquired")
             return (taken, try b.open(slot: 3).records.map(\.payload))
         }
-        let waiting = try await eventually {
-            let rows = try observer.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE chime_lease%'"
-            ).rows
-            return try rows.first?.int64(0) == 1
-        }
-        #expect(waiting)
+        #expect(try await waitsForALock(observer, like: "UPDATE chime_lease%"))
         log.record("b waits")
         log.record("a commits")
         try a.connection.commit()
@@ -362,13 +356,7 @@ struct SlotStoreTests {
             log.record("a committed")
             return lost
         }
-        let waiting = try await eventually {
-            let rows = try observer.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH held AS%'"
-            ).rows
-            return try rows.first?.int64(0) == 1
-        }
-        #expect(waiting)
+        #expect(try await waitsForALock(observer, like: "WITH held AS%"))
         log.record("a waits")
         log.record("b commits")
         try b.connection.commit()
@@ -525,6 +513,18 @@ struct SlotStoreTests {
         #expect(recovered.snapshot?.sequence == 6)
         #expect(recovered.snapshot.map { $0.entries.map { Array($0) } } == entries)
         #expect(recovered.records.map(\.sequence) == Array(7...10))
+    }
+
+    /// Waits until one statement whose text is `like` (SQL LIKE) waits for a lock, as
+    /// `pg_stat_activity` says: whether it did.
+    private func waitsForALock(_ observer: PostgresConnection, like pattern: String) async throws -> Bool {
+        try await eventually {
+            let rows = try observer.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+                [.text(pattern)]
+            ).rows
+            return try rows.first?.int64(0) == 1
+        }
     }
 
     /// The statements the server logged (`log_statement = all`) between two `SELECT 'marker'`s.
