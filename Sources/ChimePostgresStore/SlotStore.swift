@@ -69,11 +69,12 @@ public final class SlotStore {
         }
         self.connection = connection
         try Schema.migrate(connection)
-        var stored = try Self.storedSlotCount(connection)
-        if stored == nil {
+        let stored: Int
+        if let existing = try Self.storedSlotCount(connection) {
+            stored = existing
+        } else {
             stored = try Self.create(connection, slotCount ?? Self.defaultSlotCount)
         }
-        guard let stored else { preconditionFailure("create returns the number of slots") }
         if let slotCount, slotCount != stored {
             throw PostgresStoreError(
                 .slotCountMismatch,
