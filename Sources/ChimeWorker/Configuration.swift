@@ -21,6 +21,9 @@ public struct WorkerConfiguration: Sendable {
     public var workerId: String
     /// `--partition`.
     public var partition: Partition
+    /// `--slots` and `--lease-ttl`: many workers on one PostgreSQL store, sharing its slots through
+    /// leases; nil: this worker alone serves its store (its `partition` of the devices).
+    public var slots: (count: Int, leaseTTL: Duration)?
     /// `--fsync`.
     public var fsync: FsyncPolicy
     public var engine: EngineConfiguration
@@ -47,6 +50,12 @@ public struct WorkerConfiguration: Sendable {
         .init("topic-prefix", default: "chime", "the P of every topic"),
         .init("worker-id", default: nil, "unique per broker; names the persistent MQTT session (default: host name)"),
         .init("partition", default: "0/1", "k/N: serve devices whose crc32(deviceId) mod N is k"),
+        .init(
+            "slots",
+            default: "0",
+            "S > 0: share a PostgreSQL --store with other workers through S slots and their leases (0: off)"
+        ),
+        .init("lease-ttl", default: "10", "seconds a slot's lease lasts in the store unless renewed (with --slots)"),
         .init("fsync", default: "always", "always, interval:MS or none (see README: what each can lose)"),
         .init("min-repeat-seconds", default: "60", "reject repeats more often than this"),
         .init("max-pending-per-device", default: "1000", "notifications a device may hold"),
@@ -124,6 +133,17 @@ public struct WorkerConfiguration: Sendable {
             throw UsageError("--partition must be k/N with 0 <= k < N, got \"\(flags["partition"] ?? "")\"")
         }
         self.partition = partition
+        let slotCount = try flags.integer("slots", in: 0...65_536)
+        let leaseTTL = try flags.integer("lease-ttl", in: 2...300)
+        if slotCount > 0 {
+            guard store != nil else {
+                throw UsageError("--slots needs --store postgres://...: the workers share their slots through it")
+            }
+            guard partition.count == 1 else {
+                throw UsageError("--slots and --partition exclude each other: with slots, workers share every device")
+            }
+            slots = (slotCount, .seconds(leaseTTL))
+        }
         guard let fsync = FsyncPolicy(parsing: flags["fsync"] ?? "") else {
             throw UsageError("--fsync must be always, interval:MS or none, got \"\(flags["fsync"] ?? "")\"")
         }

@@ -37,6 +37,31 @@ public final class Worker: Sendable {
         inbox.push(.snapshotRequested)
     }
 
+    /// Slot mode: joins the store's workers. No engine yet: each slot's comes with its lease.
+    func joinSlots(_ slots: (count: Int, leaseTTL: Duration), uri: String) throws(WorkerError) -> SlotWorkerStore {
+        let store: SlotWorkerStore
+        do {
+            store = try SlotWorkerStore(
+                uri,
+                worker: configuration.workerId,
+                instance: Self.instance,
+                slotCount: slots.count,
+                leaseTTL: slots.leaseTTL,
+                snapshotAfterBytes: configuration.snapshotBytes
+            )
+        } catch {
+            throw WorkerError("cannot open the store \(redacted(uri)): \(error)")
+        }
+        logger.notice(
+            "ready",
+            [
+                "slots": "\(store.slotCount)", "leaseTTL": "\(slots.leaseTTL)", "worker": configuration.workerId,
+                "store": redacted(uri),
+            ]
+        )
+        return store
+    }
+
     /// Opens the data directory and rebuilds the engine from it, logging progress and a `ready`
     /// line. What was read from the disk is dropped on return (it can be as large as the state).
     func recover() throws(WorkerError) -> (any WorkerStore, Engine) {
@@ -123,7 +148,7 @@ public final class Worker: Sendable {
     ///   corrupt, or a sync failed.
     public func run() throws(WorkerError) {
         let clock = SystemClock()
-        let policy = WorkerStateMachine.Policy(configuration, logLevel: logger.level)
+        var policy = WorkerStateMachine.Policy(configuration, logLevel: logger.level)
         // Listening before recovery: /livez answers while a large data directory is read.
         let metrics = try configuration.metricsListen.map { address throws(WorkerError) in
             let placeholder = WorkerStateMachine(policy: policy, engine: Engine(), now: clock.now())
@@ -131,7 +156,19 @@ public final class Worker: Sendable {
             logger.info("metrics endpoint listening", ["address": address, "port": "\(endpoint.port)"])
             return endpoint
         }
-        let (store, engine) = try recover()
+        let store: any WorkerStore
+        let engine: Engine?
+        if let slots = configuration.slots, let uri = configuration.store {
+            let joined = try joinSlots(slots, uri: uri)
+            policy.slots = SlotOwnership.Policy(
+                worker: configuration.workerId,
+                slotCount: joined.slotCount,
+                leaseTTL: slots.leaseTTL
+            )
+            (store, engine) = (joined, nil)
+        } else {
+            (store, engine) = try recover()
+        }
 
         let inbox = self.inbox
         let client: MQTTClient
@@ -189,7 +226,8 @@ public final class Worker: Sendable {
             clock: clock,
             logger: logger,
             inbox: inbox,
-            metrics: metrics
+            metrics: metrics,
+            engineConfiguration: configuration.engine
         )
         try loop.run()
     }

@@ -15,6 +15,8 @@ public struct WorkerMetrics: Hashable, Sendable {
     public var version: String
     public var startedAt: Instant
     public var at: Instant
+    /// Slot mode: the slots served now, ascending; nil without slots.
+    public var slots: [Int]? = nil
 
     public var ready: Bool { notReady.isEmpty }
 
@@ -28,6 +30,7 @@ public struct WorkerMetrics: Hashable, Sendable {
         o["journalBytesSinceSnapshot"] = .int(Int64(store.bytesSinceSnapshot))
         o["journalSequence"] = .int(Int64(store.lastSequence))
         o["at"] = .string(at.rfc3339())
+        if let slots { o["slots"] = .array(slots.map { .int(Int64($0)) }) }
         return o
     }
 

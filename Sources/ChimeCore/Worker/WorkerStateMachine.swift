@@ -953,7 +953,7 @@ public struct WorkerStateMachine {
             notReady.append("the journal cannot take writes until a snapshot catches up")
         }
         if lifecycle != .running { notReady.append("stopping") }
-        return WorkerMetrics(
+        var numbers = WorkerMetrics(
             stats: stats,
             pending: engines.values.reduce(0) { $0 + $1.pendingCount },
             devices: engines.values.reduce(0) { $0 + $1.deviceCount },
@@ -968,6 +968,8 @@ public struct WorkerStateMachine {
             startedAt: startedAt,
             at: now
         )
+        if policy.slots != nil { numbers.slots = engines.keys.sorted() }
+        return numbers
     }
 
     /// Once nothing is in flight (or nothing can be acknowledged, or time is up): `offline`, then

@@ -1,0 +1,316 @@
+import ChimeCore
+import ChimeMQTT
+import ChimePostgres
+import ChimeTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// Slot mode with real processes: several chimeds on one PostgreSQL and one mosquitto, sharing 64
+/// slots through leases (TTL 2 s, so that the tests take seconds), killed, paused, added and
+/// stopped under load.
+@Suite(.serialized) struct SlotWorkersTests {
+    static let slots = 64
+    static let ttl = 2
+
+    /// One test's world: a broker, a PostgreSQL, the workers, a client that sees every delivery
+    /// and every worker's stats.
+    final class Cluster: Sendable {
+        let broker: TestBroker
+        let postgres: TestPostgres
+        let data: TemporaryDirectory
+        let workers = Mutex<[String: Chimed]>([:])
+        let client: CommandClient
+
+        init() async throws {
+            broker = try await TestBroker.start()
+            postgres = try await TestPostgres.start()
+            data = try TemporaryDirectory(prefix: "chime-slots")
+            client = try await CommandClient(broker: broker)
+            try await client.requester.subscribe("chime/+/notifications", qos: 1, timeout: .seconds(10))
+            try await client.requester.subscribe("chime/$worker/+/stats", qos: 0, timeout: .seconds(10))
+        }
+
+        func start(_ name: String) async throws {
+            let chimed = try Chimed(
+                broker: broker,
+                dataDirectory: data.appending(name),
+                workerId: name,
+                extra: [
+                    "--store", postgres.uri, "--slots", "\(SlotWorkersTests.slots)", "--lease-ttl",
+                    "\(SlotWorkersTests.ttl)", "--log-level", "info",
+                ]
+            )
+            workers.withLock { $0[name] = chimed }
+            try await chimed.start()
+        }
+
+        func worker(_ name: String) -> Chimed { workers.withLock { $0[name]! } }
+
+        func stop() async {
+            client.stop()
+            for chimed in workers.withLock({ Array($0.values) }) {
+                chimed.process.kill()
+                await chimed.process.waitForExit(timeout: .seconds(10))
+            }
+            await broker.stop()
+            await postgres.stop()
+        }
+
+        /// The slots each worker said it served in its latest stats (every second).
+        func served() -> [String: Set<Int>] {
+            var latest: [String: Set<Int>] = [:]
+            for stats in client.received.withLock({ $0.filter { $0.topic.hasSuffix("/stats") } }) {
+                guard case .object(let o)? = try? JSON(parsing: stats.payload), let id = o["workerId"]?.stringValue
+                else { continue }
+                latest[id] = Set(
+                    (o["slots"]?.arrayValue ?? []).compactMap { slot -> Int? in
+                        if case .int(let n) = slot { Int(n) } else { nil }
+                    }
+                )
+            }
+            return latest
+        }
+
+        /// Waits until the given workers serve every slot between them, each slot once, and no
+        /// other worker claims one.
+        func waitUntilBalanced(among names: Set<String>, timeout: Duration = .seconds(40)) async -> Bool {
+            await eventually(timeout: timeout, every: .milliseconds(250)) {
+                let served = self.served().filter { names.contains($0.key) }
+                let all = served.values.reduce(into: [Int]()) { $0 += $1 }
+                let shares = served.values.map(\.count).sorted()
+                return served.count == names.count && all.count == SlotWorkersTests.slots
+                    && Set(all).count == SlotWorkersTests.slots && shares.last! - shares.first! <= 1
+            }
+        }
+
+        /// Deliveries received for notification `id` of `device`.
+        func deliveries(_ device: String, _ id: String) -> [JSONObject] {
+            client.deliveries(device).filter { $0["id"]?.stringValue == id }
+        }
+
+        /// The store's rows, to check what each worker wrote.
+        func query(_ sql: String) throws -> PostgresResult {
+            let connection = try PostgresConnection(postgres.uri)
+            defer { connection.close() }
+            return try connection.execute(sql)
+        }
+    }
+
+    /// A device in each slot, found by its crc32.
+    static let devices: [String] = {
+        var found: [Int: String] = [:]
+        var i = 0
+        while found.count < slots {
+            let device = "dev\(i)"
+            let slot = Int(crc32(Array(device.utf8)) % UInt32(slots))
+            if found[slot] == nil { found[slot] = device }
+            i += 1
+        }
+        return (0..<slots).map { found[$0]! }
+    }()
+
+    @Test func threeWorkersShareTheSlotsAndAnswerEveryDeviceOnce() async throws {
+        let cluster = try await Cluster()
+        defer { Task { await cluster.stop() } }
+        for name in ["w1", "w2", "w3"] { try await cluster.start(name) }
+        #expect(await cluster.waitUntilBalanced(among: ["w1", "w2", "w3"]), "\(cluster.served())")
+
+        // A command for a device in every slot, each answered once, each delivered.
+        for (k, device) in Self.devices.enumerated() {
+            let result = try await cluster.client.ok(device, .schedule, #"{"id":"n\#(k)","after":2}"#)
+            #expect(result["scheduled"] != nil)
+        }
+        for (k, device) in Self.devices.enumerated() {
+            #expect(await cluster.client.waitForDelivery(device, id: "n\(k)") != nil, "\(device)")
+        }
+        // Each slot's journal was written under one lease, by the worker serving it.
+        let writers = try cluster.query("SELECT slot, count(DISTINCT epoch) FROM chime_slot_journal GROUP BY slot")
+        #expect(writers.rows.count == Self.slots)
+        for row in writers.rows { #expect(try row.int64(1) == 1) }
+    }
+
+    @Test func aKilledWorkersSlotsAreServedAgainAndNothingAcknowledgedIsLost() async throws {
+        let cluster = try await Cluster()
+        defer { Task { await cluster.stop() } }
+        for name in ["w1", "w2", "w3"] { try await cluster.start(name) }
+        #expect(await cluster.waitUntilBalanced(among: ["w1", "w2", "w3"]), "\(cluster.served())")
+        let victimSlots = cluster.served()["w2"] ?? []
+        #expect(!victimSlots.isEmpty)
+
+        // Load on every slot: one-shots due 3 s later; the ones acknowledged must all arrive.
+        let acknowledged = Mutex<[(device: String, id: String)]>([])
+        let loading = Task {
+            var k = 0
+            while !Task.isCancelled {
+                let device = Self.devices[k % Self.slots]
+                let id = "l\(k)"
+                if let reply = try? await cluster.client.send(
+                    device,
+                    .schedule,
+                    #"{"id":"\#(id)","after":3}"#,
+                    timeout: .seconds(2)
+                ),
+                    reply.isOK
+                {
+                    acknowledged.withLock { $0.append((device, id)) }
+                }
+                k += 1
+            }
+        }
+        try await Task.sleep(for: .seconds(2))
+        let victim = cluster.worker("w2")
+        victim.process.kill()
+        await victim.process.waitForExit(timeout: .seconds(10))
+        let killedAt = ContinuousClock.now
+
+        // Its slots answer again: a command for a device in each, within 2 × TTL plus loading.
+        var servedAgain: [Int: Duration] = [:]
+        while servedAgain.count < victimSlots.count, ContinuousClock.now - killedAt < .seconds(30) {
+            for slot in victimSlots.sorted() where servedAgain[slot] == nil {
+                if let reply = try? await cluster.client.send(
+                    Self.devices[slot],
+                    .device,
+                    "{}",
+                    timeout: .milliseconds(300)
+                ),
+                    reply.isOK
+                {
+                    servedAgain[slot] = ContinuousClock.now - killedAt
+                }
+            }
+        }
+        loading.cancel()
+        _ = await loading.result
+        #expect(
+            servedAgain.count == victimSlots.count,
+            "slots not served again: \(victimSlots.subtracting(servedAgain.keys))"
+        )
+        let slowest = servedAgain.values.max() ?? .zero
+        // 2 × TTL for the leases to expire and be taken, one round (TTL / 3) to notice, loading.
+        #expect(slowest <= .seconds(2 * Self.ttl) + .seconds(3), "slowest slot back after \(slowest)")
+
+        // Everything acknowledged is delivered (late, by misfire policy, for the moved slots).
+        let promised = acknowledged.withLock { $0 }
+        #expect(promised.count > 50)
+        let delivered = await eventually(timeout: .seconds(30), every: .milliseconds(250)) {
+            promised.allSatisfy { !cluster.deliveries($0.device, $0.id).isEmpty }
+        }
+        let missing = promised.filter { cluster.deliveries($0.device, $0.id).isEmpty }
+        #expect(delivered, "\(missing.count) of \(promised.count) acknowledged never delivered: \(missing.prefix(10))")
+        // Every delivery carries a fireId, and repeats of one (at least once) keep it.
+        for (device, id) in promised {
+            let fireIds = Set(cluster.deliveries(device, id).compactMap { $0["fireId"]?.stringValue })
+            #expect(fireIds.count == 1, "\(device)/\(id): \(fireIds)")
+        }
+        #expect(await cluster.waitUntilBalanced(among: ["w1", "w3"]), "\(cluster.served())")
+    }
+
+    @Test func aPausedWorkerAnswersAndWritesNothingForTheSlotsItLost() async throws {
+        let cluster = try await Cluster()
+        defer { Task { await cluster.stop() } }
+        for name in ["w1", "w2"] { try await cluster.start(name) }
+        #expect(await cluster.waitUntilBalanced(among: ["w1", "w2"]), "\(cluster.served())")
+        let paused = cluster.worker("w1")
+        let epochs = try Dictionary(
+            uniqueKeysWithValues: cluster.query("SELECT slot, epoch FROM chime_lease WHERE owner = 'w1'").rows.map {
+                row throws(PostgresError) in (Int(try row.int64(0)), try row.int64(1))
+            }
+        )
+        #expect(Set(epochs.keys) == cluster.served()["w1"])
+        let replies = "test/paused/replies"
+        try await cluster.client.requester.subscribe(replies, qos: 1, timeout: .seconds(10))
+        let devices = epochs.keys.sorted().map { Self.devices[$0] }
+        /// The same command each time, as a client resends one it got no reply to: same bytes, same
+        /// Correlation Data.
+        func send(_ k: Int) async throws {
+            var properties = MQTTPublishProperties()
+            properties.responseTopic = replies
+            properties.correlationData = Array("p\(k)".utf8)
+            try await cluster.client.requester.publish(
+                topic: "chime/\(devices[k])/cmd/schedule",
+                payload: Array(#"{"id":"p\#(k)","after":600}"#.utf8),
+                qos: 1,
+                properties: properties,
+                timeout: .seconds(5)
+            )
+        }
+        func answers(_ k: Int) -> [JSONObject] {
+            cluster.client.received.withLock {
+                $0.filter { $0.topic == replies && $0.correlationData == Array("p\(k)".utf8) }
+            }
+            .compactMap { (try? JSON(parsing: $0.payload))?.objectValue }
+        }
+
+        // SIGSTOP past its leases. Its commands arrive meanwhile: its MQTT library holds them.
+        paused.process.signal(SIGSTOP)
+        for k in devices.indices { try await send(k) }
+        #expect(await cluster.waitUntilBalanced(among: ["w2"], timeout: .seconds(20)), "\(cluster.served())")
+        // Unanswered, the client sends them again: w2 serves the slots now and applies them.
+        for k in devices.indices { try await send(k) }
+        #expect(await eventually(timeout: .seconds(10)) { devices.indices.allSatisfy { answers($0).count == 1 } })
+
+        // SIGCONT: w1 drops the slots whose leases expired before it handles what it held.
+        paused.process.signal(SIGCONT)
+        #expect(await cluster.waitUntilBalanced(among: ["w1", "w2"]), "\(cluster.served())")
+        // Sent a third time, each is recognised as applied already, by whichever worker serves it.
+        for k in devices.indices { try await send(k) }
+        #expect(await eventually(timeout: .seconds(10)) { devices.indices.allSatisfy { answers($0).count == 2 } })
+        for k in devices.indices {
+            let all = answers(k)
+            #expect(all.first?["ok"] == true && all.first?["result"]?.objectValue?["duplicate"] == nil, "\(all)")
+            #expect(all.last?["result"]?.objectValue?["duplicate"] == true, "p\(k): \(all)")
+        }
+        // w1 answered nothing for the commands it held while paused, and the store has nothing it
+        // wrote under the leases it lost.
+        try await Task.sleep(for: .seconds(1))
+        #expect(devices.indices.allSatisfy { answers($0).count == 2 })
+        let afterLoss = try cluster.query(
+            "SELECT count(*) FROM chime_slot_journal j JOIN chime_lease l USING (slot) WHERE j.epoch IN ("
+                + epochs.values.map(String.init).joined(separator: ",") + ") AND j.slot IN ("
+                + epochs.keys.map(String.init).joined(separator: ",") + ") AND j.written_at > l.acquired_at "
+                + "AND l.epoch > j.epoch"
+        )
+        #expect(try afterLoss.rows.first?.int64(0) == 0)
+    }
+
+    @Test func workersJoinAndLeaveUnderLoadAndAllStartingAgainFindsEverything() async throws {
+        let cluster = try await Cluster()
+        defer { Task { await cluster.stop() } }
+        for name in ["w1", "w2", "w3"] { try await cluster.start(name) }
+        #expect(await cluster.waitUntilBalanced(among: ["w1", "w2", "w3"]), "\(cluster.served())")
+        var scheduled: [(String, String)] = []
+        for (k, device) in Self.devices.enumerated() {
+            try await cluster.client.ok(device, .schedule, #"{"id":"a\#(k)","after":3600}"#)
+            scheduled.append((device, "a\(k)"))
+        }
+        // A fourth joins: it takes its share from the others without waiting for an expiry.
+        try await cluster.start("w4")
+        #expect(
+            await cluster.waitUntilBalanced(among: ["w1", "w2", "w3", "w4"], timeout: .seconds(Double(Self.ttl) * 3)),
+            "\(cluster.served())"
+        )
+        // One leaves gracefully: its slots are handed over at once.
+        let leaver = cluster.worker("w1")
+        leaver.process.terminate()
+        #expect(await leaver.process.waitForExit(timeout: .seconds(20)) == .exited(0))
+        #expect(
+            await cluster.waitUntilBalanced(among: ["w2", "w3", "w4"], timeout: .seconds(Double(Self.ttl) * 2)),
+            "\(cluster.served())"
+        )
+        let left = try cluster.query("SELECT count(*) FROM chime_lease WHERE owner = 'w1'")
+        #expect(try left.rows.first?.int64(0) == 0)
+
+        // All stop; two start: everything is there.
+        for name in ["w2", "w3", "w4"] {
+            let w = cluster.worker(name)
+            w.process.terminate()
+            #expect(await w.process.waitForExit(timeout: .seconds(20)) == .exited(0))
+        }
+        for name in ["w5", "w6"] { try await cluster.start(name) }
+        #expect(await cluster.waitUntilBalanced(among: ["w5", "w6"]), "\(cluster.served())")
+        for (device, id) in scheduled {
+            #expect(try await cluster.client.listedIds(device) == [id], "\(device)")
+        }
+    }
+}
