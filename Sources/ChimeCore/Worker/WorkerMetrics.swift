@@ -30,7 +30,12 @@ public struct WorkerMetrics: Hashable, Sendable {
         o["journalBytesSinceSnapshot"] = .int(Int64(store.bytesSinceSnapshot))
         o["journalSequence"] = .int(Int64(store.lastSequence))
         o["at"] = .string(at.rfc3339())
-        if let slots { o["slots"] = .array(slots.map { .int(Int64($0)) }) }
+        if let slots {
+            o["slots"] = .array(slots.map { .int(Int64($0)) })
+            o["commandsForOtherSlots"] = .int(Int64(stats.commandsForOtherSlots))
+            o["slotsLoaded"] = .int(Int64(stats.slotsLoaded))
+            o["slotsDropped"] = .int(Int64(stats.slotsDropped))
+        }
         return o
     }
 
