@@ -237,9 +237,11 @@ public final class SlotStore {
         }
     }
 
-    /// Takes, in one statement, each of `slots` that is free or whose lease expired: its owner
-    /// becomes `worker`, its epoch one more, its expiry `ttl` from the database's now. A slot whose
-    /// lease a commit or snapshot holds locked waits for that transaction to end.
+    /// Takes, in one statement, each of `slots` that is free, whose lease expired, or that `worker`
+    /// holds already (the same worker restarted, or one that dropped its slots after a failure):
+    /// its owner becomes `worker`, its epoch one more (so that an earlier holder's writes are
+    /// fenced off), its expiry `ttl` from the database's now. A slot whose lease a commit or
+    /// snapshot holds locked waits for that transaction to end.
     /// - Returns: the slots taken, and their new epochs; the others are someone else's.
     /// - Throws: `.invalidArgument` for a slot outside `0..<slotCount` or a `ttl` that is not
     ///   positive; `.database`.
@@ -257,7 +259,7 @@ public final class SlotStore {
             SET owner = \(owner), epoch = lease.epoch + 1, expires_at = \(until), acquired_at = now()
             FROM (
                 SELECT slot FROM chime_lease
-                WHERE slot = ANY(\(wanted)) AND (owner IS NULL OR expires_at <= now())
+                WHERE slot = ANY(\(wanted)) AND (owner IS NULL OR expires_at <= now() OR owner = \(owner))
                 ORDER BY slot
                 FOR UPDATE
             ) AS free

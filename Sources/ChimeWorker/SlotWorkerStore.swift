@@ -27,8 +27,11 @@ final class SlotWorkerStore: WorkerStore {
     private var fence: [Int: Int64] = [:]
     private var bytesSinceSnapshot: [Int: Int] = [:]
     private(set) var fenced: Set<Int> = []
-    /// The snapshot being written: its slot, what it covers, the slot's bytes when it began.
-    private var snapshot: (slot: Int, covered: UInt64, bytesAtBegin: Int)?
+    /// Slots whose fences a failure dropped, for the next ``commit()`` to report as ``fenced``:
+    /// the worker must drop them too, and load them again.
+    private var lost: Set<Int> = []
+    /// The snapshot being written: its slot and lease, what it covers, the slot's bytes when it began.
+    private var snapshot: (slot: Int, epoch: Int64, covered: UInt64, bytesAtBegin: Int)?
 
     static func connect(_ connectionString: String, slotCount: Int?) throws(StoreError) -> SlotStore {
         do {
@@ -76,6 +79,7 @@ final class SlotWorkerStore: WorkerStore {
     private func fail(_ error: some Error) -> StoreError {
         store?.connection.close()
         store = nil
+        lost.formUnion(fence.keys)
         fence.removeAll()
         bytesSinceSnapshot.removeAll()
         return StoreError("PostgreSQL: \(error)", transient: true)
@@ -95,17 +99,18 @@ final class SlotWorkerStore: WorkerStore {
     }
 
     func commit() throws(StoreError) -> Int64? {
-        fenced = []
+        fenced = lost
+        lost = []
         guard let store, store.pendingCount > 0 else { return nil }
         let before = ContinuousClock.now
-        let lost: Set<Int>
+        let refused: Set<Int>
         do {
-            lost = try store.commit(fence: fence, worker: worker)
+            refused = try store.commit(fence: fence, worker: worker)
         } catch {
             throw fail(error)
         }
-        for slot in lost { forgetSlot(slot) }
-        fenced = lost
+        for slot in refused { forgetSlot(slot) }
+        fenced.formUnion(refused)
         return microseconds(ContinuousClock.now - before)
     }
 
@@ -137,7 +142,7 @@ final class SlotWorkerStore: WorkerStore {
         guard let store, let epoch = fence[slot], let covered = store.lastCommitted(slot: slot) else {
             throw StoreError("slot \(slot) is not held here")
         }
-        snapshot = (slot, covered, bytesSinceSnapshot[slot] ?? 0)
+        snapshot = (slot, epoch, covered, bytesSinceSnapshot[slot] ?? 0)
         let connectionString = self.connectionString
         let worker = self.worker
         Thread.detachNewThread {
@@ -165,7 +170,10 @@ final class SlotWorkerStore: WorkerStore {
         guard let snapshot else { throw StoreError("no snapshot is being written") }
         self.snapshot = nil
         if let writeError { throw writeError }
-        if fence[snapshot.slot] != nil { bytesSinceSnapshot[snapshot.slot, default: 0] -= snapshot.bytesAtBegin }
+        // Only if the slot is still held under the same lease: one loaded again counts anew.
+        if fence[snapshot.slot] == snapshot.epoch {
+            bytesSinceSnapshot[snapshot.slot, default: 0] -= snapshot.bytesAtBegin
+        }
         return snapshot.covered
     }
 

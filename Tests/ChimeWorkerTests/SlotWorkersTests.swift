@@ -72,8 +72,8 @@ import Testing
             return latest
         }
 
-        /// Waits until the given workers serve every slot between them, each slot once, and no
-        /// other worker claims one.
+        /// Waits until the given workers' latest stats show every slot served between them, each
+        /// slot once, with even shares.
         func waitUntilBalanced(among names: Set<String>, timeout: Duration = .seconds(40)) async -> Bool {
             await eventually(timeout: timeout, every: .milliseconds(250)) {
                 let served = self.served().filter { names.contains($0.key) }
@@ -192,7 +192,7 @@ import Testing
 
         // Everything acknowledged is delivered (late, by misfire policy, for the moved slots).
         let promised = acknowledged.withLock { $0 }
-        #expect(promised.count > 50)
+        #expect(promised.count >= 20, "too little load to tell: \(promised.count)")
         let delivered = await eventually(timeout: .seconds(30), every: .milliseconds(250)) {
             promised.allSatisfy { !cluster.deliveries($0.device, $0.id).isEmpty }
         }
@@ -235,16 +235,36 @@ import Testing
                 timeout: .seconds(5)
             )
         }
-        func answers(_ k: Int) -> [JSONObject] {
+        func answers(_ k: Int, _ prefix: String = "p") -> [JSONObject] {
             cluster.client.received.withLock {
-                $0.filter { $0.topic == replies && $0.correlationData == Array("p\(k)".utf8) }
+                $0.filter { $0.topic == replies && $0.correlationData == Array("\(prefix)\(k)".utf8) }
             }
             .compactMap { (try? JSON(parsing: $0.payload))?.objectValue }
+        }
+        /// The rows written under w1's leases so far.
+        func writtenUnderTheOldLeases() throws -> Int64 {
+            let pairs = epochs.map { "(\($0.key), \($0.value))" }.joined(separator: ",")
+            let rows = try cluster.query("SELECT count(*) FROM chime_slot_journal WHERE (slot, epoch) IN (\(pairs))")
+            return try rows.rows.first?.int64(0) ?? -1
         }
 
         // SIGSTOP past its leases. Its commands arrive meanwhile: its MQTT library holds them.
         paused.process.signal(SIGSTOP)
+        let writtenBefore = try writtenUnderTheOldLeases()
         for k in devices.indices { try await send(k) }
+        // And reads, which need no commit: answered at once by whoever serves the slot.
+        for k in devices.indices {
+            var properties = MQTTPublishProperties()
+            properties.responseTopic = replies
+            properties.correlationData = Array("r\(k)".utf8)
+            try await cluster.client.requester.publish(
+                topic: "chime/\(devices[k])/cmd/list",
+                payload: Array("{}".utf8),
+                qos: 1,
+                properties: properties,
+                timeout: .seconds(5)
+            )
+        }
         #expect(await cluster.waitUntilBalanced(among: ["w2"], timeout: .seconds(20)), "\(cluster.served())")
         // Unanswered, the client sends them again: w2 serves the slots now and applies them.
         for k in devices.indices { try await send(k) }
@@ -261,17 +281,60 @@ import Testing
             #expect(all.first?["ok"] == true && all.first?["result"]?.objectValue?["duplicate"] == nil, "\(all)")
             #expect(all.last?["result"]?.objectValue?["duplicate"] == true, "p\(k): \(all)")
         }
-        // w1 answered nothing for the commands it held while paused, and the store has nothing it
-        // wrote under the leases it lost.
+        // w1 answered nothing it held while paused, not even the reads (it dropped the expired
+        // slots before it handled them), and the store has nothing more under the leases it lost.
         try await Task.sleep(for: .seconds(1))
         #expect(devices.indices.allSatisfy { answers($0).count == 2 })
-        let afterLoss = try cluster.query(
-            "SELECT count(*) FROM chime_slot_journal j JOIN chime_lease l USING (slot) WHERE j.epoch IN ("
-                + epochs.values.map(String.init).joined(separator: ",") + ") AND j.slot IN ("
-                + epochs.keys.map(String.init).joined(separator: ",") + ") AND j.written_at > l.acquired_at "
-                + "AND l.epoch > j.epoch"
+        let staleReads = devices.indices.flatMap { answers($0, "r") }
+        #expect(staleReads.isEmpty, "answered after the leases expired: \(staleReads)")
+        #expect(try writtenUnderTheOldLeases() == writtenBefore)
+    }
+
+    /// The store killed under running workers: every commit and lease call fails; the workers drop
+    /// their slots (memory is no longer known to match the store) and, once PostgreSQL is back,
+    /// take their own leases again at once (a new epoch) and load the slots from it.
+    @Test func theStoreKilledUnderTheWorkersLosesNothingAndEverySlotIsServedAgain() async throws {
+        let cluster = try await Cluster()
+        defer { Task { await cluster.stop() } }
+        for name in ["w1", "w2"] { try await cluster.start(name) }
+        #expect(await cluster.waitUntilBalanced(among: ["w1", "w2"]), "\(cluster.served())")
+        for (k, device) in Self.devices.enumerated() {
+            try await cluster.client.ok(device, .schedule, #"{"id":"s\#(k)","after":3600}"#)
+        }
+        await cluster.postgres.kill()
+        // Meanwhile nothing is acknowledged: a command gets `unavailable` or no reply.
+        let during = try? await cluster.client.send(
+            Self.devices[0],
+            .schedule,
+            #"{"id":"x","after":3600}"#,
+            timeout: .seconds(2)
         )
-        #expect(try afterLoss.rows.first?.int64(0) == 0)
+        #expect(during?.isOK != true, "acknowledged with the store down: \(String(describing: during))")
+        try await Task.sleep(for: .seconds(1))
+        try await cluster.postgres.restart()
+        let back = ContinuousClock.now
+        // Every slot answers again; a worker's own leases are taken again without waiting for them
+        // to expire (so well within one TTL of the first round after the restart).
+        var answered: Set<Int> = []
+        while answered.count < Self.slots, ContinuousClock.now - back < .seconds(30) {
+            for slot in 0..<Self.slots where !answered.contains(slot) {
+                if let reply = try? await cluster.client.send(
+                    Self.devices[slot],
+                    .list,
+                    "{}",
+                    timeout: .milliseconds(300)
+                ),
+                    reply.isOK
+                {
+                    answered.insert(slot)
+                }
+            }
+        }
+        #expect(answered.count == Self.slots, "not served again: \(Set(0..<Self.slots).subtracting(answered))")
+        for (k, device) in Self.devices.enumerated() {
+            #expect(try await cluster.client.listedIds(device).contains("s\(k)"), "\(device)")
+        }
+        #expect(await cluster.waitUntilBalanced(among: ["w1", "w2"]), "\(cluster.served())")
     }
 
     @Test func workersJoinAndLeaveUnderLoadAndAllStartingAgainFindsEverything() async throws {

@@ -25,10 +25,11 @@ public struct SlotOwnership: Sendable {
         public var slotCount: Int
         /// How long a lease lasts in the store after each renewal.
         public var leaseTTL: Duration
-        /// Slots taken in one round at most, so that a new worker loads a few at a time.
+        /// Slots taken in one round at most, so that a new worker loads a few at a time (the loads
+        /// run on the loop, between its renewals).
         public var maxAcquirePerRound: Int
 
-        public init(worker: String, slotCount: Int, leaseTTL: Duration = .seconds(10), maxAcquirePerRound: Int = 32) {
+        public init(worker: String, slotCount: Int, leaseTTL: Duration = .seconds(10), maxAcquirePerRound: Int = 8) {
             self.worker = worker
             self.slotCount = slotCount
             self.leaseTTL = leaseTTL
@@ -113,6 +114,9 @@ public struct SlotOwnership: Sendable {
         case storeFailed
         /// Graceful stop: hand every slot over.
         case leave
+        /// Whether the worker can serve at all (connected to the broker). While it cannot, it
+        /// neither heartbeats nor renews, so that its leases expire and others take its slots.
+        case available(Bool)
     }
 
     public enum Action: Hashable, Sendable {
@@ -139,15 +143,16 @@ public struct SlotOwnership: Sendable {
     public private(set) var members: [Member] = []
     var nextRound: ContinuousClock.Instant?
     var deregistered = false
+    public private(set) var available = true
 
     public init(policy: Policy) {
         precondition(policy.slotCount > 0)
         self.policy = policy
     }
 
-    /// Whether this worker answers the slot's commands and fires its notifications now: loaded, and
-    /// its lease still trusted (checked here too, so that a worker resumed after a pause does not
-    /// serve a slot before its first ``Event/tick``).
+    /// Whether this worker may answer the slot's commands and fire its notifications now: loaded,
+    /// and its lease still trusted. (The worker's loop ticks this machine before anything else in
+    /// each of its steps, so that what expired is dropped first.)
     public func isServing(_ slot: Int, now: ContinuousClock.Instant) -> Bool {
         guard let h = held[slot] else { return false }
         return h.state == .serving && now < h.validUntil
@@ -177,7 +182,7 @@ public struct SlotOwnership: Sendable {
         switch event {
         case .tick:
             expire(now: now, &actions)
-            if nextRound.map({ now >= $0 }) ?? true {
+            if available, nextRound.map({ now >= $0 }) ?? true {
                 nextRound = now + policy.roundInterval
                 actions.append(.heartbeat(leaving: leaving))
             }
@@ -223,6 +228,9 @@ public struct SlotOwnership: Sendable {
                 held[slot] = nil
                 actions.append(.stopServing(slot: slot, reason: .lost))
             }
+        case .available(let available):
+            self.available = available
+            if available { nextRound = nil }  // a round at the next tick
         case .storeFailed:
             // The round is over; the next one comes at its time. Leases run out on their own.
             break
@@ -267,10 +275,14 @@ public struct SlotOwnership: Sendable {
                 actions.append(.drain(slot: slot))
             }
         } else if counted.count < target, !leaving {
-            let free = leases.filter { ($0.owner == nil || !$0.live) && held[$0.slot] == nil }
-                .map(\.slot)
-                .sorted { rank($0) > rank($1) }
-                .prefix(min(target - counted.count, policy.maxAcquirePerRound))
+            // Its own leases count as free when not held here: slots dropped after a store
+            // failure, or held by this worker's previous run, are taken again at once.
+            let free = leases.filter {
+                ($0.owner == nil || !$0.live || $0.owner == policy.worker) && held[$0.slot] == nil
+            }
+            .map(\.slot)
+            .sorted { rank($0) > rank($1) }
+            .prefix(min(target - counted.count, policy.maxAcquirePerRound))
             if !free.isEmpty { actions.append(.acquire(free.sorted())) }
         }
     }

@@ -338,6 +338,8 @@ public struct WorkerStateMachine {
             if lifecycle == .running {
                 log(.notice, "stopping: finishing deliveries in flight", into: &actions)
                 lifecycle = .stopping(deadline: now.adding(milliseconds: policy.stopGrace), fatal: nil)
+                // Slot mode: hand every slot over, each once what it received is committed.
+                lease(.leave, now: now, monotonic: nil, &actions)
             }
         case .batchEnded:
             tick(now: now, &actions)
@@ -352,7 +354,9 @@ public struct WorkerStateMachine {
             actions.append(.exit(fatal))
             return actions
         case .lease(let event, let monotonic):
+            // No delivery tick here: a lease call runs in the middle of other actions.
             lease(event, now: now, monotonic: monotonic, &actions)
+            return actions
         }
         // A long batch of commands does not hold up what falls due meanwhile.
         if now.milliseconds - lastTick.milliseconds >= policy.tickInterval { tick(now: now, &actions) }
@@ -378,7 +382,7 @@ public struct WorkerStateMachine {
     public mutating func report(_ result: ActionResult, now: Instant) -> [Action] {
         var actions: [Action] = []
         switch result {
-        case .appended(let outcome): appended(outcome, &actions)
+        case .appended(let outcome): appended(outcome, now: now, &actions)
         case .committed(let syncMicroseconds, let store, let fenced):
             if let syncMicroseconds { stats.fsync.record(microseconds: syncMicroseconds) }
             if !fenced.isEmpty { lease(.fenced(fenced), now: now, monotonic: nil, &actions) }
@@ -444,11 +448,13 @@ public struct WorkerStateMachine {
         actions.append(.subscribe(.status))
         actions.append(.subscribe(.commands))
         for engine in engines.values { engine.setConnected(lifecycle == .running) }
+        lease(.available(true), now: now, monotonic: nil, &actions)
     }
 
     mutating func disconnected(reason: Int32, now: Instant, _ actions: inout [Action]) {
         connection = .down
         for engine in engines.values { engine.setConnected(false) }
+        lease(.available(false), now: now, monotonic: nil, &actions)
         if reason == Self.sessionTakenOver {
             tookOver(
                 because: "another client connected with this worker's client id and took its session",
@@ -673,7 +679,7 @@ public struct WorkerStateMachine {
         )
     }
 
-    mutating func appended(_ outcome: Result<Void, StoreError>, _ actions: inout [Action]) {
+    mutating func appended(_ outcome: Result<Void, StoreError>, now: Instant, _ actions: inout [Action]) {
         guard !pendingWrites.isEmpty else { return }
         switch pendingWrites.removeFirst() {
         case .command(let request, let entry, let replyTo):
@@ -691,7 +697,18 @@ public struct WorkerStateMachine {
             }
         case .record(let entry, let slot):
             // The delivery happened: memory goes ahead even when the store cannot take its record,
-            // and a snapshot is forced so that the store catches up.
+            // and a snapshot is forced so that the store catches up. In slot mode the store is the
+            // truth: the slot is dropped, to be loaded again from it.
+            if case .failure(let error) = outcome, policy.slots != nil {
+                log(
+                    .error,
+                    "cannot journal a delivery record; dropping its slot",
+                    ["slot": "\(slot)", "error": "\(error)"],
+                    into: &actions
+                )
+                lease(.fenced([slot]), now: now, monotonic: nil, &actions)
+                return
+            }
             if case .failure(let error) = outcome {
                 log(
                     .error,
@@ -717,6 +734,7 @@ public struct WorkerStateMachine {
 
     /// Journals an entry the engine produced itself (delivery records), then applies it.
     mutating func record(_ entry: JournalEntry, slot: Int, _ actions: inout [Action]) {
+        guard engines[slot] != nil else { return }
         if case .diverged = persistence {
             diverge()
             engines[slot]?.apply(entry)
@@ -748,7 +766,10 @@ public struct WorkerStateMachine {
         lastTick = now
         guard lifecycle == .running else { return }
         var room = policy.maxDeliveriesInFlight - inflightCount
-        for (slot, engine) in engines where room > 0 {
+        // What is due first goes first, whichever slot it is in; a slot being handed over fires
+        // nothing more (its next owner does).
+        let due = engines.filter { draining[$0.key] == nil && $0.value.nextWake.map { $0 <= now } == true }
+        for (slot, engine) in due.sorted(by: { $0.value.nextWake! < $1.value.nextWake! }) where room > 0 {
             for output in engine.tick(now: now, limit: room) {
                 switch output {
                 case .publish(let delivery):
