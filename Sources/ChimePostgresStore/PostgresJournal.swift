@@ -62,9 +62,8 @@ public final class PostgresJournal {
         return sequence
     }
 
-    /// Writes every pending record in one transaction: one `INSERT` (a statement is a transaction of
-    /// its own: one round trip to the server), or, beyond ``recordsPerInsert``, batches of that many
-    /// between `BEGIN` and `COMMIT`.
+    /// Writes every pending record in one transaction, between `BEGIN` and `COMMIT`, in `INSERT`s
+    /// of ``recordsPerInsert``.
     ///
     /// When it throws, the pending records are dropped and the journal is ``PostgresStoreError/Code/broken``:
     /// a commit whose connection broke may or may not have taken effect, so only a journal opened
@@ -78,18 +77,17 @@ public final class PostgresJournal {
         let records = pending
         pending.removeAll()
         do throws(PostgresStoreError) {
-            if records.count <= Self.recordsPerInsert {
-                try insert(records[...])
-            } else {
-                try inTransaction(connection, "a commit of \(records.count) records") { () throws(PostgresStoreError) in
-                    var start = records.startIndex
-                    while start < records.endIndex {
-                        let batch = records[start..<min(start + Self.recordsPerInsert, records.endIndex)]
-                        try insert(batch)
-                        start = batch.endIndex
-                    }
-                    return .commit(())
+            // Always a transaction of its own: a one-statement commit without BEGIN (one round trip
+            // less) lost acknowledged commands twice in a full `make test` (DurabilityKillTests on
+            // PostgreSQL) and never when run alone; until that is understood, the proven path.
+            try inTransaction(connection, "a commit of \(records.count) records") { () throws(PostgresStoreError) in
+                var start = records.startIndex
+                while start < records.endIndex {
+                    let batch = records[start..<min(start + Self.recordsPerInsert, records.endIndex)]
+                    try insert(batch)
+                    start = batch.endIndex
                 }
+                return .commit(())
             }
         } catch {
             failure = error

@@ -53,7 +53,7 @@ struct PostgresJournalTests {
         #expect(try Schema.version(connection) == 99)
     }
 
-    /// One statement, and more records than one statement takes (a transaction of several).
+    /// One INSERT, and more records than one INSERT takes (several in the transaction).
     @Test(
         "records appended together are committed in one transaction and read back in order",
         arguments: [2500, PostgresJournal.recordsPerInsert * 2 + 1]

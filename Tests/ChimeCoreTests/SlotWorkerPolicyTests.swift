@@ -1,0 +1,144 @@
+import ChimeCore
+import Testing
+
+/// The worker's policy in slot mode, driven by hand: which commands it answers, when replies go
+/// out, what a fenced commit and a store failure do, and that a slot being handed over fires
+/// nothing.
+@Suite struct SlotWorkerPolicyTests {
+    static let t0 = Instant(milliseconds: 1_796_119_200_000)
+    static let topics = Topics(prefix: "chime")
+
+    /// A device in each of the 4 slots.
+    static let devices: [String] = {
+        var found: [Int: String] = [:]
+        var i = 0
+        while found.count < 4 {
+            let device = "d\(i)"
+            let slot = Int(crc32(Array(device.utf8)) % 4)
+            if found[slot] == nil { found[slot] = device }
+            i += 1
+        }
+        return (0..<4).map { found[$0]! }
+    }()
+
+    /// A serving worker that holds slots 0...3 and has loaded `loaded` of them.
+    static func worker(loaded: [Int]) -> (WorkerStateMachine, ContinuousClock.Instant) {
+        var policy = WorkerStateMachine.Policy(
+            workerId: "a",
+            instance: "this",
+            pid: 1,
+            clientId: "chimed-a",
+            topics: topics,
+            partition: .all,
+            limits: CommandLimits(),
+            deviceBudget: DeviceBudget(rate: 0, burst: 1000),
+            statsInterval: 0,
+            logLevel: .critical
+        )
+        policy.slots = SlotOwnership.Policy(worker: "a", slotCount: 4, leaseTTL: .seconds(10))
+        var m = WorkerStateMachine(policy: policy, engine: nil, now: t0)
+        let c0 = ContinuousClock.now
+        _ = m.handle(.lease(.tick, monotonic: c0), now: t0)
+        let leases = (0..<4).map { SlotOwnership.Lease(slot: $0, owner: nil, epoch: 0, live: false) }
+        let acquire = m.handle(.lease(.heartbeat(members: [.init(worker: "a")], leases: leases, sentAt: c0), monotonic: c0), now: t0)
+        #expect(acquire.contains { if case .lease(.acquire([0, 1, 2, 3])) = $0 { true } else { false } })
+        let loads = m.handle(.lease(.acquired([0: 1, 1: 1, 2: 1, 3: 1], sentAt: c0), monotonic: c0), now: t0)
+        #expect(loads.filter { if case .loadSlot = $0 { true } else { false } }.count == 4)
+        for slot in loaded { _ = m.adopt(slot: slot, epoch: 1, Engine(), now: t0, monotonic: c0) }
+        _ = m.handle(.connected(sessionPresent: false), now: t0)
+        _ = m.report(.subscribeSent(.commands, .success(7)), now: t0)
+        _ = m.handle(.subscribed(messageId: 7, grantedQoS: [1, 1]), now: t0)
+        return (m, c0)
+    }
+
+    static func schedule(_ device: String, _ id: String, after: Int = 3600) -> WorkerStateMachine.Event {
+        .message(
+            InboundMessage(
+                topic: topics.command(device, .schedule),
+                payload: Array(#"{"id":"\#(id)","after":\#(after)}"#.utf8),
+                messageId: 1,
+                responseTopic: "r",
+                correlationData: Array(id.utf8)
+            )
+        )
+    }
+
+    static func appendedSlots(_ actions: [WorkerStateMachine.Action]) -> [Int] {
+        actions.compactMap { if case .append(_, _, let slot) = $0 { slot } else { nil } }
+    }
+
+    static func replies(_ actions: [WorkerStateMachine.Action]) -> [[UInt8]?] {
+        actions.compactMap { if case .publish(let m) = $0, m.purpose == .reply { m.correlationData } else { nil } }
+    }
+
+    @Test func onlyLoadedSlotsAreAnsweredAndRepliesWaitForTheCommit() {
+        var (m, _) = Self.worker(loaded: [0, 1])
+        // Slot 2 is still loading: nothing, not even an error (its owner answers the resend).
+        #expect(m.handle(Self.schedule(Self.devices[2], "x"), now: Self.t0).isEmpty)
+        let actions = m.handle(Self.schedule(Self.devices[1], "y"), now: Self.t0)
+        #expect(Self.appendedSlots(actions) == [1])
+        #expect(Self.replies(m.report(.appended(.success(())), now: Self.t0)).isEmpty)
+        #expect(m.handle(.batchEnded, now: Self.t0).contains { if case .commit = $0 { true } else { false } })
+        let committed = m.report(.committed(syncMicroseconds: nil, store: StoreStatus()), now: Self.t0)
+        #expect(Self.replies(committed) == [Array("y".utf8)])
+        #expect(m.metrics(now: Self.t0).slots == [0, 1])
+        #expect(m.stats.commandsForOtherSlots == 1)
+    }
+
+    @Test func aFencedCommitSendsNoReplyOfItsSlotAndDropsIt() {
+        var (m, _) = Self.worker(loaded: [0, 1])
+        _ = m.handle(Self.schedule(Self.devices[0], "lost"), now: Self.t0)
+        _ = m.report(.appended(.success(())), now: Self.t0)
+        _ = m.handle(Self.schedule(Self.devices[1], "kept"), now: Self.t0)
+        _ = m.report(.appended(.success(())), now: Self.t0)
+        let committed = m.report(.committed(syncMicroseconds: nil, store: StoreStatus(), fenced: [0]), now: Self.t0)
+        #expect(Self.replies(committed) == [Array("kept".utf8)])
+        #expect(committed.contains { if case .forgetSlot(slot: 0) = $0 { true } else { false } })
+        #expect(m.engines.keys.sorted() == [1])
+        // Commands for the dropped slot are another worker's now.
+        #expect(m.handle(Self.schedule(Self.devices[0], "again"), now: Self.t0).isEmpty)
+    }
+
+    @Test func aFailedCommitDropsEverySlotAndAnswersNothing() {
+        var (m, _) = Self.worker(loaded: [0, 1, 2, 3])
+        _ = m.handle(Self.schedule(Self.devices[3], "z"), now: Self.t0)
+        _ = m.report(.appended(.success(())), now: Self.t0)
+        let failed = m.report(.commitFailed(StoreError("connection lost", transient: true)), now: Self.t0)
+        #expect(Self.replies(failed).isEmpty)
+        #expect(m.engines.isEmpty)
+        #expect(failed.filter { if case .forgetSlot = $0 { true } else { false } }.count == 4)
+        #expect(m.ownership?.held.isEmpty == true)
+    }
+
+    @Test func aSlotBeingHandedOverFiresNothingAndIsReleasedOnceIdle() {
+        var (m, c0) = Self.worker(loaded: [0, 1])
+        // Both have something due now.
+        for (slot, id) in [(0, "a"), (1, "b")] {
+            _ = m.handle(Self.schedule(Self.devices[slot], id, after: 1), now: Self.t0)
+            _ = m.report(.appended(.success(())), now: Self.t0)
+        }
+        _ = m.report(.committed(syncMicroseconds: nil, store: StoreStatus()), now: Self.t0)
+        // A second worker joins: a's target is 2 of 4 and it holds 4 (2 of them still loading): the
+        // excess, 2, comes from the loaded ones.
+        let later = Self.t0.adding(milliseconds: 2000)
+        let leases = (0..<4).map { SlotOwnership.Lease(slot: $0, owner: "a", epoch: 1, live: true) }
+        _ = m.handle(
+            .lease(
+                .heartbeat(members: [.init(worker: "a"), .init(worker: "b")], leases: leases, sentAt: c0),
+                monotonic: c0
+            ),
+            now: later
+        )
+        let deliveries = m.handle(.batchEnded, now: later).compactMap { action -> Int? in
+            if case .publish(let message) = action, case .delivery(_, _, _, let slot) = message.purpose { slot } else { nil }
+        }
+        #expect(deliveries.isEmpty, "a draining slot fired: \(deliveries)")
+        // Nothing in flight: released at the next commit, and dropped.
+        let released = m.report(.committed(syncMicroseconds: nil, store: StoreStatus()), now: later)
+        let handedBack = released.reduce(into: [Int: Int64]()) { all, action in
+            if case .lease(.release(let held)) = action { all.merge(held) { $1 } }
+        }
+        #expect(handedBack == [0: 1, 1: 1])
+        #expect(m.engines.isEmpty)
+    }
+}
