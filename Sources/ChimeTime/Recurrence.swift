@@ -182,7 +182,8 @@ public struct Recurrence: Sendable {
     }
 
     /// The Chinese calendar's table for a rule with `RSCALE=CHINESE` (nil for others).
-    /// - Throws: ``RecurrenceError/Code/invalidCombination`` when `local` is outside its years.
+    /// - Throws: ``RecurrenceError/Code/invalidRule`` when `local` is outside its years (the rule cannot be used
+    ///   from that start: a client error, not a schedule that never fires).
     private static func chineseCalendar(
         for rule: RecurrenceRule,
         start local: LocalDateTime
@@ -194,8 +195,9 @@ public struct Recurrence: Sendable {
         let day = daysFromCivil(year: local.year, month: local.month, day: local.day)
         guard day >= table.firstDay && day < table.endDay else {
             throw RecurrenceError(
-                .invalidCombination,
-                "start: RSCALE=CHINESE covers the Chinese years 1901...2099 (1901-02-19...2100-02-08), not \(local)"
+                .invalidRule,
+                "RSCALE=CHINESE covers the Chinese years 1901...2099 (1901-02-19...2100-02-08); the start "
+                    + "\(local) is outside them"
             )
         }
         return table

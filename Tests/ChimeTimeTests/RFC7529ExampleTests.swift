@@ -181,7 +181,7 @@ import Testing
                 _ = try Recurrence(start: wall(start), zone: .utc, pattern: pattern)
                 Issue.record("\(start) should be refused")
             } catch {
-                #expect(error.code == .invalidCombination)
+                #expect(error.code == .invalidRule)
                 #expect(error.message.contains("RSCALE=CHINESE covers the Chinese years 1901...2099"))
             }
         }
