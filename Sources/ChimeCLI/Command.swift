@@ -69,7 +69,7 @@ enum HelpText {
         "badge": "N|+N|-N", "info": "KEY=VALUE", "tag": "KEY=VALUE", "misfire": "POLICY", "expires": "DURATION",
         "json": "FILE", "from": "TIME", "device-tz": "ZONE", "min-repeat-seconds": "N", "limit": "N",
         "quiet": "HH:MM-HH:MM", "worker": "ID", "samples": "N", "receipts": "on|off", "history": "on|off",
-        "since": "TIME",
+        "since": "TIME", "skip": "MODE",
     ]
 
     static let width = 100

@@ -37,6 +37,28 @@ struct NotificationFlags: Sendable {
             "repeat: weekdays (Monday to Friday), day, week, month, quarter, year, hour, minute or second; "
                 + "weekday is every day, weekends included (Apple's NSCalendarUnitWeekday)"
         ),
+        .init(
+            "on-day",
+            env: false,
+            placeholder: "DAY",
+            "with --every month: on this day of the month, 1 to 31, or last (an RRULE FREQ=MONTHLY;BYMONTHDAY=...); "
+                + "a month without it is skipped unless --skip says otherwise"
+        ),
+        .init(
+            "lunar",
+            env: false,
+            placeholder: "MONTH-DAY",
+            "repeat every year on this Chinese calendar date at --at: 8-15, 1-1, a leap month with L: 4L-3 (an RRULE "
+                + "RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=8;BYMONTHDAY=15); a 30th or a leap month falls back as --skip "
+                + "backward unless --skip says otherwise"
+        ),
+        .init(
+            "skip",
+            env: false,
+            "with --lunar or --on-day: a date a month or year lacks is omitted, moved backward (to the month's last "
+                + "day, a leap month to its namesake) or forward (to the next month's first day): omit, backward, "
+                + "forward (RFC 7529 SKIP)"
+        ),
         .init("rrule", env: false, "repeat by an RFC 5545 rule (FREQ=WEEKLY;BYDAY=MO,WE,FR)"),
         .init("times", env: false, "fire N times from now: occurrences before now do not count"),
         .init("until", env: false, "no occurrence after this date-time (a date and time, as --at)"),
@@ -211,7 +233,7 @@ struct NotificationFlags: Sendable {
             guard rule == nil else { throw UsageError("give either --every or --rrule, not both") }
             if every == "weekdays" {
                 days = Array(1...5)
-            } else {
+            } else if flags["on-day"] == nil {
                 o["repeatInterval"] = .string(every)
             }
             if every == "weekday" { warnings.append(Self.weekdayWarning) }
@@ -226,6 +248,25 @@ struct NotificationFlags: Sendable {
         if let days {
             rule =
                 "FREQ=WEEKLY;BYDAY=" + days.map { RecurrenceRule.WeekdayNum(weekday: $0).text }.joined(separator: ",")
+        }
+        let skip = try flags["skip"].map { (text: String) throws(UsageError) in
+            try Parse.choice(text, flag: "skip", ["omit", "backward", "forward"]).uppercased()
+        }
+        if let onDay = flags["on-day"] {
+            guard every == "month" else {
+                throw UsageError("--on-day goes with --every month: --every month --on-day 31 --skip backward")
+            }
+            rule = Self.monthDayRule(try Self.monthDay(onDay), skip: skip)
+        }
+        if let lunar = flags["lunar"] {
+            guard every == nil, rule == nil, flags["on"] == nil else {
+                throw UsageError("--lunar is a yearly rule: give no --every, --on or --rrule")
+            }
+            guard flags["at"] != nil else { throw UsageError("--lunar goes with --at: --lunar 8-15 --at 09:00") }
+            rule = Self.lunarRule(try Self.lunarDate(lunar), skip: skip)
+        }
+        if skip != nil && flags["on-day"] == nil && flags["lunar"] == nil {
+            throw UsageError("--skip goes with --lunar or --every month --on-day")
         }
         if let timesText, let timesFlag {
             if partial && flags["at"] == nil {
@@ -356,6 +397,50 @@ struct NotificationFlags: Sendable {
             let first = try? recurrence.first(atOrAfter: now.adding(milliseconds: spec.leadTime ?? 0))
         else { return 0 }
         return first.index - 1
+    }
+
+    /// `--on-day`: 1 to 31, or `last` (-1).
+    static func monthDay(_ text: String) throws(UsageError) -> Int {
+        if text == "last" { return -1 }
+        guard let n = Int(text), (1...31).contains(n) else {
+            throw UsageError("--on-day: expected a day of the month, 1 to 31, or last, got \"\(text)\"")
+        }
+        return n
+    }
+
+    /// The rule of `--every month --on-day`: `FREQ=MONTHLY;BYMONTHDAY=31`, with `RSCALE=GREGORIAN` and
+    /// `SKIP` when `--skip` is given (RFC 7529 puts SKIP only beside an RSCALE).
+    static func monthDayRule(_ day: Int, skip: String?) -> String {
+        guard let skip else { return "FREQ=MONTHLY;BYMONTHDAY=\(day)" }
+        return "RSCALE=GREGORIAN;FREQ=MONTHLY;BYMONTHDAY=\(day);SKIP=\(skip)"
+    }
+
+    /// A `--lunar` date: `MONTH-DAY`, the month 1 to 12 with `L` for a leap month, the day 1 to 30.
+    static func lunarDate(_ text: String) throws(UsageError) -> (month: Int, leap: Bool, day: Int) {
+        let problem = UsageError(
+            "--lunar: expected a Chinese calendar date MONTH-DAY such as 8-15, or 4L-3 for a leap month, got \"\(text)\""
+        )
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { throw problem }
+        let leap = parts[0].last == "L" || parts[0].last == "l"
+        let monthText = leap ? parts[0].dropLast() : parts[0]
+        guard monthText.allSatisfy(\.isASCII), parts[1].allSatisfy(\.isASCII), let month = Int(monthText),
+            let day = Int(parts[1]), !monthText.hasPrefix("+"), !parts[1].hasPrefix("+")
+        else { throw problem }
+        guard (1...12).contains(month) else { throw UsageError("--lunar: the month must be 1 to 12, got \(month)") }
+        guard (1...30).contains(day) else {
+            throw UsageError("--lunar: the day must be 1 to 30 (a Chinese month has 29 or 30), got \(day)")
+        }
+        return (month, leap, day)
+    }
+
+    /// The rule of `--lunar`: `RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=8;BYMONTHDAY=15`, plus `SKIP`: the one
+    /// `--skip` gives, else `BACKWARD` for a date some years lack (a 30th: the month's last day, the 29th;
+    /// a leap month: the regular month of that number), else none.
+    static func lunarRule(_ date: (month: Int, leap: Bool, day: Int), skip: String?) -> String {
+        let rule = "RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=\(date.month)\(date.leap ? "L" : "");BYMONTHDAY=\(date.day)"
+        let chosen = skip ?? (date.day == 30 || date.leap ? "BACKWARD" : nil)
+        return chosen.map { rule + ";SKIP=\($0)" } ?? rule
     }
 
     /// `rule` with `;COUNT=count` when there is a count.

@@ -416,7 +416,7 @@ public final class ChimeNotificationCenter: Sendable {
         payload["count"] = .int(Int64(count))
         if let from { payload["from"] = .string(Wire.instant(from)) }
         guard let result = try await send(ChimeCore.Operation.preview.rawValue, payload),
-            case .previewed(let dates) = try Self.typed(.preview, result)
+            case .previewed(let dates, _) = try Self.typed(.preview, result)
         else { throw Self.unexpected(.preview) }
         return dates.map(Wire.date)
     }

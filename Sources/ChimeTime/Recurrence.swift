@@ -144,10 +144,11 @@ public struct Recurrence: Sendable {
                         + "list fewer BYxxx values or use a shorter FREQ"
                 )
             }
+            let chinese = try Self.chineseCalendar(for: rule, start: local)
             let untilSeconds = rule.until.map { $0.resolved(in: zone).seconds }
             series = .rule(
                 RuleSeries(
-                    expansion: RuleExpansion(rule: rule, start: local),
+                    expansion: RuleExpansion(rule: rule, start: local, chinese: chinese),
                     zone: zone,
                     count: rule.count.map(Int64.init),
                     until: untilSeconds
@@ -178,6 +179,38 @@ public struct Recurrence: Sendable {
     public func next(after occurrence: Occurrence) throws(RecurrenceError) -> Occurrence? {
         var budget = Budget(Budget.perCall)
         return try next(after: occurrence, budget: &budget)
+    }
+
+    /// The Chinese calendar's table for a rule with `RSCALE=CHINESE` (nil for others).
+    /// - Throws: ``RecurrenceError/Code/invalidRule`` when `local` is outside its years (the rule cannot be used
+    ///   from that start: a client error, not a schedule that never fires).
+    private static func chineseCalendar(
+        for rule: RecurrenceRule,
+        start local: LocalDateTime
+    ) throws(RecurrenceError) -> ChineseCalendar? {
+        guard rule.scale == .chinese else { return nil }
+        guard let table = ChineseCalendar.shared else {
+            throw RecurrenceError(.invalidRule, "RSCALE=CHINESE: this build's calendar data is unusable")
+        }
+        let day = daysFromCivil(year: local.year, month: local.month, day: local.day)
+        guard day >= table.firstDay && day < table.endDay else {
+            throw RecurrenceError(
+                .invalidRule,
+                "RSCALE=CHINESE covers the Chinese years 1901...2099 (1901-02-19...2100-02-08); the start "
+                    + "\(local) is outside them"
+            )
+        }
+        return table
+    }
+
+    /// The date of `occurrence` in the rule's own calendar when that is not the Gregorian one, as
+    /// `MONTH-DAY` with `L` after a leap month (`8-15`, `4L-3`); nil for other recurrences.
+    public func calendarDate(of occurrence: Occurrence) -> String? {
+        guard case .rule(let s) = series, let chinese = s.expansion.calendar?.chinese else { return nil }
+        let wall = zone.localDateTime(at: occurrence.instant)
+        guard let date = chinese.date(ofDay: daysFromCivil(year: wall.year, month: wall.month, day: wall.day))
+        else { return nil }
+        return "\(date.month)\(date.isLeapMonth ? "L" : "")-\(date.day)"
     }
 
     /// The candidates examined at construction (at most ``maximumCandidatesPerProof``), for tests.

@@ -1,4 +1,5 @@
-/// An RFC 5545 recurrence rule (section 3.3.10), parsed and validated, in a canonical form.
+/// An RFC 5545 recurrence rule (section 3.3.10), parsed and validated, in a canonical form, with RFC 7529's
+/// `RSCALE` (the Gregorian and the Chinese calendars), leap months in `BYMONTH` (`4L`) and `SKIP`.
 ///
 /// Two rules that mean the same are equal: lists are sorted without duplicates, `INTERVAL=1` and
 /// `WKST=MO` are the defaults. ``description`` prints that canonical form, which parses back to an
@@ -56,7 +57,28 @@ public struct RecurrenceRule: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// RFC 7529's `RSCALE`: the calendar whose years, months and days the rule counts in.
+    public enum Scale: String, Hashable, Sendable, CaseIterable {
+        case gregorian = "GREGORIAN"
+        case chinese = "CHINESE"
+    }
+
+    /// RFC 7529's `SKIP`: what becomes of a date the rule names that a month or a year lacks (the 31st of a
+    /// 30-day month, February 29 in a common year, a leap month in a year without it).
+    public enum Skip: String, Hashable, Sendable, CaseIterable {
+        /// Dropped, as RFC 5545 does (the default).
+        case omit = "OMIT"
+        /// Moved to the day before it: the last day of the month (or the non-leap month of that number).
+        case backward = "BACKWARD"
+        /// Moved to the day after it: the first day of the next month (or the month after the leap month).
+        case forward = "FORWARD"
+    }
+
     // Read-only: a rule is built by parsing, which guarantees the ranges expansion relies on.
+    /// `RSCALE`, nil when the rule has none (plain RFC 5545, which is Gregorian with `SKIP=OMIT`).
+    public fileprivate(set) var scale: Scale?
+    /// `SKIP`, `.omit` when the rule has none.
+    public fileprivate(set) var skip: Skip
     public fileprivate(set) var frequency: Frequency
     public fileprivate(set) var interval: Int
     public fileprivate(set) var count: Int?
@@ -69,6 +91,8 @@ public struct RecurrenceRule: Hashable, Sendable, CustomStringConvertible {
     public fileprivate(set) var byYearDay: [Int]
     public fileprivate(set) var byWeekNo: [Int]
     public fileprivate(set) var byMonth: [Int]
+    /// The leap months of `BYMONTH` (`4L` is 4), only with `RSCALE=CHINESE`.
+    public fileprivate(set) var byLeapMonth: [Int]
     public fileprivate(set) var bySetPos: [Int]
     /// `WKST` as an ISO weekday (1 Monday, the default).
     public fileprivate(set) var weekStart: Int
@@ -116,7 +140,8 @@ public struct RecurrenceRule: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        var parts = ["FREQ=\(frequency.name)"]
+        var parts = scale.map { ["RSCALE=\($0.rawValue)"] } ?? []
+        parts.append("FREQ=\(frequency.name)")
         if let until { parts.append("UNTIL=\(until.text)") }
         if let count { parts.append("COUNT=\(count)") }
         if interval != 1 { parts.append("INTERVAL=\(interval)") }
@@ -130,9 +155,15 @@ public struct RecurrenceRule: Hashable, Sendable, CustomStringConvertible {
         list("BYMONTHDAY", byMonthDay)
         list("BYYEARDAY", byYearDay)
         list("BYWEEKNO", byWeekNo)
-        list("BYMONTH", byMonth)
+        let months = (byMonth.map { ($0, false) } + byLeapMonth.map { ($0, true) }).sorted {
+            ($0.0, $0.1 ? 1 : 0) < ($1.0, $1.1 ? 1 : 0)
+        }
+        if !months.isEmpty {
+            parts.append("BYMONTH=" + months.map { "\($0.0)\($0.1 ? "L" : "")" }.joined(separator: ","))
+        }
         list("BYSETPOS", bySetPos)
         if weekStart != 1 { parts.append("WKST=\(weekdayNames[weekStart - 1])") }
+        if skip != .omit { parts.append("SKIP=\(skip.rawValue)") }
         return parts.joined(separator: ";")
     }
 }
@@ -146,7 +177,9 @@ extension RecurrenceRule {
     var periodExpansionBound: Int {
         let weekdays = byDay.filter { $0.ordinal == 0 }.count
         let ordinals = byDay.count - weekdays
-        let months = byMonth.isEmpty ? 12 : byMonth.count
+        let monthCount = byMonth.count + byLeapMonth.count
+        let months = monthCount == 0 ? (scale == .chinese ? 13 : 12) : monthCount
+        let yearDays = scale == .chinese ? 385 : 366
         let noDayParts = byDay.isEmpty && byMonthDay.isEmpty && byYearDay.isEmpty && byWeekNo.isEmpty
         var days: Int
         switch frequency {
@@ -159,13 +192,13 @@ extension RecurrenceRule {
             if !byMonthDay.isEmpty { days = min(days, byMonthDay.count) }
             if !byDay.isEmpty { days = min(days, 5 * weekdays + ordinals) }
         case .yearly:
-            days = byMonth.isEmpty ? 366 : min(366, 31 * byMonth.count)
-            if noDayParts { days = min(days, byMonth.isEmpty ? 1 : byMonth.count) }
+            days = monthCount == 0 ? yearDays : min(yearDays, 31 * monthCount)
+            if noDayParts { days = min(days, monthCount == 0 ? 1 : monthCount) }
             if !byMonthDay.isEmpty { days = min(days, byMonthDay.count * months) }
             if !byYearDay.isEmpty { days = min(days, byYearDay.count) }
             if !byWeekNo.isEmpty { days = min(days, 7 * byWeekNo.count) }
             if !byDay.isEmpty {
-                days = min(days, byMonth.isEmpty ? 53 * weekdays + ordinals : months * (5 * weekdays + ordinals))
+                days = min(days, monthCount == 0 ? 53 * weekdays + ordinals : months * (5 * weekdays + ordinals))
             }
         }
         let (hours, minutes, seconds) = (max(byHour.count, 1), max(byMinute.count, 1), max(bySecond.count, 1))
@@ -177,6 +210,16 @@ extension RecurrenceRule {
         default: times = hours * minutes * seconds
         }
         return days * times
+    }
+}
+
+extension RecurrenceRule {
+    /// Whether the rule's years and months are expanded by ``RuleExpansion``'s calendar path (months and days
+    /// of the rule's calendar, with `SKIP`) rather than its Gregorian arithmetic: `RSCALE=CHINESE`, or a
+    /// `YEARLY` or `MONTHLY` rule whose `SKIP` moves dates. (A shorter `FREQ` only filters days that exist,
+    /// so `SKIP` never applies to it.)
+    var usesCalendarPath: Bool {
+        scale == .chinese || (skip != .omit && frequency >= .monthly)
     }
 }
 
@@ -213,8 +256,11 @@ private struct RawParts {
     var byYearDay: [Int] = []
     var byWeekNo: [Int] = []
     var byMonth: [Int] = []
+    var byLeapMonth: [Int] = []
     var bySetPos: [Int] = []
     var weekStart = 1
+    var scale: RecurrenceRule.Scale?
+    var skip: RecurrenceRule.Skip?
 
     mutating func set(_ name: String, _ value: String) throws(RecurrenceError) {
         switch name {
@@ -235,14 +281,24 @@ private struct RawParts {
         case "BYMONTHDAY": byMonthDay = try integers(name, value, -31...31, allowZero: false)
         case "BYYEARDAY": byYearDay = try integers(name, value, -366...366, allowZero: false)
         case "BYWEEKNO": byWeekNo = try integers(name, value, -53...53, allowZero: false)
-        case "BYMONTH": byMonth = try integers(name, value, 1...12)
+        case "BYMONTH": (byMonth, byLeapMonth) = try monthList(value)
         case "BYSETPOS": bySetPos = try integers(name, value, -366...366, allowZero: false)
         case "WKST":
             guard let d = weekdayNames.firstIndex(of: value.uppercased()) else {
                 throw .rule("WKST: expected a weekday (MO, TU, WE, TH, FR, SA, SU), got \"\(value)\"")
             }
             weekStart = d + 1
-        case "BYEASTER", "RSCALE", "SKIP":
+        case "RSCALE":
+            guard let s = RecurrenceRule.Scale(rawValue: value.uppercased()) else {
+                throw .rule("RSCALE: \"\(value)\" is not supported (supported: GREGORIAN, CHINESE)")
+            }
+            scale = s
+        case "SKIP":
+            guard let s = RecurrenceRule.Skip(rawValue: value.uppercased()) else {
+                throw .rule("SKIP: expected OMIT, BACKWARD or FORWARD, got \"\(value)\"")
+            }
+            skip = s
+        case "BYEASTER":
             throw .rule("\(name): not supported")
         default:
             throw .rule("\(name): unknown rule part")
@@ -251,6 +307,7 @@ private struct RawParts {
 
     func validated() throws(RecurrenceError) -> RecurrenceRule {
         guard let frequency else { throw .rule("FREQ: missing (every rule needs one)") }
+        try validateCalendar(frequency)
         if count != nil && until != nil { throw .rule("COUNT and UNTIL: a rule may have one or the other, not both") }
         if !byWeekNo.isEmpty && frequency != .yearly { throw .rule("BYWEEKNO: only allowed with FREQ=YEARLY") }
         if !byYearDay.isEmpty && [.daily, .weekly, .monthly].contains(frequency) {
@@ -273,7 +330,7 @@ private struct RawParts {
         }
         let hasOtherBy =
             !(bySecond.isEmpty && byMinute.isEmpty && byHour.isEmpty && byDay.isEmpty && byMonthDay.isEmpty
-            && byYearDay.isEmpty && byWeekNo.isEmpty && byMonth.isEmpty)
+            && byYearDay.isEmpty && byWeekNo.isEmpty && byMonth.isEmpty && byLeapMonth.isEmpty)
         if !bySetPos.isEmpty && !hasOtherBy { throw .rule("BYSETPOS: needs another BYxxx part to select from") }
         func canonical(_ values: [Int]) -> [Int] { Array(Set(values)).sorted() }
         var rule = RecurrenceRule(
@@ -289,13 +346,46 @@ private struct RawParts {
             byYearDay: canonical(byYearDay),
             byWeekNo: canonical(byWeekNo),
             byMonth: canonical(byMonth),
+            byLeapMonth: canonical(byLeapMonth),
             bySetPos: canonical(bySetPos),
-            weekStart: weekStart
+            weekStart: weekStart,
+            scale: scale,
+            skip: skip ?? .omit
         )
         // A plain weekday already selects every day its ordinals would, so the ordinals add nothing.
         let plain = Set(rule.byDay.filter { $0.ordinal == 0 }.map(\.weekday))
         rule.byDay.removeAll { $0.ordinal != 0 && plain.contains($0.weekday) }
         return rule
+    }
+}
+
+extension RawParts {
+    /// RFC 7529's rules and Chime's limits on them (PROTOCOL.md, "RSCALE and SKIP").
+    func validateCalendar(_ frequency: RecurrenceRule.Frequency) throws(RecurrenceError) {
+        if scale == nil {
+            if let skip { throw .rule("SKIP=\(skip.rawValue): needs RSCALE (RFC 7529), e.g. RSCALE=GREGORIAN;...") }
+            if let leap = byLeapMonth.first {
+                throw .rule("BYMONTH: \(leap)L is a leap month, which needs RSCALE=CHINESE")
+            }
+            return
+        }
+        if scale == .gregorian, let leap = byLeapMonth.first {
+            throw .rule("BYMONTH: \(leap)L: RSCALE=GREGORIAN has no leap months")
+        }
+        let calendarPath = scale == .chinese || ((skip ?? .omit) != .omit && frequency >= .monthly)
+        guard calendarPath else { return }
+        let because = scale == .chinese ? "RSCALE=CHINESE" : "SKIP=\((skip ?? .omit).rawValue)"
+        if scale == .chinese && frequency < .monthly {
+            throw .rule("FREQ=\(frequency.name): not supported with RSCALE=CHINESE (use MONTHLY or YEARLY)")
+        }
+        if !byYearDay.isEmpty { throw .rule("BYYEARDAY: not supported with \(because)") }
+        if !byWeekNo.isEmpty { throw .rule("BYWEEKNO: not supported with \(because)") }
+        if let nth = byDay.first(where: { $0.ordinal != 0 }) {
+            throw .rule("BYDAY: \(nth.text) has an ordinal, not supported with \(because) (plain weekdays are)")
+        }
+        if scale == .chinese, let day = byMonthDay.first(where: { abs($0) > 30 }) {
+            throw .rule("BYMONTHDAY: \(day): a Chinese month has at most 30 days (expected -30...30 without 0)")
+        }
     }
 }
 
@@ -314,8 +404,11 @@ extension RecurrenceRule {
         byYearDay: [Int],
         byWeekNo: [Int],
         byMonth: [Int],
+        byLeapMonth: [Int],
         bySetPos: [Int],
-        weekStart: Int
+        weekStart: Int,
+        scale: Scale?,
+        skip: Skip
     ) {
         self.frequency = frequency
         self.interval = interval
@@ -329,8 +422,11 @@ extension RecurrenceRule {
         self.byYearDay = byYearDay
         self.byWeekNo = byWeekNo
         self.byMonth = byMonth
+        self.byLeapMonth = byLeapMonth
         self.bySetPos = bySetPos
         self.weekStart = weekStart
+        self.scale = scale
+        self.skip = skip
     }
 }
 
@@ -359,6 +455,24 @@ private func integers(
         out.append(value)
     }
     return out
+}
+
+/// `BYMONTH`'s list: month numbers 1...12, each with an optional `L` for the leap month of that number
+/// (RFC 7529), as the plain months and the leap ones.
+private func monthList(_ text: String) throws(RecurrenceError) -> ([Int], [Int]) {
+    var plain: [Int] = []
+    var leap: [Int] = []
+    for item in text.split(separator: ",", omittingEmptySubsequences: false) {
+        guard !item.isEmpty else { throw .rule("BYMONTH: empty list item in \(text)") }
+        let isLeap = item.last == "L" || item.last == "l"
+        let digits = isLeap ? item.dropLast() : item
+        guard let value = parseSignedInteger(digits), !(isLeap && (digits.first == "+" || digits.first == "-")) else {
+            throw .rule("BYMONTH: expected integers (a leap month with L: 4L), got \"\(item)\"")
+        }
+        guard (1...12).contains(value) else { throw .rule("BYMONTH: expected integers in 1...12, got \(item)") }
+        if isLeap { leap.append(value) } else { plain.append(value) }
+    }
+    return (plain, leap)
 }
 
 /// What a `BYDAY` item looks like, for its errors.

@@ -23,6 +23,9 @@ struct RuleExpansion: Sendable {
     let startMonthIndex: Int64
     /// The first day of DTSTART's week (by `WKST`), for `WEEKLY`.
     let weekStart0: Int64
+    /// The rule's own years and months, with `SKIP` (``RecurrenceRule/usesCalendarPath``); nil for the
+    /// Gregorian arithmetic below. Its periods replace the Gregorian ones of `YEARLY` and `MONTHLY`.
+    let calendar: CalendarPath?
     /// Sub-daily: DTSTART floored to the unit, and the period length in seconds.
     let base: Int64
     let step: Int64
@@ -79,13 +82,21 @@ struct RuleExpansion: Sendable {
     /// (at most ``Recurrence/maximumCandidatesPerProof``), for tests.
     private(set) var proofCandidates = 0
 
-    init(rule: RecurrenceRule, start local: LocalDateTime) {
+    /// - Parameters:
+    ///   - rule: the rule; with `RSCALE=CHINESE`, `chinese` must be given and DTSTART within its years.
+    ///   - local: DTSTART.
+    ///   - chinese: the Chinese calendar's table, for `RSCALE=CHINESE`.
+    init(rule: RecurrenceRule, start local: LocalDateTime, chinese: ChineseCalendar? = nil) {
         frequency = rule.frequency
         interval = Int64(rule.interval)
         start = local.secondsSinceEpoch
         startDay = floorDiv(start, 86_400)
-        startYear = Int64(local.year)
-        startMonthIndex = Int64(local.year) * 12 + Int64(local.month - 1)
+        let path =
+            rule.usesCalendarPath
+            ? CalendarPath(rule: rule, start: local, chinese: rule.scale == .chinese ? chinese : nil) : nil
+        calendar = path
+        startYear = path?.startYear ?? Int64(local.year)
+        startMonthIndex = path?.startMonthIndex ?? Int64(local.year) * 12 + Int64(local.month - 1)
         weekStart = rule.weekStart
         weekStart0 = startDay - Int64((local.weekday - rule.weekStart + 7) % 7)
 
@@ -160,14 +171,19 @@ struct RuleExpansion: Sendable {
         step = unit * Int64(rule.interval)
 
         // 400 Gregorian years are 4800 months, 20871 weeks, 146097 days: the calendar repeats exactly.
+        let calendarLimit = path?.periodLimit(f, interval: interval)
         switch f {
-        case .yearly: emptyRunLimit = 400 / gcd(interval, 400) + 1
-        case .monthly: emptyRunLimit = 4800 / gcd(interval, 4800) + 1
+        case .yearly: emptyRunLimit = calendarLimit ?? 400 / gcd(interval, 400) + 1
+        case .monthly: emptyRunLimit = calendarLimit ?? 4800 / gcd(interval, 4800) + 1
         case .weekly: emptyRunLimit = 20_871 / gcd(interval, 20_871) + 1
         case .daily: emptyRunLimit = 146_097 / gcd(interval, 146_097) + 1
         default: emptyRunLimit = nil
         }
-        shapeCounts = f == .yearly ? CountCache(size: 56) : (f == .monthly ? CountCache(size: 168) : nil)
+        if path?.chinese != nil {
+            shapeCounts = nil
+        } else {
+            shapeCounts = f == .yearly ? CountCache(size: 56) : (f == .monthly ? CountCache(size: 168) : nil)
+        }
         dayPhases = f < .daily && step <= 86_400 ? step / gcd(step, 86_400) : 0
         dayCounts = dayPhases >= 1 && dayPhases <= 1440 ? CountCache(size: Int(dayPhases)) : nil
         cycle = nil
@@ -182,6 +198,11 @@ struct RuleExpansion: Sendable {
     /// The period that contains wall time `wall` (negative before DTSTART's).
     func period(containing wall: Int64) -> Int64 {
         let day = floorDiv(wall, 86_400)
+        if let calendar, frequency >= .monthly {
+            let position = calendar.position(ofDay: day)
+            let index = frequency == .yearly ? position.year - startYear : position.month - startMonthIndex
+            return floorDiv(index, interval)
+        }
         switch frequency {
         case .yearly: return floorDiv(Int64(civilFromDays(day).year) - startYear, interval)
         case .monthly:
@@ -199,6 +220,16 @@ struct RuleExpansion: Sendable {
     func candidates(period p: Int64, into out: inout [Int64], budget: inout Budget) throws(RecurrenceError) -> Bool {
         try budget.spend(Budget.Cost.period)
         let times = timesOfDay
+        if let calendar, frequency >= .monthly {
+            guard let days = try calendarDays(calendar, period: p, budget: &budget) else { return false }
+            try budget.spend(days.count * times.count)
+            for day in days { for t in times { out.append(day * 86_400 + t) } }
+            if !setPositions.isEmpty && !out.isEmpty {
+                try budget.spend(setPositions.count)
+                selectSetPositions(&out)
+            }
+            return true
+        }
         switch frequency {
         case .yearly:
             let year = startYear + p * interval
@@ -248,6 +279,11 @@ struct RuleExpansion: Sendable {
     func candidateCount(period p: Int64, budget: inout Budget) throws(RecurrenceError) -> Int64? {
         try budget.spend(Budget.Cost.period)
         var days = 0
+        if let calendar, frequency >= .monthly {
+            guard let list = try calendarDays(calendar, period: p, budget: &budget) else { return nil }
+            let count = list.count * timesOfDay.count
+            return Int64(setPositions.isEmpty ? count : selectedCount(of: count))
+        }
         switch frequency {
         case .yearly:
             let year = startYear + p * interval

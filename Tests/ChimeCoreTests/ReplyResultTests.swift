@@ -130,7 +130,17 @@ import Testing
                     )
                 )
             ),
-            (.preview, .previewed(fireDates: [instant("2026-12-01T10:00:00Z"), instant("2027-01-01T00:00:00.001Z")])),
+            (
+                .preview,
+                .previewed(
+                    fireDates: [instant("2026-12-01T10:00:00Z"), instant("2027-01-01T00:00:00.001Z")],
+                    calendarDates: nil
+                )
+            ),
+            (
+                .preview,
+                .previewed(fireDates: [instant("2026-09-25T01:00:00Z")], calendarDates: ["8-15"])
+            ),
             (.list, .listed(ReplyResult.ListPage(notifications: [], cursor: nil))),
             (.schedule, .duplicate),
         ]

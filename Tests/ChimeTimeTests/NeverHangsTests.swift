@@ -143,6 +143,64 @@ import Testing
         Case(rule: "FREQ=MONTHLY;BYMONTHDAY=31", start: "9999-12-01T00:00:00", outcome: .fires("9999-12-31T00:00:00Z")),
         Case(rule: "FREQ=WEEKLY;BYDAY=SU", start: "9999-12-31T00:00:00", outcome: .never),
         Case(rule: "FREQ=DAILY", start: "0001-01-01T00:00:00", outcome: .fires("0001-01-01T00:00:00Z")),
+        // RFC 7529: leap months no year of 1901...2099 has, days no month has, SKIP moving dates.
+        Case(rule: "RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=12L;BYMONTHDAY=1", outcome: .never),
+        Case(rule: "RSCALE=CHINESE;FREQ=MONTHLY;BYMONTH=9L,10L", outcome: .never),
+        Case(rule: "RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=1L;BYMONTHDAY=30;BYDAY=MO", outcome: .never),
+        Case(rule: "RSCALE=CHINESE;FREQ=MONTHLY;BYMONTHDAY=30;BYSETPOS=2", outcome: .never),
+        Case(rule: "RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=11L;BYMONTHDAY=1", outcome: .fires("2033-12-22T09:15:30Z")),
+        Case(
+            rule: "RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=2L;BYMONTHDAY=1;BYDAY=SA",
+            outcome: .fires("2042-03-22T09:15:30Z")
+        ),
+        Case(rule: "RSCALE=CHINESE;FREQ=YEARLY;INTERVAL=1000000000", outcome: .fires("2026-01-01T09:15:30Z")),
+        Case(rule: "RSCALE=CHINESE;FREQ=MONTHLY;INTERVAL=1000000000", outcome: .fires("2026-01-01T09:15:30Z")),
+        Case(rule: "RSCALE=CHINESE;FREQ=MONTHLY;COUNT=1000000000", outcome: .fires("2026-01-01T09:15:30Z")),
+        Case(
+            rule: "RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=1;BYMONTHDAY=1",
+            start: "2099-06-01T00:00:00",
+            outcome: .never
+        ),
+        Case(
+            rule: "RSCALE=CHINESE;FREQ=MONTHLY;BYMONTHDAY=1",
+            start: "1901-02-19T00:00:00",
+            from: "2099-12-31T00:00:00Z",
+            outcome: .fires("2100-01-10T00:00:00Z")
+        ),
+        Case(rule: "RSCALE=GREGORIAN;FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30;SKIP=OMIT", outcome: .never),
+        Case(
+            rule: "RSCALE=GREGORIAN;FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30;SKIP=BACKWARD",
+            outcome: .fires("2026-02-28T09:15:30Z")
+        ),
+        Case(
+            rule: "RSCALE=GREGORIAN;FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30;SKIP=FORWARD",
+            outcome: .fires("2026-03-01T09:15:30Z")
+        ),
+        Case(
+            rule: "RSCALE=GREGORIAN;FREQ=MONTHLY;BYMONTH=2;BYMONTHDAY=31;BYDAY=MO;SKIP=BACKWARD",
+            outcome: .fires("2033-02-28T09:15:30Z")
+        ),
+        Case(
+            rule: "RSCALE=GREGORIAN;FREQ=MONTHLY;BYMONTHDAY=31;BYMONTH=2;BYDAY=MO;BYSETPOS=2;SKIP=FORWARD",
+            outcome: .never
+        ),
+        Case(
+            rule: "RSCALE=GREGORIAN;FREQ=MONTHLY;BYMONTHDAY=31;SKIP=FORWARD",
+            start: "9999-11-15T00:00:00",
+            outcome: .fires("9999-12-01T00:00:00Z")
+        ),
+        Case(
+            rule: "RSCALE=GREGORIAN;FREQ=MONTHLY;BYMONTHDAY=31;SKIP=BACKWARD",
+            start: "0001-01-01T00:00:00",
+            from: "9999-12-01T00:00:00Z",
+            outcome: .fires("9999-12-31T00:00:00Z")
+        ),
+        Case(
+            rule: "RSCALE=GREGORIAN;FREQ=YEARLY;SKIP=FORWARD",
+            start: "0004-02-29T00:00:00",
+            from: "9999-01-01T00:00:00Z",
+            outcome: .fires("9999-03-01T00:00:00Z")
+        ),
     ]
 
     @Test(arguments: cases + hostile)

@@ -60,6 +60,79 @@ import Testing
         #expect(parsed > 200)
     }
 
+    /// Random RFC 7529 rules (RSCALE, leap months, SKIP) in their own calendars: nothing crashes, every call
+    /// stays within its budget, occurrences move forward, and counting a period gives what building it does.
+    @Test func randomCalendarRulesNeverCrash() throws {
+        var random = Random(state: 7529)
+        let zones = ["UTC", "Asia/Shanghai", "America/New_York", "Pacific/Apia"].map(zone)
+        var parsed = 0
+        var compared = 0
+        for _ in 0..<800 {
+            var parts = [
+                "RSCALE=" + random.pick(["CHINESE", "GREGORIAN"]), "FREQ=" + random.pick(["YEARLY", "MONTHLY"]),
+            ]
+            if random.next(2) == 0 {
+                let months = (0...random.next(3)).map { _ in "\(1 + random.next(12))\(random.next(3) == 0 ? "L" : "")" }
+                parts.append("BYMONTH=" + months.joined(separator: ","))
+            }
+            if random.next(3) > 0 {
+                let days = (0...random.next(3)).map { _ in
+                    String(random.pick([1, 15, 28, 29, 30, 31, -1, -29, -30, -31]))
+                }
+                parts.append("BYMONTHDAY=" + days.joined(separator: ","))
+            }
+            if random.next(4) == 0 { parts.append("BYDAY=" + random.pick(["MO", "SA,SU", "FR"])) }
+            if random.next(4) == 0 { parts.append("BYHOUR=" + random.pick(["0", "9,21", "2"])) }
+            if random.next(4) == 0 { parts.append("BYSETPOS=" + random.pick(["1", "-1", "2,-2"])) }
+            if random.next(3) == 0 { parts.append("INTERVAL=\(random.pick([2, 3, 12, 13, 1000]))") }
+            if random.next(4) == 0 { parts.append("COUNT=\(1 + random.next(50))") }
+            parts.append("SKIP=" + random.pick(["OMIT", "BACKWARD", "FORWARD"]))
+            guard let rule = try? RecurrenceRule(parsing: parts.joined(separator: ";")) else { continue }
+            parsed += 1
+            #expect(try RecurrenceRule(parsing: rule.description) == rule)
+            let start = wall(
+                random.pick(["2026-03-08T02:30", "1901-02-19T00:00", "2099-12-30T09:00", "2011-12-29T10:00"])
+            )
+            let recurrence: Recurrence
+            do {
+                recurrence = try Recurrence(start: start, zone: random.pick(zones), pattern: .rule(rule))
+            } catch {
+                #expect(error.code == .invalidCombination || error.code == .invalidRule, "\(rule): \(error)")
+                continue
+            }
+            do {
+                var budget = Budget(Budget.perCall)
+                var occurrence = try recurrence.first(atOrAfter: at("2026-06-01T00:00:00Z"), budget: &budget)
+                #expect(budget.used <= Budget.perCall)
+                for _ in 0..<3 {
+                    guard let current = occurrence else { break }
+                    occurrence = try recurrence.next(after: current)
+                    if let next = occurrence { #expect(next.instant > current.instant && next.index > current.index) }
+                }
+            } catch {
+                #expect(error.code == .searchLimit)
+            }
+            let local = start.resolved(in: .utc)
+            let expansion = RuleExpansion(
+                rule: rule,
+                start: Zone.utc.localDateTime(at: local),
+                chinese: ChineseCalendar.shared
+            )
+            for _ in 0..<3 {
+                let period = Int64(random.next(150))
+                var built: [Int64] = []
+                var budget = Budget(.max)
+                guard try expansion.candidates(period: period, into: &built, budget: &budget) else { continue }
+                var counting = Budget(.max)
+                #expect(try expansion.candidateCount(period: period, budget: &counting) == Int64(built.count))
+                #expect(built == built.sorted() && Set(built).count == built.count, "\(rule)")
+                compared += 1
+            }
+        }
+        #expect(parsed > 300)
+        #expect(compared > 300)
+    }
+
     @Test func forgedOccurrences() throws {
         let rule = try Recurrence(
             start: wall("2026-01-01T09:00"),

@@ -95,9 +95,17 @@ struct NextCommand: Command {
             }
             if raw {
                 console.out(ExpansionFlags.raw(result.json, label: subject.label))
-            } else if case .previewed(let dates) = result {
+            } else if case .previewed(let dates, let calendarDates) = result {
                 let zone = subject.namedZone ?? deviceZone
-                console.out(lines: ExpansionFlags.lines(dates, zone: zone, label: subject.label, first: index == 0))
+                console.out(
+                    lines: ExpansionFlags.lines(
+                        dates,
+                        calendarDates: calendarDates,
+                        zone: zone,
+                        label: subject.label,
+                        first: index == 0
+                    )
+                )
             }
         }
     }

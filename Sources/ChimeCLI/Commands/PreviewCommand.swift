@@ -87,18 +87,28 @@ enum ExpansionFlags {
         return subjects
     }
 
-    /// The instants as a table: number, the time in `zone` with its weekday, and UTC; under
-    /// `label` (and a blank line unless `first`) when the file was a batch.
-    static func lines(_ dates: [Instant], zone: Zone?, label: String? = nil, first: Bool = true) -> [String] {
+    /// The instants as a table: number, the time in `zone` with its weekday, and UTC, then each
+    /// occurrence's date in the rule's own calendar when it has one (`RSCALE=CHINESE`: a `CHINESE`
+    /// column, `8-15`); under `label` (and a blank line unless `first`) when the file was a batch.
+    static func lines(
+        _ dates: [Instant],
+        calendarDates: [String]? = nil,
+        zone: Zone?,
+        label: String? = nil,
+        first: Bool = true
+    ) -> [String] {
         let display = TimeDisplay(zone: zone)
-        var table = Table(display.zone.map { ["#", $0.identifier, "UTC"] } ?? ["#", "UTC"])
+        var header = display.zone.map { ["#", $0.identifier, "UTC"] } ?? ["#", "UTC"]
+        if calendarDates != nil { header.append("CHINESE") }
+        var table = Table(header)
         for (index, instant) in dates.enumerated() {
             let utc = display.utc(instant)
-            table.append(
+            var row =
                 display.zone == nil
-                    ? ["\(index + 1)", TimeDisplay.weekday(Zone.utc.localDateTime(at: instant)) + " " + utc]
-                    : ["\(index + 1)", display.localWithWeekday(instant), utc]
-            )
+                ? ["\(index + 1)", TimeDisplay.weekday(Zone.utc.localDateTime(at: instant)) + " " + utc]
+                : ["\(index + 1)", display.localWithWeekday(instant), utc]
+            if let calendarDates { row.append(index < calendarDates.count ? calendarDates[index] : "") }
+            table.append(row)
         }
         let body = dates.isEmpty ? ["no deliveries"] : table.lines
         guard let label else { return body }
@@ -200,8 +210,16 @@ struct PreviewCommand: Command {
     ) throws(CLIFailure) {
         if request.raw {
             console.out(ExpansionFlags.raw(result, label: label))
-        } else if case .previewed(let dates) = try Connection.typed(.preview, result) {
-            console.out(lines: ExpansionFlags.lines(dates, zone: zone, label: label, first: first))
+        } else if case .previewed(let dates, let calendarDates) = try Connection.typed(.preview, result) {
+            console.out(
+                lines: ExpansionFlags.lines(
+                    dates,
+                    calendarDates: calendarDates,
+                    zone: zone,
+                    label: label,
+                    first: first
+                )
+            )
         }
     }
 }

@@ -31,6 +31,14 @@ struct ScheduleCommand: Command {
             #"chime schedule --device phone-1 --in 15m --body "Tea is ready" --sound default"#
         ),
         (
+            "every Mid-Autumn Festival (the 15th of the 8th Chinese month) at 09:00 Shanghai time",
+            #"chime schedule --device phone-1 --id mid-autumn --lunar 8-15 --at 09:00 --tz Asia/Shanghai --body "Mid-Autumn""#
+        ),
+        (
+            "the last day of every month: the 31st, or the month's last day when it is shorter",
+            #"chime schedule --device phone-1 --id rent --every month --on-day 31 --skip backward --at 09:00 --body "Rent""#
+        ),
+        (
             "Monday to Friday at 18:00 in the device's zone, from the next such day",
             #"chime schedule --device phone-1 --id medicine --on mon-fri --at 18:00 --body "Take your medicine""#
         ),

@@ -155,8 +155,10 @@ public final class Engine {
             case .list(let match, let limit, let cursor):
                 return .reply(Reply(request: request, result: .listed(list(request.deviceId, match, limit, cursor))))
             case .preview(let target, let count, let from):
-                let dates = try preview(request.deviceId, target, count, from ?? now, &random)
-                return .reply(Reply(request: request, result: .previewed(fireDates: dates)))
+                let (dates, calendarDates) = try preview(request.deviceId, target, count, from ?? now, &random)
+                return .reply(
+                    Reply(request: request, result: .previewed(fireDates: dates, calendarDates: calendarDates))
+                )
             case .ack(let fireIds, let badge):
                 // Nothing new (acknowledged already, or unknown): answered without a journal record.
                 let outcome = ackOutcome(request.deviceId, fireIds, now: now.milliseconds)
@@ -510,7 +512,7 @@ public final class Engine {
         _ count: Int,
         _ from: Instant,
         _ random: inout some RandomNumberGenerator
-    ) throws(ChimeError) -> [Instant] {
+    ) throws(ChimeError) -> (dates: [Instant], calendarDates: [String]?) {
         let deviceZone = devices[deviceId]?.timeZone
         let spec: ResolvedNotification
         let path: String
@@ -528,16 +530,19 @@ public final class Engine {
         let (recurrence, first) = try validatedNext(spec, path: path, deviceZone: deviceZone, now: from)
         let lead = spec.leadTime ?? 0
         var dates: [Instant] = []
+        // The occurrence's own date (not the delivery's, which the lead time may move to another day).
+        var calendarDates: [String]? = recurrence.calendarDate(of: first) != nil ? [] : nil
         var occurrence: Occurrence? = first
         while let o = occurrence, dates.count < count {
             dates.append(max(o.instant.adding(milliseconds: -lead), from))
+            if calendarDates != nil { calendarDates?.append(recurrence.calendarDate(of: o) ?? "") }
             do {
                 occurrence = try recurrence.next(after: o)
             } catch {
                 break
             }
         }
-        return dates
+        return (dates, calendarDates)
     }
 }
 

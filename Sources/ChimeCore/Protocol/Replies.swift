@@ -74,8 +74,9 @@ public enum ReplyResult: Hashable, Sendable {
     case snoozed(NextFire)
     /// `list`: one page.
     case listed(ListPage)
-    /// `preview`: `{"fireDates": [...]}`.
-    case previewed(fireDates: [Instant])
+    /// `preview`: `{"fireDates": [...]}`, and for a rule in another calendar than the Gregorian one
+    /// (`RSCALE=CHINESE`) `"calendarDates": ["8-15", ...]`, each occurrence's date in that calendar.
+    case previewed(fireDates: [Instant], calendarDates: [String]?)
     /// `ack`: `{"acknowledged": N, "unknown": [fireIds]}`.
     case acknowledged(count: Int, unknown: [String])
     /// `inbox`: `{"deliveries": [...], "cursor": c | null, "dropped": N}`.
@@ -254,7 +255,10 @@ public enum ReplyResult: Hashable, Sendable {
                 "notifications": .array(page.notifications.map { .object($0.json) }),
                 "cursor": page.cursor.map(JSON.string) ?? .null,
             ]
-        case .previewed(let dates): return ["fireDates": .array(dates.map { .string($0.rfc3339()) })]
+        case .previewed(let dates, let calendarDates):
+            var o: JSONObject = ["fireDates": .array(dates.map { .string($0.rfc3339()) })]
+            if let calendarDates { o["calendarDates"] = .array(calendarDates.map(JSON.string)) }
+            return o
         case .acknowledged(let count, let unknown):
             return ["acknowledged": .int(Int64(count)), "unknown": .array(unknown.map(JSON.string))]
         case .inbox(let page):
@@ -355,7 +359,11 @@ public enum ReplyResult: Hashable, Sendable {
             for (i, text) in try strings("fireDates").enumerated() {
                 dates.append(try Replies.instant(text, field: "fireDates[\(i)]"))
             }
-            self = .previewed(fireDates: dates)
+            let calendarDates = try r.strings("calendarDates", maxCount: .max, maxLength: .max)
+            if let calendarDates, calendarDates.count != dates.count {
+                throw .invalid("calendarDates", "expected as many as fireDates (\(dates.count))")
+            }
+            self = .previewed(fireDates: dates, calendarDates: calendarDates)
         }
     }
 }
