@@ -40,7 +40,10 @@ import Testing
         let c0 = ContinuousClock.now
         _ = m.handle(.lease(.tick, monotonic: c0), now: t0)
         let leases = (0..<4).map { SlotOwnership.Lease(slot: $0, owner: nil, epoch: 0, live: false) }
-        let acquire = m.handle(.lease(.heartbeat(members: [.init(worker: "a")], leases: leases, sentAt: c0), monotonic: c0), now: t0)
+        let acquire = m.handle(
+            .lease(.heartbeat(members: [.init(worker: "a")], leases: leases, sentAt: c0), monotonic: c0),
+            now: t0
+        )
         #expect(acquire.contains { if case .lease(.acquire([0, 1, 2, 3])) = $0 { true } else { false } })
         let loads = m.handle(.lease(.acquired([0: 1, 1: 1, 2: 1, 3: 1], sentAt: c0), monotonic: c0), now: t0)
         #expect(loads.filter { if case .loadSlot = $0 { true } else { false } }.count == 4)
@@ -130,7 +133,11 @@ import Testing
             now: later
         )
         let deliveries = m.handle(.batchEnded, now: later).compactMap { action -> Int? in
-            if case .publish(let message) = action, case .delivery(_, _, _, let slot) = message.purpose { slot } else { nil }
+            if case .publish(let message) = action, case .delivery(_, _, _, let slot) = message.purpose {
+                slot
+            } else {
+                nil
+            }
         }
         #expect(deliveries.isEmpty, "a draining slot fired: \(deliveries)")
         // Nothing in flight: released at the next commit, and dropped.
