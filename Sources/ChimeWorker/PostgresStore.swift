@@ -118,12 +118,15 @@ final class PostgresStore: WorkerStore {
             do throws(StoreError) {
                 let writer = try Self.connect(connectionString)
                 defer { writer.connection.close() }
+                // Copied before the transaction begins, not streamed into it: with the entries
+                // streamed (writeSnapshot's forEachEntry), DurabilityKillTests on PostgreSQL lost
+                // acknowledged commands in two full `make test` runs, and did not with this copy;
+                // the cause is not found yet, so the proven path stays (memory doubles meanwhile).
+                var entries: [[UInt8]] = []
+                entries.reserveCapacity(frozen.entryCount)
+                frozen.forEachEntry { entries.append($0) }
                 do {
-                    // Streamed from the frozen state: one chunk in memory at a time.
-                    try writer.writeSnapshot(covering: covered, catchingUp: catchingUp) {
-                        body throws(PostgresStoreError) in
-                        try frozen.forEachEntry(body)
-                    }
+                    try writer.writeSnapshot(covering: covered, entries: entries, catchingUp: catchingUp)
                 } catch {
                     throw StoreError("PostgreSQL: \(error)", transient: true)
                 }

@@ -149,12 +149,19 @@ final class SlotWorkerStore: WorkerStore {
             do throws(StoreError) {
                 let writer = try Self.connect(connectionString, slotCount: nil)
                 defer { writer.connection.close() }
+                // Copied first, as PostgresStore does (see there why not streamed).
+                var entries: [[UInt8]] = []
+                entries.reserveCapacity(frozen.entryCount)
+                frozen.forEachEntry { entries.append($0) }
                 let wrote: Bool
                 do {
-                    wrote = try writer.writeSnapshot(slot: slot, covering: covered, epoch: epoch, worker: worker) {
-                        body throws(PostgresStoreError) in
-                        try frozen.forEachEntry(body)
-                    }
+                    wrote = try writer.writeSnapshot(
+                        slot: slot,
+                        covering: covered,
+                        epoch: epoch,
+                        worker: worker,
+                        entries: entries
+                    )
                 } catch {
                     throw StoreError("PostgreSQL: \(error)", transient: true)
                 }
