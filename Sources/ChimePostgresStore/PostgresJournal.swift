@@ -35,6 +35,43 @@ public final class PostgresJournal {
     /// Set when a commit failed: whether it took effect is unknown here.
     private var failure: PostgresStoreError?
 
+    /// The advisory lock a journal's one writer holds for the life of its connection
+    /// (``claimWriter(_:)``), and the one its snapshot connections hold shared (``joinWriter(_:)``).
+    static let writerLock: Int64 = 0x63_6869_6D65_7731  // "chimew1"
+    static let snapshotLock: Int64 = 0x63_6869_6D65_7332  // "chimes2"
+
+    /// Makes `connection` the journal's one writer before anything is read: waits until no other
+    /// connection holds the writer's lock or a snapshot connection's (call it before opening the
+    /// journal on it, and open the journal again after a wait).
+    ///
+    /// A connection whose client was killed lives on in the server until its backend notices, and a
+    /// statement it had sent (a commit, a snapshot's `COMMIT`) can still take effect meanwhile: the
+    /// next chimed must not read the journal before that, or it would number its records over ones it
+    /// never saw. A second chimed on the same database waits here (up to its statement timeout) and
+    /// fails, as a second one on a data directory fails on its lock.
+    public static func claimWriter(_ connection: PostgresConnection) throws(PostgresStoreError) {
+        do {
+            try connection.execute("SELECT pg_advisory_lock($1)", [.integer(writerLock)])
+            try connection.execute("SELECT pg_advisory_lock($1)", [.integer(snapshotLock)])
+            try connection.execute("SELECT pg_advisory_unlock($1)", [.integer(snapshotLock)])
+        } catch {
+            throw PostgresStoreError(
+                error,
+                while: "waiting for the journal's lock (is another chimed using this database, or did one just stop?)"
+            )
+        }
+    }
+
+    /// Marks `connection` as one of the writer's snapshot connections, for the life of the
+    /// connection (see ``claimWriter(_:)``).
+    public static func joinWriter(_ connection: PostgresConnection) throws(PostgresStoreError) {
+        do {
+            try connection.execute("SELECT pg_advisory_lock_shared($1)", [.integer(snapshotLock)])
+        } catch {
+            throw PostgresStoreError(error, while: "taking the snapshot lock")
+        }
+    }
+
     /// Opens the journal: creates or migrates the tables (``Schema/migrate(_:)``) and reads the
     /// last sequence.
     /// - Throws: `.schemaTooNew` when a newer chimed migrated the database; `.database`.

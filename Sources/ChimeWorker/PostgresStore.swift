@@ -33,13 +33,20 @@ final class PostgresStore: WorkerStore {
     /// (and so every delivery) waits that long for a database that stopped answering.
     static let statementTimeout = Duration.seconds(10)
 
-    static func connect(_ connectionString: String) throws(StoreError) -> PostgresJournal {
+    /// - Parameter writer: the loop's connection, which holds the journal's writer lock for its
+    ///   life; else a snapshot's, which holds it shared (``PostgresJournal/claimWriter(_:)``).
+    static func connect(_ connectionString: String, writer: Bool = true) throws(StoreError) -> PostgresJournal {
         do {
             let connection = try PostgresConnection(
                 connectionString,
                 connectTimeout: connectTimeout,
                 statementTimeout: statementTimeout
             )
+            if writer {
+                try PostgresJournal.claimWriter(connection)
+            } else {
+                try PostgresJournal.joinWriter(connection)
+            }
             return try PostgresJournal(connection: connection)
         } catch let error as PostgresStoreError {
             throw StoreError("PostgreSQL: \(error)", transient: error.code != .schemaTooNew)
@@ -116,7 +123,7 @@ final class PostgresStore: WorkerStore {
         let connectionString = self.connectionString
         Thread.detachNewThread {
             do throws(StoreError) {
-                let writer = try Self.connect(connectionString)
+                let writer = try Self.connect(connectionString, writer: false)
                 defer { writer.connection.close() }
                 // Copied before the transaction begins, not streamed into it: with the entries
                 // streamed (writeSnapshot's forEachEntry), DurabilityKillTests on PostgreSQL lost
