@@ -2,6 +2,7 @@ import ChimeCore
 import ChimeJournal
 import ChimePostgres
 import ChimeTestSupport
+import Foundation
 import Synchronization
 import Testing
 
@@ -324,7 +325,7 @@ struct SlotStoreTests {
         a.append(slot: 3, type: 1, payload: [1])
         #expect(try a.commit(fence: fence, worker: "a") == [])
         let log = EventLog()
-        let acquisition = Task.detached {
+        let acquisition = onThread {
             let b = try SlotStore(connection: PostgresConnection(uri), slotCount: nil)
             let taken = try b.acquire([3], worker: "b", ttl: .seconds(60))
             log.record("b acquired")
@@ -334,7 +335,7 @@ struct SlotStoreTests {
         log.record("b waits")
         log.record("a commits")
         try a.connection.commit()
-        let (taken, records) = try await acquisition.value
+        let (taken, records) = try await acquisition()
         #expect(log.events == ["b waits", "a commits", "b acquired"])
         #expect(taken == [3: 2])
         #expect(records == [[1]])
@@ -353,7 +354,7 @@ struct SlotStoreTests {
         try b.connection.begin()
         #expect(try b.acquire([3], worker: "b", ttl: .seconds(60)) == [3: 2])
         let log = EventLog()
-        let commit = Task.detached {
+        let commit = onThread {
             let a = try SlotStore(connection: PostgresConnection(uri), slotCount: nil)
             _ = try a.open(slot: 3)
             a.append(slot: 3, type: 1, payload: [1])
@@ -365,7 +366,7 @@ struct SlotStoreTests {
         log.record("a waits")
         log.record("b commits")
         try b.connection.commit()
-        #expect(try await commit.value == [3])
+        #expect(try await commit() == [3])
         #expect(log.events == ["a waits", "b commits", "a committed"])
         let rows = try observer.execute("SELECT count(*) FROM chime_slot_journal").rows
         #expect(try rows.first?.int64(0) == 0)
@@ -560,4 +561,22 @@ private final class EventLog: Sendable {
     }
 
     var events: [String] { recorded.withLock { $0 } }
+}
+
+/// Starts `body` on a thread of its own and returns a function that waits for its result. A
+/// statement that blocks on a lock in the server blocks its thread: on one of Swift's few
+/// cooperative threads, two such tests at once would leave none to run the task that releases the
+/// lock.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) -> @Sendable () async throws -> T {
+    let result = Mutex<Result<T, any Error>?>(nil)
+    Thread.detachNewThread {
+        let outcome = Result { try body() }
+        result.withLock { $0 = outcome }
+    }
+    return {
+        while true {
+            if let outcome = result.withLock({ $0 }) { return try outcome.get() }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
 }

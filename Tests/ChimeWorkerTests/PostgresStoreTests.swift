@@ -178,6 +178,29 @@ import Testing
         print("failover: \(atKill) commands acknowledged before the kill, \(acknowledged.value.count) in all")
     }
 
+    /// One writer per database, as one worker per data directory: a second chimed on a database one
+    /// holds waits for the journal's lock, exits with the reason, and changes nothing.
+    @Test func aSecondChimedOnTheSameDatabaseExitsWithTheReason() async throws {
+        let (postgres, f) = try await Self.start()
+        defer { Task { await f.stop() } }
+        try await f.ok("d1", .schedule, #"{"id":"kept","after":3600}"#)
+        let elsewhere = try TemporaryDirectory(prefix: "chime-second")
+        let second = try Chimed(
+            broker: f.broker,
+            dataDirectory: elsewhere.path,
+            workerId: "second",
+            extra: ["--store", postgres.uri]
+        )
+        try second.process.start()
+        let status = await second.process.waitForExit(timeout: .seconds(30))
+        #expect(status == .exited(1), "\(second.log)")
+        #expect(second.log.contains("is another chimed using this database"), "\(second.log)")
+        // The first goes on, untouched.
+        #expect(try await Self.ids(f, "d1") == ["kept"])
+        try await f.ok("d1", .schedule, #"{"id":"more","after":3600}"#)
+        #expect(try await Self.ids(f, "d1").sorted() == ["kept", "more"])
+    }
+
     @Test func aStoreThatIsNotPostgreSQLIsAUsageError() async throws {
         let broker = try await TestBroker.start()
         defer { Task { await broker.stop() } }
