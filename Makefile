@@ -4,7 +4,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build release run test lint format bench bench-quick fuzz soak clean
+.PHONY: bootstrap build release run test lint format bench bench-postgres bench-quick fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -65,6 +65,11 @@ soak: bootstrap
 bench: release
 	.build/release/chime-bench system --json bench-results/results.json
 	scripts/plot-lateness bench-results/results.json bench-results/lateness.svg
+
+## The same on PostgreSQL: ingest and burst on both stores in one run, then memory, cancel by tag,
+## steady lateness and recovery of a million pending on PostgreSQL (README, "In PostgreSQL").
+bench-postgres: release
+	.build/release/chime-bench system --store postgres --only ingest,burst,steady --json bench-results/store-postgres.json
 
 bench-quick: release
 	.build/release/chime-bench system --quick --json bench-results/quick.json
