@@ -149,7 +149,7 @@ final class SlotWorkerStore: WorkerStore {
             do throws(StoreError) {
                 let writer = try Self.connect(connectionString, slotCount: nil)
                 defer { writer.connection.close() }
-                // Copied first, as PostgresStore does (see there why not streamed).
+                // Copied first, as PostgresStore does.
                 var entries: [[UInt8]] = []
                 entries.reserveCapacity(frozen.entryCount)
                 frozen.forEachEntry { entries.append($0) }
