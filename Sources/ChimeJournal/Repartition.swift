@@ -272,9 +272,8 @@ private func verifyOutput(
         throw RepartitionError("output \(path) does not open after writing: \(error.message)")
     }
     defer { try? journal.close() }
-    var written: [[UInt8]] = []
-    expected.forEachEntry { written.append($0) }
-    guard let snapshot = recovery.snapshot, snapshot.entries == SnapshotEntries(written), recovery.records.isEmpty
+    guard let snapshot = recovery.snapshot, snapshot.entries == SnapshotEntries(expected.entries),
+        recovery.records.isEmpty
     else {
         throw RepartitionError("output \(path) does not read back as written")
     }

@@ -51,9 +51,7 @@ public enum StoreTransfer {
             throw Failure("the database already holds a journal: export writes only into an empty one")
         }
         let state = engine.snapshot
-        var entries: [[UInt8]] = []
-        entries.reserveCapacity(state.entryCount)
-        state.forEachEntry { entries.append($0) }
+        let entries = state.entries
         do {
             try journal.writeSnapshot(covering: recovery.lastSequence, entries: entries, catchingUp: true)
         } catch {

@@ -33,25 +33,38 @@ final class PostgresStore: WorkerStore {
     /// (and so every delivery) waits that long for a database that stopped answering.
     static let statementTimeout = Duration.seconds(10)
 
-    /// - Parameter writer: the loop's connection, which holds the journal's writer lock for its
-    ///   life; else a snapshot's, which holds it shared (``PostgresJournal/claimWriter(_:)``).
-    static func connect(_ connectionString: String, writer: Bool = true) throws(StoreError) -> PostgresJournal {
+    /// Connects with the worker's timeouts and opens what `open` makes of the connection (a
+    /// journal, the slots). A failure is transient (retried), except a schema newer than this
+    /// chimed and a store with another number of slots: those need the operator.
+    static func connect<Opened>(
+        _ connectionString: String,
+        _ open: (PostgresConnection) throws(PostgresStoreError) -> Opened
+    ) throws(StoreError) -> Opened {
         do {
             let connection = try PostgresConnection(
                 connectionString,
                 connectTimeout: connectTimeout,
                 statementTimeout: statementTimeout
             )
+            return try open(connection)
+        } catch let error as PostgresStoreError {
+            let permanent = error.code == .schemaTooNew || error.code == .slotCountMismatch
+            throw StoreError("PostgreSQL: \(error)", transient: !permanent)
+        } catch {
+            throw StoreError("PostgreSQL: \(error)", transient: true)
+        }
+    }
+
+    /// - Parameter writer: the loop's connection, which holds the journal's writer lock for its
+    ///   life; else a snapshot's, which holds it shared (``PostgresJournal/claimWriter(_:)``).
+    static func connect(_ connectionString: String, writer: Bool = true) throws(StoreError) -> PostgresJournal {
+        try connect(connectionString) { connection throws(PostgresStoreError) in
             if writer {
                 try PostgresJournal.claimWriter(connection)
             } else {
                 try PostgresJournal.joinWriter(connection)
             }
             return try PostgresJournal(connection: connection)
-        } catch let error as PostgresStoreError {
-            throw StoreError("PostgreSQL: \(error)", transient: error.code != .schemaTooNew)
-        } catch {
-            throw StoreError("PostgreSQL: \(error)", transient: true)
         }
     }
 
@@ -129,9 +142,7 @@ final class PostgresStore: WorkerStore {
                 // into it (writeSnapshot's forEachEntry) was taken back while chasing lost commands
                 // whose cause turned out to be elsewhere (see PostgresJournal.claimWriter); it can
                 // come back, measured.
-                var entries: [[UInt8]] = []
-                entries.reserveCapacity(frozen.entryCount)
-                frozen.forEachEntry { entries.append($0) }
+                let entries = frozen.entries
                 do {
                     try writer.writeSnapshot(covering: covered, entries: entries, catchingUp: catchingUp)
                 } catch {

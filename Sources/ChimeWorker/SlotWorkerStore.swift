@@ -34,18 +34,8 @@ final class SlotWorkerStore: WorkerStore {
     private var snapshot: (slot: Int, epoch: Int64, covered: UInt64, bytesAtBegin: Int)?
 
     static func connect(_ connectionString: String, slotCount: Int?) throws(StoreError) -> SlotStore {
-        do {
-            let connection = try PostgresConnection(
-                connectionString,
-                connectTimeout: PostgresStore.connectTimeout,
-                statementTimeout: PostgresStore.statementTimeout
-            )
-            return try SlotStore(connection: connection, slotCount: slotCount)
-        } catch let error as PostgresStoreError {
-            let permanent = error.code == .schemaTooNew || error.code == .slotCountMismatch
-            throw StoreError("PostgreSQL: \(error)", transient: !permanent)
-        } catch {
-            throw StoreError("PostgreSQL: \(error)", transient: true)
+        try PostgresStore.connect(connectionString) { connection throws(PostgresStoreError) in
+            try SlotStore(connection: connection, slotCount: slotCount)
         }
     }
 
@@ -150,9 +140,7 @@ final class SlotWorkerStore: WorkerStore {
                 let writer = try Self.connect(connectionString, slotCount: nil)
                 defer { writer.connection.close() }
                 // Copied first, as PostgresStore does.
-                var entries: [[UInt8]] = []
-                entries.reserveCapacity(frozen.entryCount)
-                frozen.forEachEntry { entries.append($0) }
+                let entries = frozen.entries
                 let wrote: Bool
                 do {
                     wrote = try writer.writeSnapshot(

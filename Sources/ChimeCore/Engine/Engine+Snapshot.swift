@@ -25,6 +25,14 @@ public struct EngineSnapshot: Sendable {
     /// How many entries ``forEachEntry(_:)`` produces.
     public var entryCount: Int { 1 + devices.count + notifications.count + commandKeys.count + receipts.count }
 
+    /// Every entry ``forEachEntry(_:)`` produces, in order, copied into one array.
+    public var entries: [[UInt8]] {
+        var all: [[UInt8]] = []
+        all.reserveCapacity(entryCount)
+        forEachEntry { all.append($0) }
+        return all
+    }
+
     /// Calls `body` with each snapshot entry: a header, then each device, then each
     /// notification.
     public func forEachEntry<E: Error>(_ body: ([UInt8]) throws(E) -> Void) throws(E) {

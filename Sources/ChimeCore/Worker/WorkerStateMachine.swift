@@ -369,7 +369,7 @@ public struct WorkerStateMachine {
         if !pendingReplies.isEmpty { return 0 }
         var wait: Int64 = 1000
         // With the window full, only an acknowledgement (an event) makes room.
-        if inflightCount < policy.maxDeliveriesInFlight, let next = engines.values.compactMap(\.nextWake).min() {
+        if inflightCount < policy.maxDeliveriesInFlight, let next = engines.values.lazy.compactMap(\.nextWake).min() {
             wait = min(wait, next.milliseconds - now.milliseconds)
         }
         if case .refused(let at) = connection { wait = min(wait, at.milliseconds - now.milliseconds) }
