@@ -768,8 +768,11 @@ public struct WorkerStateMachine {
         var room = policy.maxDeliveriesInFlight - inflightCount
         // What is due first goes first, whichever slot it is in; a slot being handed over fires
         // nothing more (its next owner does).
-        let due = engines.filter { draining[$0.key] == nil && $0.value.nextWake.map { $0 <= now } == true }
-        for (slot, engine) in due.sorted(by: { $0.value.nextWake! < $1.value.nextWake! }) where room > 0 {
+        let due = engines.compactMap { slot, engine -> (slot: Int, engine: Engine, at: Instant)? in
+            guard draining[slot] == nil, let at = engine.nextWake, at <= now else { return nil }
+            return (slot, engine, at)
+        }
+        for (slot, engine, _) in due.sorted(by: { $0.at < $1.at }) where room > 0 {
             for output in engine.tick(now: now, limit: room) {
                 switch output {
                 case .publish(let delivery):
