@@ -201,6 +201,32 @@ import Testing
         #expect(try await Self.ids(f, "d1").sorted() == ["kept", "more"])
     }
 
+    /// The slot flags at and past their bounds, and with what they exclude: a usage error (exit 2)
+    /// that names the flag, before anything is opened.
+    @Test(arguments: [
+        (["--slots", "64"], "--slots needs --store postgres://"),
+        (["--store", "postgres://127.0.0.1:1/x", "--slots", "64", "--partition", "0/2"], "exclude each other"),
+        (["--store", "postgres://127.0.0.1:1/x", "--slots", "65537"], "--slots must be an integer from 0 to 65536"),
+        (["--store", "postgres://127.0.0.1:1/x", "--slots", "-1"], "--slots must be an integer from 0 to 65536"),
+        (
+            ["--store", "postgres://127.0.0.1:1/x", "--slots", "8", "--lease-ttl", "1"],
+            "--lease-ttl must be an integer from 2 to 300"
+        ),
+        (
+            ["--store", "postgres://127.0.0.1:1/x", "--slots", "8", "--lease-ttl", "301"],
+            "--lease-ttl must be an integer from 2 to 300"
+        ),
+    ])
+    func slotFlagsOutOfBoundsAreUsageErrors(flags: [String], words: String) async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.stop() } }
+        let data = try TemporaryDirectory(prefix: "chime-slot-flags")
+        let chimed = try Chimed(broker: broker, dataDirectory: data.path, workerId: "w", extra: flags)
+        try chimed.process.start()
+        #expect(await chimed.process.waitForExit(timeout: .seconds(10)) == .exited(2), "\(chimed.log)")
+        #expect(chimed.log.contains(words), "\(chimed.log)")
+    }
+
     @Test func aStoreThatIsNotPostgreSQLIsAUsageError() async throws {
         let broker = try await TestBroker.start()
         defer { Task { await broker.stop() } }

@@ -130,6 +130,24 @@ import Testing
         for row in writers.rows { #expect(try row.int64(1) == 1) }
     }
 
+    /// The store keeps the number of slots it was created with: a worker given another refuses to
+    /// start, with both numbers, and the others go on.
+    @Test func aWorkerWithAnotherNumberOfSlotsRefusesToStart() async throws {
+        let cluster = try await Cluster()
+        defer { Task { await cluster.stop() } }
+        try await cluster.start("w1")
+        let odd = try Chimed(
+            broker: cluster.broker,
+            dataDirectory: cluster.data.appending("odd"),
+            workerId: "odd",
+            extra: ["--store", cluster.postgres.uri, "--slots", "32"]
+        )
+        try odd.process.start()
+        #expect(await odd.process.waitForExit(timeout: .seconds(20)) == .exited(1), "\(odd.log)")
+        #expect(odd.log.contains("the store has \(Self.slots) slots; --slots 32 was given"), "\(odd.log)")
+        #expect(await cluster.waitUntilBalanced(among: ["w1"]), "\(cluster.served())")
+    }
+
     @Test func aKilledWorkersSlotsAreServedAgainAndNothingAcknowledgedIsLost() async throws {
         let cluster = try await Cluster()
         defer { Task { await cluster.stop() } }
