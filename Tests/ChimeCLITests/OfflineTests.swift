@@ -628,9 +628,19 @@ import Testing
     @Test(arguments: [(0, 1), (1, 3), (2, 3), (0, 7), (6, 7), (31, 32)] as [(UInt32, UInt32)])
     func theProbeDeviceBelongsToTheWorkersPartition(index: UInt32, count: UInt32) {
         let partition = Partition(index: index, count: count)
-        let device = StatusCommand.probeDevice(for: partition)
+        let device = StatusCommand.probeDevice(where: partition.owns)
         #expect(partition.owns(device))
         #expect(DeviceID.isValid(device))
+    }
+
+    @Test func slotRangesReadBackWhatTheyWrite() {
+        #expect(SlotRanges.text([9, 0, 1, 2, 3, 7, 10, 11, 12]) == "0-3,7,9-12")
+        #expect(SlotRanges.text([]) == "")
+        #expect(SlotRanges.slots("0-3,7,9-12", count: 13) == [0, 1, 2, 3, 7, 9, 10, 11, 12])
+        #expect(SlotRanges.slots("", count: 4) == [])
+        for broken in ["0-3,2", "3-1", "0-13", "-1", "1,,2", "a", "1-2-3", "5,4"] {
+            #expect(SlotRanges.slots(broken, count: 13) == nil, "\(broken)")
+        }
     }
 
     @Test func undecodableJournalRecordsAreDumpedAsBase64WithTheError() {

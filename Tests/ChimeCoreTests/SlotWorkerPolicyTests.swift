@@ -147,5 +147,42 @@ import Testing
         }
         #expect(handedBack == [0: 1, 1: 1])
         #expect(m.engines.isEmpty)
+        #expect(m.stats.handover.total == 2)
+        #expect(Self.statuses(released).last?["serving"] == "")
+    }
+
+    static func statuses(_ actions: [WorkerStateMachine.Action]) -> [JSONObject] {
+        actions.compactMap { action in
+            guard case .publish(let m) = action, m.purpose == .onlineStatus,
+                case .object(let status)? = try? JSON(parsing: m.payload)
+            else { return nil }
+            return status
+        }
+    }
+
+    /// The retained status says which slots are served, again at each change; the stats time each
+    /// renewal's round trip and each slot's load.
+    @Test func theStatusSaysWhatIsServedAndTheStatsHowLongLeasesTook() {
+        var (m, c0) = Self.worker(loaded: [0])
+        let loaded = m.adopt(slot: 2, epoch: 1, Engine(), now: Self.t0, monotonic: c0 + .milliseconds(250))
+        let status = Self.statuses(loaded)
+        #expect(status.count == 1)
+        #expect(status.first?["serving"] == "0,2")
+        #expect(status.first?["slots"] == 4)
+        #expect(m.stats.slotLoad.total == 2)
+        #expect(m.stats.slotLoad.maximum == 250_000)
+        let sent = c0 + .seconds(3)
+        _ = m.handle(
+            .lease(
+                .renewed([0, 1, 2, 3], requested: [0: 1, 1: 1, 2: 1, 3: 1], sentAt: sent),
+                monotonic: sent + .milliseconds(30)
+            ),
+            now: Self.t0
+        )
+        #expect(m.stats.leaseRenew.total == 1)
+        #expect(m.stats.leaseRenew.maximum == 30_000)
+        let stats = m.metrics(now: Self.t0).statsJSON
+        #expect(stats["slotLoad"]?.objectValue?["count"] == 2)
+        #expect(stats["leaseRenew"]?.objectValue?["max"] == 30)
     }
 }

@@ -23,8 +23,11 @@ import Testing
 
     /// Each family has one HELP and one TYPE line, before its samples, and every sample belongs to
     /// a declared family.
-    @Test func everySampleBelongsToADeclaredFamilyWithItsHeaderFirst() {
-        let text = metrics().prometheusText
+    @Test(arguments: [nil, [3, 7]])
+    func everySampleBelongsToADeclaredFamilyWithItsHeaderFirst(slots: [Int]?) {
+        var numbers = metrics()
+        numbers.slots = slots
+        let text = numbers.prometheusText
         var declared: [String: String] = [:]
         for line in text.split(separator: "\n") {
             if line.hasPrefix("# TYPE ") {
@@ -37,7 +40,12 @@ import Testing
                 #expect(family != nil, "\(name) comes before its family's TYPE line")
             }
         }
-        #expect(Set(declared.keys) == Set(WorkerMetrics.families.map(\.name)))
+        let expected = WorkerMetrics.families + (slots == nil ? [] : WorkerMetrics.slotFamilies)
+        #expect(Set(declared.keys) == Set(expected.map(\.name)))
+        if slots != nil {
+            #expect(text.contains("\nchime_slots_served 2\n"))
+            #expect(declared["chime_lease_renew_seconds"] == "histogram")
+        }
         #expect(declared["chime_delivery_lateness_seconds"] == "histogram")
         #expect(declared["chime_deliveries_total"] == "counter")
     }

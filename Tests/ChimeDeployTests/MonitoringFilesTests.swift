@@ -154,7 +154,10 @@ import Testing
     /// The `chime_` names in `expression` that are not metric families chimed exposes, or a
     /// histogram family's `_bucket`, `_sum` or `_count`.
     static func unknownMetrics(in expression: String) -> [String] {
-        let families = Dictionary(WorkerMetrics.families.map { ($0.name, $0.type) }) { first, _ in first }
+        let families = Dictionary((WorkerMetrics.families + WorkerMetrics.slotFamilies).map { ($0.name, $0.type) }) {
+            first,
+            _ in first
+        }
         return expression.matches(of: /chime_[a-z_]+/).map { String($0.output) }.filter { name in
             if families[name] != nil { return false }
             for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) {

@@ -89,6 +89,14 @@ import Testing
             client.deliveries(device).filter { $0["id"]?.stringValue == id }
         }
 
+        /// Runs the `chime` CLI against the broker: how it ended, standard output and error.
+        func chime(_ arguments: [String]) async throws -> (end: ChildProcess.Termination?, output: [String]) {
+            let process = try ChildProcess(try builtProduct("chime"), arguments: arguments + ["--broker", broker.url])
+            try process.start()
+            let end = await process.waitForExit(timeout: .seconds(30))
+            return (end, process.standardOutputLines + process.standardErrorLines)
+        }
+
         /// The store's rows, to check what each worker wrote.
         func query(_ sql: String) throws -> PostgresResult {
             let connection = try PostgresConnection(postgres.uri)
@@ -128,6 +136,31 @@ import Testing
         let writers = try cluster.query("SELECT slot, count(DISTINCT epoch) FROM chime_slot_journal GROUP BY slot")
         #expect(writers.rows.count == Self.slots)
         for row in writers.rows { #expect(try row.int64(1) == 1) }
+
+        // chime status: the retained statuses say which worker serves which slots, each slot once,
+        // and the probe of each worker is answered by a device in one of its own slots.
+        let status = try await cluster.chime(["status", "--samples", "1", "--json"])
+        #expect(status.end == .exited(0), "\(status.output)")
+        var serving: [String: [Int]] = [:]
+        for line in status.output {
+            guard case .object(let o)? = try? JSON(parsing: line), let id = o["workerId"]?.stringValue,
+                let s = o["status"]?.objectValue, s["slots"] == .int(Int64(Self.slots)),
+                let ranges = s["serving"]?.stringValue
+            else { continue }
+            serving[id] = SlotRanges.slots(ranges, count: Self.slots)
+            #expect(o["stats"]?.objectValue?["slotLoad"]?.objectValue?["count"] != nil, "\(line)")
+        }
+        #expect(serving.keys.sorted() == ["w1", "w2", "w3"], "\(status.output)")
+        #expect(serving.values.flatMap { $0 }.sorted() == Array(0..<Self.slots), "\(serving)")
+        let text = try await cluster.chime(["status", "--samples", "1"])
+        #expect(text.output.filter { $0.hasPrefix("  slots ") }.count == 3, "\(text.output)")
+        #expect(text.output.filter { $0.hasPrefix("  leaseRenew ") }.count == 3, "\(text.output)")
+        #expect(!text.output.contains { $0.hasPrefix("  other ") }, "\(text.output)")
+        for name in ["w1", "w2", "w3"] {
+            let probe = try await cluster.chime(["status", "--worker", name, "--timeout", "5s"])
+            #expect(probe.end == .exited(0), "\(probe.output)")
+            #expect(probe.output.first?.hasPrefix("ready: worker \(name) is online (slots ") == true, "\(probe.output)")
+        }
     }
 
     /// The store keeps the number of slots it was created with: a worker given another refuses to

@@ -15,15 +15,18 @@ struct StatusCommand: Command {
         --samples stats messages of each online worker (P/$worker/+/stats, published every
         --stats-interval seconds of chimed, default 10), up to --timeout for each sample. Then prints
         each worker: state, partition, pid, uptime, the latest gauges, totals, commands and errors by
-        kind, lateness and journal sync times, the journal, per-second rates between the first and
-        the last sample, and any numeric stat this version does not know under "other". A worker that
-        sent fewer samples in time is named on standard error, with why. Exits 0 when at least one
-        worker is online, 1 when none is.
+        kind, lateness and journal sync times, the journal, in slot mode the slots served (from the
+        retained status) with lease renewal, slot load and hand-over times, per-second rates between
+        the first and the last sample, and any numeric stat this version does not know under "other".
+        A worker that sent fewer samples in time is named on standard error, with why. Exits 0 when at
+        least one worker is online, 1 when none is.
 
         With --worker ID: exits 0 only when that worker is ready: its retained status is online AND it
         answers a command. The probe is a read-only `list` (limit 1) for a device id that the worker's
         own partition serves (chime-probe, or chime-probe-N chosen by the CRC-32 rule of --partition
-        k/N), so only that worker's partition can answer it. Exits 1 when the worker is unknown,
+        k/N), so only that worker's partition can answer it; in slot mode (chimed --slots), for a
+        device in the first slot the worker's retained status says it serves (a worker that serves
+        none is ready once online). Exits 1 when the worker is unknown,
         offline or does not answer within --timeout, 3 when the broker cannot be reached. Use it as a
         container readiness or health probe: `chime status --worker $(hostname) --timeout 3s`, with a
         broker account of its own (never chimed's: where the broker names sessions after accounts, as
@@ -79,11 +82,11 @@ struct StatusCommand: Command {
 
     // MARK: Readiness
 
-    /// The first of `chime-probe`, `chime-probe-1`, ... that `partition` serves.
-    static func probeDevice(for partition: Partition) -> String {
-        if partition.owns("chime-probe") { return "chime-probe" }
+    /// The first of `chime-probe`, `chime-probe-1`, ... that the worker serves.
+    static func probeDevice(where serves: (String) -> Bool) -> String {
+        if serves("chime-probe") { return "chime-probe" }
         var n = 1
-        while !partition.owns("chime-probe-\(n)") { n += 1 }
+        while !serves("chime-probe-\(n)") { n += 1 }
         return "chime-probe-\(n)"
     }
 
@@ -107,11 +110,30 @@ struct StatusCommand: Command {
         guard status["state"] == "online" else {
             throw CLIFailure(.failed, "not ready: worker \(worker) is \(status["state"]?.plainText ?? "in no state")")
         }
-        let partitionText = status["partition"]?.stringValue ?? "0/1"
-        guard let partition = Partition(parsing: partitionText) else {
-            throw CLIFailure(.failed, "not ready: worker \(worker) reports partition \"\(partitionText)\", not k/N")
+        let device: String
+        let serves: String
+        if let slotCount = status["slots"]?.numberValue.map(Int.init) {
+            let servingText = status["serving"]?.stringValue ?? ""
+            guard slotCount > 0, let serving = SlotRanges.slots(servingText, count: slotCount) else {
+                throw CLIFailure(
+                    .failed,
+                    "not ready: worker \(worker) reports serving \"\(servingText)\" of \(slotCount) slots"
+                )
+            }
+            guard let first = serving.first else {
+                console.out("ready: worker \(worker) is online and serves none of the \(slotCount) slots now")
+                return
+            }
+            device = Self.probeDevice { Int(crc32(Array($0.utf8)) % UInt32(slotCount)) == first }
+            serves = "slots \(servingText) of \(slotCount)"
+        } else {
+            let partitionText = status["partition"]?.stringValue ?? "0/1"
+            guard let partition = Partition(parsing: partitionText) else {
+                throw CLIFailure(.failed, "not ready: worker \(worker) reports partition \"\(partitionText)\", not k/N")
+            }
+            device = Self.probeDevice(where: partition.owns)
+            serves = "partition \(partition)"
         }
-        let device = Self.probeDevice(for: partition)
         let started = ContinuousClock.now
         do {
             _ = try await broker.send(.list, device: device, ["limit": 1])
@@ -127,7 +149,7 @@ struct StatusCommand: Command {
         let elapsed = ContinuousClock.now - started
         let ms = milliseconds(elapsed)
         console.out(
-            "ready: worker \(worker) is online (partition \(partition)) and answered a list for device \(device) in \(ms) ms"
+            "ready: worker \(worker) is online (\(serves)) and answered a list for device \(device) in \(ms) ms"
         )
     }
 
@@ -238,11 +260,16 @@ struct StatusCommand: Command {
     static let broker = ["reconnects", "subscriptionRefusals", "takeovers", "invalidTopics"]
     /// Counts keyed by op and by error code.
     static let tallies = [("commands", "commands"), ("errorsByCode", "errors")]
-    /// Histograms in milliseconds.
-    static let histograms = ["lateness", "fsync"]
+    /// Histograms in milliseconds (the last three in slot mode only).
+    static let histograms = ["lateness", "fsync", "leaseRenew", "slotLoad", "handover"]
+    /// Slot mode: the slots served (a list, shown from the status) and the counts of hand-overs.
+    static let slotCounts = [
+        ("slotsLoaded", "loaded"), ("slotsDropped", "dropped"), ("commandsForOtherSlots", "commands for others"),
+    ]
     static let journal = [("journalSequence", "sequence"), ("journalBytesSinceSnapshot", "bytes since snapshot")]
     static let known: Set<String> = Set(
-        gauges + totals + broker + tallies.map(\.0) + histograms + journal.map(\.0) + ["workerId", "at"]
+        gauges + totals + broker + tallies.map(\.0) + histograms + journal.map(\.0) + slotCounts.map(\.0)
+            + ["workerId", "at", "slots"]
     )
 
     /// The lines shown for one worker.
@@ -286,6 +313,19 @@ struct StatusCommand: Command {
             table.append(["  " + key, parts.joined(separator: "  ")])
         }
         numbers("journal", journal)
+        if let slotCount = status["slots"]?.plainText {
+            let serving = status["serving"]?.stringValue ?? ""
+            let count = SlotRanges.slots(serving, count: Int.max)?.count ?? 0
+            let shown = slotCounts.compactMap { key, name in stats[key].map { "\(name) \($0.plainText)" } }
+            table.append(
+                [
+                    "  slots",
+                    (["serving \(count) of \(slotCount): \(serving.isEmpty ? "none" : serving)"] + shown).joined(
+                        separator: "  "
+                    ),
+                ]
+            )
+        }
         if let rates = rates(heard) {
             let text = rates.values.map { "\($0.key) \(format($0.value))/s" }.joined(separator: "  ")
             table.append(["  rates", text + "  (over \(format(rates.seconds)) s)"])

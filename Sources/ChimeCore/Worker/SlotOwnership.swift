@@ -292,3 +292,34 @@ public struct SlotOwnership: Sendable {
         crc32(Array("\(slot)/\(policy.worker)".utf8))
     }
 }
+
+/// A set of slots written as ascending ranges, `0-3,7,9-12` (empty for none): how a worker's
+/// retained status says which slots it serves.
+public enum SlotRanges {
+    public static func text(_ slots: [Int]) -> String {
+        var parts: [String] = []
+        var i = 0
+        let sorted = slots.sorted()
+        while i < sorted.count {
+            var j = i
+            while j + 1 < sorted.count, sorted[j + 1] == sorted[j] + 1 { j += 1 }
+            parts.append(i == j ? "\(sorted[i])" : "\(sorted[i])-\(sorted[j])")
+            i = j + 1
+        }
+        return parts.joined(separator: ",")
+    }
+
+    /// The slots of `text`, or nil when it is not ranges of slots below `count`.
+    public static func slots(_ text: String, count: Int) -> [Int]? {
+        guard !text.isEmpty else { return [] }
+        var slots: [Int] = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let bounds = part.split(separator: "-", omittingEmptySubsequences: false).map { Int($0) }
+            guard bounds.count <= 2, let low = bounds.first ?? nil, let high = bounds.last ?? nil,
+                0 <= low, low <= high, high < count, slots.last.map({ $0 < low }) ?? true
+            else { return nil }
+            slots += low...high
+        }
+        return slots
+    }
+}

@@ -35,6 +35,9 @@ public struct WorkerMetrics: Hashable, Sendable {
             o["commandsForOtherSlots"] = .int(Int64(stats.commandsForOtherSlots))
             o["slotsLoaded"] = .int(Int64(stats.slotsLoaded))
             o["slotsDropped"] = .int(Int64(stats.slotsDropped))
+            o["leaseRenew"] = .object(stats.leaseRenew.json)
+            o["slotLoad"] = .object(stats.slotLoad.json)
+            o["handover"] = .object(stats.handover.json)
         }
         return o
     }
@@ -65,11 +68,25 @@ public struct WorkerMetrics: Hashable, Sendable {
         ("chime_worker_info", "gauge", "The worker's id, partition, instance and version, as labels."),
     ]
 
+    /// The families exposed in slot mode (`--slots`) only, after the others.
+    public static let slotFamilies: [(name: String, type: String, help: String)] = [
+        ("chime_slots_served", "gauge", "Slots this worker serves now."),
+        ("chime_slot_loads_total", "counter", "Slots taken and loaded."),
+        ("chime_slot_drops_total", "counter", "Slots given up: handed over, lost or expired."),
+        (
+            "chime_commands_for_other_slots_total", "counter",
+            "Commands left to another worker's slot or one in hand-over."
+        ),
+        ("chime_lease_renew_seconds", "histogram", "Round trips of lease renewals to the store."),
+        ("chime_slot_load_seconds", "histogram", "From taking a slot's lease to serving it."),
+        ("chime_slot_handover_seconds", "histogram", "From starting to hand a slot over to releasing its lease."),
+    ]
+
     /// The Prometheus text exposition format (version 0.0.4).
     public var prometheusText: String {
         var out = PrometheusWriter()
         // Each family's header comes right before its samples.
-        func family(_ name: String) { out.header(Self.families.first { $0.name == name }!) }
+        func family(_ name: String) { out.header((Self.families + Self.slotFamilies).first { $0.name == name }!) }
         family("chime_commands_total")
         for (op, n) in stats.commands.sorted(by: { $0.key < $1.key }) {
             out.sample("chime_commands_total", ["op": op], Double(n))
@@ -116,6 +133,24 @@ public struct WorkerMetrics: Hashable, Sendable {
             ["worker_id": workerId, "partition": partition, "instance": instance, "version": version],
             1
         )
+        if let slots {
+            family("chime_slots_served")
+            out.sample("chime_slots_served", [:], Double(slots.count))
+            for (name, value) in [
+                ("chime_slot_loads_total", stats.slotsLoaded), ("chime_slot_drops_total", stats.slotsDropped),
+                ("chime_commands_for_other_slots_total", stats.commandsForOtherSlots),
+            ] {
+                family(name)
+                out.sample(name, [:], Double(value))
+            }
+            for (name, histogram) in [
+                ("chime_lease_renew_seconds", stats.leaseRenew), ("chime_slot_load_seconds", stats.slotLoad),
+                ("chime_slot_handover_seconds", stats.handover),
+            ] {
+                family(name)
+                out.histogram(name, histogram)
+            }
+        }
         return out.text
     }
 }

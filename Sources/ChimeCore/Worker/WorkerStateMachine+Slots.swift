@@ -16,6 +16,7 @@ extension WorkerStateMachine {
     ) {
         guard var ownership, let clock = monotonic ?? lastLeaseEvent else { return }
         if let monotonic { lastLeaseEvent = monotonic }
+        if case .renewed(_, _, let sentAt) = event { stats.leaseRenew.record(clock - sentAt) }
         let decided = ownership.handle(event, now: clock)
         self.ownership = ownership
         for action in decided {
@@ -23,13 +24,21 @@ extension WorkerStateMachine {
             case .heartbeat, .renew, .acquire, .deregister:
                 actions.append(.lease(action))
             case .load(let slot, let epoch):
+                loading[slot] = clock
                 actions.append(.loadSlot(slot: slot, epoch: epoch))
             case .drain(let slot):
                 draining[slot] = now
                 log(.info, "handing a slot over", ["slot": "\(slot)"], into: &actions)
             case .release(let held):
                 actions.append(.lease(action))
-                for slot in held.keys.sorted() { dropSlot(slot, because: "handed over", &actions) }
+                for slot in held.keys.sorted() {
+                    if let since = draining[slot] {
+                        let took = now.milliseconds - since.milliseconds
+                        stats.handover.record(.milliseconds(took))
+                        log(.info, "handed a slot over", ["slot": "\(slot)", "handoverMs": "\(took)"], into: &actions)
+                    }
+                    dropSlot(slot, because: "handed over", &actions)
+                }
             case .stopServing(let slot, let reason):
                 log(
                     reason == .expired ? .warning : .notice,
@@ -52,6 +61,7 @@ extension WorkerStateMachine {
         monotonic: ContinuousClock.Instant
     ) -> [Action] {
         var actions: [Action] = []
+        let loadingSince = loading.removeValue(forKey: slot)
         guard let engine else {
             lease(.loadFailed(slot: slot, epoch: epoch), now: now, monotonic: monotonic, &actions)
             return actions
@@ -64,13 +74,19 @@ extension WorkerStateMachine {
         engine.setConnected(isConnected && lifecycle == .running)
         engines[slot] = engine
         stats.slotsLoaded += 1
+        let loadTime = loadingSince.map { monotonic - $0 } ?? .zero
+        stats.slotLoad.record(loadTime)
         log(
             .info,
             "serving a slot",
-            ["slot": "\(slot)", "epoch": "\(epoch)", "notifications": "\(engine.pendingCount)"],
+            [
+                "slot": "\(slot)", "epoch": "\(epoch)", "notifications": "\(engine.pendingCount)",
+                "loadMs": "\(Int64(loadTime / .milliseconds(1)))",
+            ],
             into: &actions
         )
         lease(.loaded(slot: slot, epoch: epoch), now: now, monotonic: monotonic, &actions)
+        announceOnline(&actions)
         return actions
     }
 
@@ -78,9 +94,13 @@ extension WorkerStateMachine {
     /// in flight (their acknowledgements no longer matter here).
     mutating func dropSlot(_ slot: Int, because reason: String, _ actions: inout [Action]) {
         draining[slot] = nil
+        loading[slot] = nil
         pendingReplies.removeAll { $0.slot == slot }
         tokensByMessageId = tokensByMessageId.filter { $0.value.slot != slot }
-        if engines.removeValue(forKey: slot) != nil { stats.slotsDropped += 1 }
+        if engines.removeValue(forKey: slot) != nil {
+            stats.slotsDropped += 1
+            if !isStopping { announceOnline(&actions) }
+        }
         actions.append(.forgetSlot(slot: slot))
     }
 

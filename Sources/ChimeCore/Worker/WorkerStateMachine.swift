@@ -231,6 +231,8 @@ public struct WorkerStateMachine {
     public internal(set) var ownership: SlotOwnership?
     /// Slot mode: slots being handed over (no new commands), since when.
     var draining: [Int: Instant] = [:]
+    /// Slot mode: slots whose journals are being read, since when their leases were taken.
+    var loading: [Int: ContinuousClock.Instant] = [:]
     /// Slot mode: the monotonic time of the last lease event.
     var lastLeaseEvent: ContinuousClock.Instant?
     public internal(set) var stats = WorkerStats()
@@ -529,17 +531,25 @@ public struct WorkerStateMachine {
         }
         // Online only once commands can reach us.
         connection = .serving(statusMessageId: nil)
-        let payload = Self.statusPayload(
-            "online",
-            policy: policy,
-            extra: ["startedAt": .string(startedAt.rfc3339()), "pid": .int(policy.pid)]
-        )
+        announceOnline(&actions)
+        log(.notice, "serving", ["commands": policy.topics.commandFilter], into: &actions)
+    }
+
+    /// Publishes the retained `online` status; in slot mode it says which slots are served, so it
+    /// is published again whenever they change.
+    mutating func announceOnline(_ actions: inout [Action]) {
+        guard case .serving = connection else { return }
+        var extra: JSONObject = ["startedAt": .string(startedAt.rfc3339()), "pid": .int(policy.pid)]
+        if let slots = policy.slots {
+            extra["slots"] = .int(Int64(slots.slotCount))
+            extra["serving"] = .string(SlotRanges.text(Array(engines.keys)))
+        }
+        let payload = Self.statusPayload("online", policy: policy, extra: extra)
         actions.append(
             .publish(
                 OutboundMessage(topic: statusTopic, payload: payload, qos: 1, retain: true, purpose: .onlineStatus)
             )
         )
-        log(.notice, "serving", ["commands": policy.topics.commandFilter], into: &actions)
     }
 
     // MARK: Commands

@@ -18,6 +18,12 @@ public struct Histogram: Hashable, Sendable {
         maximum = max(maximum, value)
     }
 
+    mutating func record(_ duration: Duration) {
+        record(
+            microseconds: duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+        )
+    }
+
     /// The upper bound in milliseconds of the bucket holding quantile `q` (0...1): an
     /// over-estimate by at most one bucket.
     public func quantile(_ q: Double) -> Int64? {
@@ -72,6 +78,11 @@ public struct WorkerStats: Hashable, Sendable {
     /// Slot mode: slots taken and loaded, and slots given up (handed over, lost or expired).
     public internal(set) var slotsLoaded = 0
     public internal(set) var slotsDropped = 0
+    /// Slot mode: round trips of lease renewals to the store; from taking a slot's lease to serving
+    /// it (reading its journal included); from starting to hand a slot over to releasing its lease.
+    public internal(set) var leaseRenew = Histogram()
+    public internal(set) var slotLoad = Histogram()
+    public internal(set) var handover = Histogram()
     /// From when a delivery was due to when it was published.
     public internal(set) var lateness = Histogram()
     /// How long each journal sync took.
