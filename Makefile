@@ -4,7 +4,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build release run test lint format bench bench-postgres bench-quick fuzz soak clean
+.PHONY: bootstrap build release run test lint format bench bench-postgres bench-slots bench-quick fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -70,6 +70,11 @@ bench: release
 ## steady lateness and recovery of a million pending on PostgreSQL (README, "In PostgreSQL").
 bench-postgres: release
 	.build/release/chime-bench system --store postgres --only ingest,burst,steady --json bench-results/store-postgres.json
+
+## Slot mode (README, "Slots"): ingest and burst with 1, 2 and 3 workers on one PostgreSQL, failover
+## and hand-over times with 3 (about ten minutes).
+bench-slots: release
+	.build/release/chime-bench system --only slots --json bench-results/slots.json
 
 bench-quick: release
 	.build/release/chime-bench system --quick --json bench-results/quick.json

@@ -117,6 +117,8 @@ struct SystemBenchmark {
         if only.isEmpty || only.contains("steady") { try steady(url: url, chimed: chimed) }
         if only.isEmpty || only.contains("hostile") { try hostile(url: url, chimed: chimed) }
         if only.isEmpty || only.contains("receipts") { try receipts(url: url, chimed: chimed) }
+        // Not in the default run: `make bench-slots`.
+        if only.contains("slots") { try slots(url: url, chimed: chimed) }
 
         say("")
         say(table())

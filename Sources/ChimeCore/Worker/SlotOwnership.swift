@@ -17,7 +17,12 @@
 ///   (rendezvous hashing, so that the same slots tend to come back to the same worker).
 /// - **Hand-over without an expiry wait.** A slot given back is first drained (no new commands,
 ///   what was received committed), then released in the store, so the next owner takes it at once.
-///   A leaving worker's target is 0, and the others stop counting it as soon as it says it leaves.
+///   A leaving worker's target is 0, and the others stop counting it as soon as it says it leaves;
+///   while it is there they look again every ``Policy/followUpInterval``, to take its slots as
+///   they are released.
+/// - **A few slots at a time, without waiting between them.** A round takes at most
+///   ``Policy/maxAcquirePerRound`` slots; when it left free slots behind, the next round comes as
+///   soon as those are loaded.
 public struct SlotOwnership: Sendable {
     public struct Policy: Sendable {
         /// This worker's id in the store (unique among the live workers).
@@ -39,6 +44,8 @@ public struct SlotOwnership: Sendable {
         /// A round (heartbeat, renewal, balance) every third of the TTL: two rounds can fail before
         /// a lease may expire.
         public var roundInterval: Duration { leaseTTL / 3 }
+        /// How soon the next round comes while another worker hands its slots over.
+        public var followUpInterval: Duration { min(roundInterval, .milliseconds(500)) }
         /// Margin for the worker's and the store's clocks running at different rates.
         public var safety: Duration { leaseTTL / 10 }
     }
@@ -142,6 +149,9 @@ public struct SlotOwnership: Sendable {
     /// The live members in the last heartbeat, sorted; empty before the first.
     public private(set) var members: [Member] = []
     var nextRound: ContinuousClock.Instant?
+    /// The last round left free slots it did not take (``Policy/maxAcquirePerRound``): the next
+    /// round comes as soon as those it took are loaded.
+    var moreToTake = false
     var deregistered = false
     public private(set) var available = true
 
@@ -191,6 +201,10 @@ public struct SlotOwnership: Sendable {
             expire(now: now, &actions)
             if !held.isEmpty { actions.append(.renew(held.mapValues(\.epoch))) }
             balance(leases, sentAt: sentAt, &actions)
+            // A worker that leaves releases its slots one by one as they drain: look again soon.
+            if self.members.contains(where: { $0.leaving && $0.worker != policy.worker }), let next = nextRound {
+                nextRound = min(next, now + policy.followUpInterval)
+            }
         case .renewed(let kept, let requested, let sentAt):
             for (slot, epoch) in requested where held[slot]?.epoch == epoch {
                 if kept.contains(slot) {
@@ -212,6 +226,10 @@ public struct SlotOwnership: Sendable {
                 actions.append(.drain(slot: slot))
             } else {
                 held[slot]!.state = .serving
+                if moreToTake, !held.values.contains(where: { $0.state == .loading }) {
+                    moreToTake = false
+                    nextRound = nil  // a round at the next tick
+                }
             }
         case .loadFailed(let slot, let epoch):
             guard held[slot]?.epoch == epoch else { break }
@@ -282,8 +300,9 @@ public struct SlotOwnership: Sendable {
             }
             .map(\.slot)
             .sorted { rank($0) > rank($1) }
-            .prefix(min(target - counted.count, policy.maxAcquirePerRound))
-            if !free.isEmpty { actions.append(.acquire(free.sorted())) }
+            let taken = free.prefix(min(target - counted.count, policy.maxAcquirePerRound))
+            moreToTake = taken.count < min(free.count, target - counted.count)
+            if !taken.isEmpty { actions.append(.acquire(taken.sorted())) }
         }
     }
 
