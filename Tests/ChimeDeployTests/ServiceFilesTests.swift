@@ -13,6 +13,7 @@ import Testing
     /// Settings chime-env reads itself (deploy/container/chime-env).
     static let entryPointSettings: Set<String> = [
         "CHIME_PARTITION_COUNT", "CHIME_HOSTNAME", "CHIME_DATA_ROOT", "CHIME_HEALTH_BROKER", "CHIME_PASSWORD_DIR",
+        "CHIME_WORKER_ACCOUNT",
     ]
     static let chimedSettings = Set(WorkerConfiguration.flagSpecs.filter(\.fromEnvironment).map(\.environmentName))
 
@@ -247,6 +248,88 @@ import Testing
         pod.terminate()
         #expect(await pod.waitForExit(timeout: .seconds(20)) == .exited(0))
         await broker.stop()
+    }
+
+    /// Slot mode (deploy/kubernetes/slots): the worker id is the pod name, whatever it is, the
+    /// account the shared one; partitions and slots exclude each other.
+    @Test func theEntryPointNamesASlotWorkerAfterItsPodAndGivesItTheSharedAccount() async throws {
+        let secrets = try TemporaryDirectory(prefix: "chime-passwords")
+        try "slots-pw".write(toFile: secrets.appending("chimed-slots"), atomically: true, encoding: .utf8)
+        try "health-pw".write(toFile: secrets.appending("chimed-slots-health"), atomically: true, encoding: .utf8)
+        func run(_ environment: [String: String]) async throws -> ChildProcess {
+            let process = try ChildProcess(
+                Repository.path("deploy/container/chime-env"),
+                arguments: ["env"],
+                environment: [
+                    "PATH": "/usr/bin:/bin", "CHIME_HOSTNAME": "chimed-slots-7d9f8c6b5-x2kqp", "CHIME_SLOTS": "256",
+                    "CHIME_BROKER": "mqtt://emqx-workers:1884", "CHIME_PASSWORD_DIR": secrets.path,
+                    "CHIME_WORKER_ACCOUNT": "chimed-slots",
+                ].merging(environment) { $1 }
+            )
+            try process.start()
+            await process.waitForExit(timeout: .seconds(10))
+            return process
+        }
+        let pod = try await run([:])
+        #expect(pod.termination == .exited(0), "\(pod.standardErrorLines)")
+        let lines = Set(pod.standardOutputLines)
+        #expect(lines.contains("CHIME_WORKER_ID=chimed-slots-7d9f8c6b5-x2kqp"), "\(lines)")
+        #expect(lines.contains("CHIME_BROKER=mqtt://chimed-slots:slots-pw@emqx-workers:1884"), "\(lines)")
+        #expect(lines.contains("CHIME_HEALTH_BROKER=mqtt://chimed-slots-health:health-pw@emqx-workers:1884"))
+        let both = try await run(["CHIME_PARTITION_COUNT": "3"])
+        #expect(both.termination == .exited(2))
+        #expect(both.standardErrorLines.joined().contains("CHIME_SLOTS and CHIME_PARTITION_COUNT exclude each other"))
+        let notANumber = try await run(["CHIME_SLOTS": "many"])
+        #expect(notANumber.termination == .exited(2))
+        #expect(notANumber.standardErrorLines.joined().contains("CHIME_SLOTS must be a number"))
+    }
+
+    /// Two pods of the slot Deployment, started through the entry point with nothing but the
+    /// settings of deploy/kubernetes/slots (a real PostgreSQL and broker): each named after its pod,
+    /// they share the slots.
+    @Test func slotWorkersStartThroughTheEntryPointAsDeploymentPodsWould() async throws {
+        let broker = try await TestBroker.start()
+        let postgres = try await TestPostgres.start()
+        let watcher = try RecordingClient(options: broker.clientOptions(clientId: "pods-watcher"))
+        defer { watcher.requester.stop() }
+        try await watcher.requester.connect(timeout: .seconds(10))
+        try await watcher.requester.subscribe("chime/$worker/+/status", timeout: .seconds(10))
+        let names = ["chimed-slots-5c8d7-h2x9q", "chimed-slots-5c8d7-m4kzt"]
+        var pods: [ChildProcess] = []
+        for name in names {
+            let pod = try ChildProcess(
+                Repository.path("deploy/container/chime-env"),
+                arguments: [try builtProduct("chimed")],
+                environment: [
+                    "PATH": "/usr/bin:/bin", "CHIME_HOSTNAME": name, "CHIME_BROKER": broker.url,
+                    "CHIME_STORE": postgres.uri, "CHIME_SLOTS": "16", "CHIME_LEASE_TTL": "2",
+                    "CHIME_STATS_INTERVAL": "0",
+                ]
+            )
+            try pod.start()
+            pods.append(pod)
+        }
+        // The latest retained status of each: online, and between them every slot once.
+        func serving() -> [String: [Int]] {
+            var latest: [String: [Int]] = [:]
+            for message in watcher.messages {
+                guard let status = try? RecordingClient.object(message.payload), status["state"] == "online",
+                    let id = status["workerId"]?.stringValue, let ranges = status["serving"]?.stringValue
+                else { continue }
+                latest[id] = SlotRanges.slots(ranges, count: 16)
+            }
+            return latest
+        }
+        let shared = await eventually(timeout: .seconds(30)) {
+            let now = serving()
+            return now.keys.sorted() == names && now.values.flatMap { $0 }.sorted() == Array(0..<16)
+                && now.values.allSatisfy { $0.count == 8 }
+        }
+        #expect(shared, "\(serving()) \(pods.map(\.standardErrorLines))")
+        for pod in pods { pod.terminate() }
+        for pod in pods { #expect(await pod.waitForExit(timeout: .seconds(20)) == .exited(0)) }
+        await broker.stop()
+        await postgres.stop()
     }
 
     @Test func chimedTrustsAPrivateBrokerCAThroughSSLCertFile() async throws {
