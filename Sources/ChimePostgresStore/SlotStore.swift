@@ -159,9 +159,13 @@ public final class SlotStore {
         let isLeaving = statement.bind(.text(leaving ? "true" : "false"), as: "boolean")
         let left = Self.millisecondsLeft("expires_at")
         // The CTE's row is not visible to the statement's own SELECT of the table: it comes from
-        // RETURNING instead.
+        // RETURNING instead. Members gone for a day are deleted on the way: each pod of a
+        // Deployment is a new worker id, and nothing else would ever remove those killed.
         let sql = """
-            WITH beat AS (
+            WITH gone AS (
+                DELETE FROM chime_worker WHERE expires_at < now() - interval '\(Self.forgottenAfter)'
+            ),
+            beat AS (
                 INSERT INTO chime_worker AS member (worker, instance, expires_at, leaving)
                 VALUES (\(name), \(run), \(until), \(isLeaving))
                 ON CONFLICT (worker) DO UPDATE SET instance = excluded.instance, expires_at = excluded.expires_at,
@@ -187,6 +191,9 @@ public final class SlotStore {
             throw PostgresStoreError(error, while: "the heartbeat of \(worker)")
         }
     }
+
+    /// How long after its heartbeat expired a member's row is deleted.
+    static let forgottenAfter = "1 day"
 
     /// Removes `worker` from the members at once (a clean shutdown), rather than when its
     /// heartbeat expires. Its leases stay: ``release(_:worker:)`` hands them over.

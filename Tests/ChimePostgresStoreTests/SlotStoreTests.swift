@@ -107,6 +107,19 @@ struct SlotStoreTests {
 
         try store.deregister(worker: "w1")
         #expect(try store.heartbeat(worker: "w2", instance: "boot-2", ttl: .seconds(60)).map(\.worker) == ["w2"])
+        // Workers killed long ago (a Deployment's old pods) are deleted by the next heartbeat;
+        // those expired within the day stay.
+        let rows = try PostgresConnection(server.uri)
+        defer { rows.close() }
+        _ = try rows.execute(
+            """
+            INSERT INTO chime_worker (worker, instance, expires_at) VALUES
+                ('old-pod', 'i', now() - interval '25 hours'), ('recent-pod', 'i', now() - interval '1 hour')
+            """
+        )
+        _ = try store.heartbeat(worker: "w2", instance: "boot-2", ttl: .seconds(60))
+        let left = try rows.execute("SELECT worker FROM chime_worker ORDER BY worker").rows.map { try $0.text(0) }
+        #expect(left == ["recent-pod", "w2"])
         #expect(throws: PostgresStoreError(.invalidArgument)) {
             try store.heartbeat(worker: "w2", instance: "boot-2", ttl: .zero)
         }
