@@ -148,7 +148,10 @@ import Testing
         #expect(handedBack == [0: 1, 1: 1])
         #expect(m.engines.isEmpty)
         #expect(m.stats.handover.total == 2)
-        #expect(Self.statuses(released).last?["serving"] == "")
+        // The status said the first release at once, the second a second later.
+        #expect(Self.statuses(released).map { $0["serving"] } == ["1"])
+        let tick = m.handle(.lease(.tick, monotonic: c0), now: later.adding(milliseconds: 1000))
+        #expect(Self.statuses(tick).map { $0["serving"] } == [""])
     }
 
     static func statuses(_ actions: [WorkerStateMachine.Action]) -> [JSONObject] {
@@ -164,12 +167,24 @@ import Testing
     /// renewal's round trip and each slot's load.
     @Test func theStatusSaysWhatIsServedAndTheStatsHowLongLeasesTook() {
         var (m, c0) = Self.worker(loaded: [0])
-        let loaded = m.adopt(slot: 2, epoch: 1, Engine(), now: Self.t0, monotonic: c0 + .milliseconds(250))
+        // Online at t0 said slot 0; a second later the next change is said at once.
+        let loaded = m.adopt(
+            slot: 2,
+            epoch: 1,
+            Engine(),
+            now: Self.t0.adding(milliseconds: 1000),
+            monotonic: c0 + .milliseconds(250)
+        )
         let status = Self.statuses(loaded)
         #expect(status.count == 1)
         #expect(status.first?["serving"] == "0,2")
         #expect(status.first?["slots"] == 4)
-        #expect(m.stats.slotLoad.total == 2)
+        // Within the second after it, changes wait for the next tick past it.
+        let soon = Self.t0.adding(milliseconds: 1500)
+        #expect(Self.statuses(m.adopt(slot: 3, epoch: 1, Engine(), now: soon, monotonic: c0)).isEmpty)
+        let tick = m.handle(.lease(.tick, monotonic: c0), now: Self.t0.adding(milliseconds: 2000))
+        #expect(Self.statuses(tick).map { $0["serving"] } == ["0,2-3"])
+        #expect(m.stats.slotLoad.total == 3)
         #expect(m.stats.slotLoad.maximum == 250_000)
         let sent = c0 + .seconds(3)
         _ = m.handle(
@@ -182,7 +197,7 @@ import Testing
         #expect(m.stats.leaseRenew.total == 1)
         #expect(m.stats.leaseRenew.maximum == 30_000)
         let stats = m.metrics(now: Self.t0).statsJSON
-        #expect(stats["slotLoad"]?.objectValue?["count"] == 2)
+        #expect(stats["slotLoad"]?.objectValue?["count"] == 3)
         #expect(stats["leaseRenew"]?.objectValue?["max"] == 30)
     }
 }

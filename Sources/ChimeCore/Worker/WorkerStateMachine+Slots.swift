@@ -49,6 +49,9 @@ extension WorkerStateMachine {
                 dropSlot(slot, because: reason.rawValue, &actions)
             }
         }
+        if slotsChanged, !isStopping, lastAnnounced.map({ now.milliseconds - $0.milliseconds >= 1000 }) ?? true {
+            announceOnline(now: now, &actions)
+        }
     }
 
     /// The engine the loop rebuilt from the slot's journal (``Action/loadSlot(slot:epoch:)``), or
@@ -85,8 +88,8 @@ extension WorkerStateMachine {
             ],
             into: &actions
         )
+        slotsChanged = true
         lease(.loaded(slot: slot, epoch: epoch), now: now, monotonic: monotonic, &actions)
-        announceOnline(&actions)
         return actions
     }
 
@@ -99,7 +102,7 @@ extension WorkerStateMachine {
         tokensByMessageId = tokensByMessageId.filter { $0.value.slot != slot }
         if engines.removeValue(forKey: slot) != nil {
             stats.slotsDropped += 1
-            if !isStopping { announceOnline(&actions) }
+            slotsChanged = true
         }
         actions.append(.forgetSlot(slot: slot))
     }

@@ -231,6 +231,11 @@ public struct WorkerStateMachine {
     public internal(set) var ownership: SlotOwnership?
     /// Slot mode: slots being handed over (no new commands), since when.
     var draining: [Int: Instant] = [:]
+    /// Slot mode: the served slots changed since the retained status last said, and when it did
+    /// (it says again at most once a second: a worker taking thousands of slots one by one would
+    /// otherwise publish thousands of ever longer statuses).
+    var slotsChanged = false
+    var lastAnnounced: Instant?
     /// Slot mode: slots whose journals are being read, since when their leases were taken.
     var loading: [Int: ContinuousClock.Instant] = [:]
     /// Slot mode: the monotonic time of the last lease event.
@@ -531,14 +536,17 @@ public struct WorkerStateMachine {
         }
         // Online only once commands can reach us.
         connection = .serving(statusMessageId: nil)
-        announceOnline(&actions)
+        announceOnline(now: now, &actions)
         log(.notice, "serving", ["commands": policy.topics.commandFilter], into: &actions)
     }
 
     /// Publishes the retained `online` status; in slot mode it says which slots are served, so it
-    /// is published again whenever they change.
-    mutating func announceOnline(_ actions: inout [Action]) {
+    /// is published again when they changed (``slotsChanged``), a second after the last at the
+    /// soonest.
+    mutating func announceOnline(now: Instant, _ actions: inout [Action]) {
         guard case .serving = connection else { return }
+        slotsChanged = false
+        lastAnnounced = now
         var extra: JSONObject = ["startedAt": .string(startedAt.rfc3339()), "pid": .int(policy.pid)]
         if let slots = policy.slots {
             extra["slots"] = .int(Int64(slots.slotCount))
