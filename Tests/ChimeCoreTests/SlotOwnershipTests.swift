@@ -296,5 +296,24 @@ import Testing
         // A stale result (an older epoch) changes nothing.
         #expect(ownership.handle(.loaded(slot: 1, epoch: 5), now: now).isEmpty)
         #expect(!ownership.isServing(1, now: now))
+
+        // It is not taken again by this worker before a round has passed, then twice as long
+        // after each failure (the store shows it free again).
+        func round(at time: ContinuousClock.Instant) -> [Int] {
+            _ = ownership.handle(.tick, now: time)
+            let leases: [SlotOwnership.Lease] = [
+                .init(slot: 0, owner: "a", epoch: 1, live: true), .init(slot: 1, owner: nil, epoch: 5, live: false),
+            ]
+            return ownership.handle(.heartbeat(members: [.init(worker: "a")], leases: leases, sentAt: time), now: time)
+                .flatMap { action -> [Int] in if case .acquire(let slots) = action { slots } else { [] } }
+                .filter { $0 == 1 }
+        }
+        let interval = ownership.policy.roundInterval
+        #expect(round(at: now + interval / 2).isEmpty)
+        #expect(round(at: now + interval) == [1])
+        _ = ownership.handle(.acquired([1: 6], sentAt: now + interval), now: now + interval)
+        _ = ownership.handle(.loadFailed(slot: 1, epoch: 6), now: now + interval)
+        #expect(round(at: now + interval * 2.5).isEmpty)
+        #expect(round(at: now + interval * 3) == [1])
     }
 }

@@ -152,6 +152,10 @@ public struct SlotOwnership: Sendable {
     /// The last round left free slots it did not take (``Policy/maxAcquirePerRound``): the next
     /// round comes as soon as those it took are loaded.
     var moreToTake = false
+    /// Slots whose journal this worker could not read: not taken again before `retryAt`, a round
+    /// after the first failure and twice as long after each next, up to 5 minutes (another
+    /// worker may read it meanwhile; this one logs each failure, so not every round).
+    var failedLoads: [Int: (failures: Int, retryAt: ContinuousClock.Instant)] = [:]
     var deregistered = false
     public private(set) var available = true
 
@@ -221,6 +225,7 @@ public struct SlotOwnership: Sendable {
             }
         case .loaded(let slot, let epoch):
             guard held[slot]?.epoch == epoch, held[slot]?.state == .loading else { break }
+            failedLoads[slot] = nil
             if leaving {
                 held[slot]!.state = .draining
                 actions.append(.drain(slot: slot))
@@ -233,6 +238,9 @@ public struct SlotOwnership: Sendable {
             }
         case .loadFailed(let slot, let epoch):
             guard held[slot]?.epoch == epoch else { break }
+            let failures = (failedLoads[slot]?.failures ?? 0) + 1
+            let wait = min(policy.roundInterval * (1 << min(failures - 1, 16)), .seconds(300))
+            failedLoads[slot] = (failures, now + wait)
             // Handed back, so that another worker (or this one, next round) tries again.
             actions.append(.release([slot: epoch]))
             held[slot] = nil
@@ -297,6 +305,7 @@ public struct SlotOwnership: Sendable {
             // failure, or held by this worker's previous run, are taken again at once.
             let free = leases.filter {
                 ($0.owner == nil || !$0.live || $0.owner == policy.worker) && held[$0.slot] == nil
+                    && failedLoads[$0.slot].map { sentAt >= $0.retryAt } ?? true
             }
             .map(\.slot)
             .sorted { rank($0) > rank($1) }
