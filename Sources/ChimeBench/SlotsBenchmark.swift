@@ -23,11 +23,25 @@ extension SystemBenchmark {
         var figures: [String: Any] = ["slots": Self.slotCount, "leaseTTLSeconds": 10]
         var ingestRates: [Int: Double] = [:]
         var burstRates: [Int: Double] = [:]
+        // The reference: one chimed on a PostgreSQL of its own, without slots, in the same run.
+        let (commands, far) = Self.ingestCommands(sizes.ingest)
+        let single = try chimedRound(commands, url: url, chimed: chimed, far: far, store: .postgres)
+        say(
+            String(format: "  without slots: ingest %8.0f replies/s, %.1f µs CPU per command", single.0, single.1 * 1e6)
+        )
+        figures["withoutSlots"] = ["ingestRepliesPerSecond": single.0, "ingestCPUMicrosPerCommand": single.1 * 1e6]
+        rows.append(
+            (
+                "slots: the same ingest on PostgreSQL without --slots",
+                String(format: "%.0f; %.1f µs", single.0, single.1 * 1e6),
+                "", ""
+            )
+        )
         for count in workerCounts {
             let cluster = try SlotCluster(chimed: chimed, url: url)
             defer { cluster.stopAll() }
             try cluster.start(count: count)
-            let ingest = try slotIngest(cluster, workers: count)
+            let ingest = try slotIngest(cluster, commands: commands, far: far, workers: count)
             ingestRates[count] = ingest.rate
             let burst = try slotBurst(cluster, url: url, workers: count)
             burstRates[count] = burst.rate
@@ -57,9 +71,9 @@ extension SystemBenchmark {
         // Something to load: each slot holds notifications when it moves.
         let load = try LoadClient(url: url, clientId: "bench-slots-fill", window: 200)
         try load.start()
-        let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000)
+        let month = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000)
         _ = try load.run(
-            batches(prefix: "fill", count: quick ? 20_000 : 100_000, devices: 2000, batch: 100) { _ in far }
+            batches(prefix: "fill", count: quick ? 20_000 : 100_000, devices: 2000, batch: 100) { _ in month }
         )
         load.stop()
         for graceful in [false, true] {
@@ -118,9 +132,13 @@ extension SystemBenchmark {
 
     /// The ingest workload's commands on `cluster`: ok replies per second, and the CPU seconds of
     /// all workers together per command (every worker receives every command).
-    func slotIngest(_ cluster: SlotCluster, workers: Int) throws -> (rate: Double, cpu: Double) {
-        let n = sizes.ingest
-        let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000).rfc3339()
+    func slotIngest(
+        _ cluster: SlotCluster,
+        commands: [(String, [UInt8])],
+        far: String,
+        workers: Int
+    ) throws -> (rate: Double, cpu: Double) {
+        let n = commands.count
         let load = try LoadClient(url: cluster.url, clientId: "bench-slots-ingest", window: 1000)
         try load.start()
         defer { load.stop() }
@@ -130,17 +148,7 @@ extension SystemBenchmark {
             }
         )
         let cpu0 = cluster.totalCPUSeconds()
-        let result = try load.run(
-            (0..<n).map { i in
-                (
-                    "\(Self.prefix)/d\(i % 2000)/cmd/schedule",
-                    Array(
-                        #"{"id":"i\#(i)","fireDate":"\#(far)","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
-                            .utf8
-                    )
-                )
-            }
-        )
+        let result = try load.run(commands)
         let cpu = cluster.totalCPUSeconds() - cpu0
         guard result.ok == n else { throw BenchError("slots ingest: \(result.ok) ok replies of \(n)") }
         let rate = Double(result.replies) / result.seconds

@@ -136,16 +136,7 @@ struct SystemBenchmark {
     /// 200k schedule commands pipelined with a Response Topic: the relay, then chimed.
     mutating func ingest(url: String, chimed: String, me: String) throws {
         let n = sizes.ingest
-        let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000).rfc3339()
-        let commands: [(String, [UInt8])] = (0..<n).map { i in
-            (
-                "\(Self.prefix)/d\(i % 2000)/cmd/schedule",
-                Array(
-                    #"{"id":"i\#(i)","fireDate":"\#(far)","alertBody":"\#(Self.body)","userInfo":\#(Self.userInfo)}"#
-                        .utf8
-                )
-            )
-        }
+        let (commands, far) = Self.ingestCommands(n)
         let rounds = quick ? 2 : 3
         say(
             "ingest: \(n) schedule commands, window 1000, --fsync always; relay and chimed "
@@ -210,6 +201,19 @@ struct SystemBenchmark {
             }
             results[store == .directory ? "ingest" : "ingestPostgres"] = figures
         }
+    }
+
+    /// The ingest workload: `n` schedule commands over 2,000 devices, each a notification a
+    /// month ahead (the instant returned), with the benchmark's body and userInfo.
+    static func ingestCommands(_ n: Int) -> (commands: [(String, [UInt8])], far: String) {
+        let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000).rfc3339()
+        let commands: [(String, [UInt8])] = (0..<n).map { i in
+            (
+                "\(prefix)/d\(i % 2000)/cmd/schedule",
+                Array(#"{"id":"i\#(i)","fireDate":"\#(far)","alertBody":"\#(body)","userInfo":\#(userInfo)}"#.utf8)
+            )
+        }
+        return (commands, far)
     }
 
     /// One relay run over `commands`: replies per second and CPU seconds per command.
