@@ -63,6 +63,7 @@ extension WorkerStateMachine {
         }
         engine.setConnected(isConnected && lifecycle == .running)
         engines[slot] = engine
+        zoneRulesToCompare.insert(slot)
         stats.slotsLoaded += 1
         log(
             .info,

@@ -72,6 +72,8 @@ public struct WorkerStats: Hashable, Sendable {
     /// Slot mode: slots taken and loaded, and slots given up (handed over, lost or expired).
     public internal(set) var slotsLoaded = 0
     public internal(set) var slotsDropped = 0
+    /// Zones whose rules changed (a tzdata upgrade), noticed on SIGHUP, by the periodic check or at start.
+    public internal(set) var zoneRulesChanges = 0
     /// From when a delivery was due to when it was published.
     public internal(set) var lateness = Histogram()
     /// How long each journal sync took.
@@ -101,6 +103,7 @@ public struct WorkerStats: Hashable, Sendable {
             "rateLimited": .int(Int64(errorsByCode[ChimeError.Code.rateLimited.wireName] ?? 0)),
             "takeovers": .int(Int64(takeovers)),
             "duplicates": .int(Int64(duplicates)),
+            "zoneRulesChanges": .int(Int64(zoneRulesChanges)),
         ]
     }
 }
