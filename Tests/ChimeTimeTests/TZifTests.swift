@@ -291,36 +291,12 @@ import Testing
 
 /// Zone source text compiled with the machine's zic.
 enum ZicOutput {
-    /// A zone whose rules a test changes: a fixed offset, or with `dst` the EU's daylight saving rules.
     static func shifting(offset: String, dst: Bool = false, name: String = "America/Asuncion") -> String {
-        var text = ""
-        if dst {
-            text += """
-                Rule T 2000 max - Mar lastSun 1:00u 1:00 S
-                Rule T 2000 max - Oct lastSun 1:00u 0 -
-
-                """
-        }
-        text += "Zone \(name) \(offset) \(dst ? "T" : "-") %z\n"
-        text += "Zone Test/Shifting \(offset) \(dst ? "T" : "-") %z\n"
-        return text
+        ZoneCompiler.shifting(offset: offset, dst: dst, name: name)
     }
 
     static func zic(_ source: String, into directory: String, slim: Bool = true) throws {
-        let input = directory + "/.source-\(UUID().uuidString)"
-        try Data(source.utf8).write(to: URL(fileURLWithPath: input))
-        defer { try? FileManager.default.removeItem(atPath: input) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/zic")
-        process.arguments = ["-b", slim ? "slim" : "fat", "-d", directory, input]
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            throw ZoneDataError(.unreadable, "zic failed: \(text)")
-        }
+        try ZoneCompiler.compile(source, into: directory, slim: slim)
     }
 
     /// A new temporary directory with the zones of `source`.
@@ -333,7 +309,7 @@ enum ZicOutput {
 
     /// Compiles `source` into `directory` as a tzdata upgrade does: each file replaced by a rename.
     static func install(_ source: String, into directory: String) throws {
-        try zic(source, into: directory)
+        try ZoneCompiler.install(source, into: directory)
     }
 
     static func compileBytes(_ source: String, zone: String, slim: Bool = true) throws -> [UInt8] {
