@@ -17,14 +17,7 @@ import Testing
     static func source(_ offset: String) -> String { "Zone \(zone) \(offset) - %z\n" }
 
     static func zic(_ source: String, into directory: String) throws {
-        let input = directory + "/.source"
-        try Data(source.utf8).write(to: URL(fileURLWithPath: input))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/zic")
-        process.arguments = ["-d", directory, input]
-        try process.run()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0)
+        try ZoneCompiler.compile(source, into: directory)
     }
 
     /// Runs `body` with the test zone at `offset` in the shared database, then puts the default back.
