@@ -7,21 +7,31 @@ import Foundation
 ///   (02:30 on a night that jumps from 02:00 to 03:00 becomes 03:30);
 /// - a wall-clock time that exists twice (fall back) means the first of the two instants.
 ///
-/// Offsets come from Foundation's zone data (ICU), cached per zone in a ``ZoneTable`` for 1800-2199.
+/// Offsets come from the machine's zone database (``ZoneDatabase``: TZif files, or Foundation's ICU data
+/// for a zone missing there), as a ``ZoneTable`` for 1800-2199. A `Zone` keeps the table of the database's
+/// generation it was made in: equal zones (same identifier) can hold different rules across a tzdata
+/// upgrade, and ``rulesFingerprint`` tells them apart.
 public struct Zone: Hashable, Sendable, CustomStringConvertible {
     public let identifier: String
-    @usableFromInline let timeZone: TimeZone
     let table: ZoneTable
 
     /// A zone from its IANA identifier (`Europe/Paris`, `UTC`, `Etc/GMT+5`, `EST5EDT`, `US/Eastern`), or nil
     /// when there is no such zone. Only names from the IANA database are accepted: Foundation also parses
     /// `GMT+5`, `UTC+3`, Java's `IST` or `SystemV/AST4`, which are not zones a client can rely on elsewhere.
     public init?(identifier: String) {
-        guard Zone.isIANAName(identifier), let tz = TimeZone(identifier: identifier) else { return nil }
-        self.identifier = identifier
-        self.timeZone = tz
-        self.table = ZoneTable.table(for: identifier, timeZone: tz)
+        self.init(identifier: identifier, database: .shared)
     }
+
+    /// A zone with its current rules in `database`.
+    public init?(identifier: String, database: ZoneDatabase) {
+        guard Zone.isIANAName(identifier), let table = database.table(for: identifier) else { return nil }
+        self.identifier = identifier
+        self.table = table
+    }
+
+    /// Identifies the rules this zone computes with: the same for the same offsets and transitions
+    /// between 1800 and 2200, whichever file or library they came from.
+    public var rulesFingerprint: UInt64 { table.fingerprint }
 
     public static let utc = Zone(identifier: "UTC")!
 
@@ -46,7 +56,7 @@ public struct Zone: Hashable, Sendable, CustomStringConvertible {
 
     func offset(atSeconds seconds: Int64) -> Int64 {
         if seconds >= table.lower && seconds < table.upper { return table.offset(atSeconds: seconds) }
-        return Int64(timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: TimeInterval(seconds))))
+        return table.farOffset(atSeconds: seconds)
     }
 
     /// Wall-clock seconds (civil time read as UTC) at instant `seconds`.
@@ -78,25 +88,16 @@ public struct Zone: Hashable, Sendable, CustomStringConvertible {
 
     /// The longest spring-forward gap (seconds) of a transition at an instant in `from...to`, 0 when none.
     ///
-    /// Outside the table's years the transitions in the window are asked of Foundation, as the table was
-    /// built (a window is a couple of days, so there are one or two of them at most). Assuming the worst
-    /// instead, a day, would make every search there convert a day's worth of candidates through Foundation.
+    /// Outside the table's years the transitions in the window are asked of the table's far rule (a
+    /// window is a couple of days, so there are one or two of them at most). Assuming the worst instead,
+    /// a day, would make every search there convert a day's worth of candidates the slow way.
     func largestGap(from: Int64, to: Int64) -> Int64 {
         if from >= table.lower && to < table.upper { return table.largestGap(from: from, to: to) }
-        var gap: Int64 = 0
-        var cursor = Date(timeIntervalSince1970: TimeInterval(from - 1))
-        while let next = timeZone.nextDaylightSavingTimeTransition(after: cursor), next > cursor,
-            next.timeIntervalSince1970 <= TimeInterval(to)
-        {
-            let seconds = Int64(next.timeIntervalSince1970.rounded(.down))
-            gap = max(gap, offset(atSeconds: seconds) - offset(atSeconds: seconds - 1))
-            cursor = next
-        }
-        return gap
+        return table.farLargestGap(from: from, to: to)
     }
 
     /// What turning wall time `wall` into an instant costs, in candidate date-times (see `Budget`): a binary
-    /// search within the table's years, four Foundation offset queries outside them.
+    /// search within the table's years, four far-rule offset queries outside them.
     func conversionCost(forWall wall: Int64) -> Int {
         table.covers(wall: wall) ? Budget.Cost.day : Budget.Cost.foundationConversion
     }

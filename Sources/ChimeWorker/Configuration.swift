@@ -38,6 +38,12 @@ public struct WorkerConfiguration: Sendable {
     public var metricsListen: String?
     public var logLevel: LogLevel
     public var logFormat: Logger.Format
+    /// `--zoneinfo`: the zone database directory (TZif files); nil: `$TZDIR`, else /usr/share/zoneinfo
+    /// when it exists (``ZoneDatabase/defaultDirectories()``). Zones missing there come from Foundation.
+    public var zoneinfo: String?
+    /// `--zoneinfo-check`: seconds between two readings of the zones in use, for changed rules; 0: only
+    /// on SIGHUP.
+    public var zoneinfoCheck: Int
 
     public static let flagSpecs: [Flags.Spec] = [
         .init("broker", default: "mqtt://127.0.0.1:1883", "broker URL, mqtt:// or mqtts://, optional user:password@"),
@@ -91,6 +97,16 @@ public struct WorkerConfiguration: Sendable {
             "metrics-listen",
             default: nil,
             "HOST:PORT serving GET /metrics (Prometheus), /livez and /readyz; off when unset"
+        ),
+        .init(
+            "zoneinfo",
+            default: nil,
+            "zone database directory of TZif files (default: $TZDIR, else /usr/share/zoneinfo); others from Foundation"
+        ),
+        .init(
+            "zoneinfo-check",
+            default: "300",
+            "seconds between readings of the zones in use for changed rules (tzdata upgrades); 0: only on SIGHUP"
         ),
         .init("log-level", default: "info", "trace, debug, info, notice, warning, error"),
         .init("log-format", default: "text", "text or json"),
@@ -180,6 +196,13 @@ public struct WorkerConfiguration: Sendable {
             }
             metricsListen = address
         }
+        if let directory = flags["zoneinfo"], !directory.isEmpty {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue
+            else { throw UsageError("--zoneinfo: \"\(directory)\" is not a directory") }
+            zoneinfo = directory
+        }
+        zoneinfoCheck = try flags.integer("zoneinfo-check", in: 0...86_400)
         guard let level = LogLevel(name: flags["log-level"] ?? "") else {
             throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
         }

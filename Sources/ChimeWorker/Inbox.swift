@@ -9,6 +9,8 @@ public enum WorkerEvent: Sendable {
     /// The store's background snapshot was written, or failed.
     case snapshotWritten(StoreError?)
     case snapshotRequested
+    /// SIGHUP: read the zone database again.
+    case zoneCheckRequested
     case stop
 }
 

@@ -2,6 +2,7 @@ import ChimeCore
 import ChimeJournal
 import ChimeMQTT
 import ChimeSupport
+import ChimeTime
 import Foundation
 
 /// `chimed`: recovers the data directory, connects to the broker and runs the engine loop.
@@ -35,6 +36,12 @@ public final class Worker: Sendable {
     /// make the next start quick. Safe from any thread.
     public func requestSnapshot() {
         inbox.push(.snapshotRequested)
+    }
+
+    /// Asks the loop to read the zone database again now (SIGHUP), after a tzdata upgrade. Safe from
+    /// any thread.
+    public func requestZoneCheck() {
+        inbox.push(.zoneCheckRequested)
     }
 
     /// Slot mode: joins the store's workers. No engine yet: each slot's comes with its lease.
@@ -147,6 +154,14 @@ public final class Worker: Sendable {
     /// - Throws: ``WorkerError`` when the data directory cannot be used, the journal is
     ///   corrupt, or a sync failed.
     public func run() throws(WorkerError) {
+        if let directory = configuration.zoneinfo { ZoneDatabase.shared.use(directories: [directory]) }
+        logger.info(
+            "zone database",
+            [
+                "directories": ZoneDatabase.shared.directories.joined(separator: ":"),
+                "checkSeconds": "\(configuration.zoneinfoCheck)",
+            ]
+        )
         let clock = SystemClock()
         var policy = WorkerStateMachine.Policy(configuration, logLevel: logger.level)
         // Listening before recovery: /livez answers while a large data directory is read.
@@ -258,6 +273,7 @@ extension WorkerStateMachine.Policy {
             logLevel: logLevel
         )
         version = chimeVersion
+        zoneCheckInterval = Int64(configuration.zoneinfoCheck) * 1000
         metricsInterval = configuration.metricsListen == nil ? 0 : MetricsEndpoint.interval
     }
 }

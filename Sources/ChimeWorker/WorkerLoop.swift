@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeMQTT
 import ChimeSupport
+import ChimeTime
 
 /// The loop thread: hands each event to the ``WorkerStateMachine`` and carries out what it
 /// decides against three seams, a store, a transport and a clock. Every decision is the
@@ -16,6 +17,8 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     let metrics: (any MetricsSink)?
     /// Slot mode: what each slot's engine is built with when it is loaded.
     let engineConfiguration: EngineConfiguration
+    /// Where the zones' rules are read again (``WorkerStateMachine/Action/checkZones(_:)``).
+    let zoneDatabase: ZoneDatabase
 
     public init(
         machine: WorkerStateMachine,
@@ -25,8 +28,10 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
         logger: Logger,
         inbox: Inbox,
         metrics: (any MetricsSink)? = nil,
-        engineConfiguration: EngineConfiguration = EngineConfiguration()
+        engineConfiguration: EngineConfiguration = EngineConfiguration(),
+        zoneDatabase: ZoneDatabase = .shared
     ) {
+        self.zoneDatabase = zoneDatabase
         self.engineConfiguration = engineConfiguration
         self.machine = machine
         self.store = store
@@ -94,6 +99,8 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
             try perform(machine.handle(.snapshotFinished(outcome), now: clock.now()))
         case .snapshotRequested:
             try perform(machine.handle(.snapshotRequested, now: clock.now()))
+        case .zoneCheckRequested:
+            try perform(machine.handle(.zoneCheckRequested, now: clock.now()))
         case .stop:
             try perform(machine.handle(.stopRequested, now: clock.now()))
         }
@@ -202,6 +209,10 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
                 if let fatal { throw fatal }
             case .exportMetrics(let numbers):
                 metrics?.update(numbers)
+            case .checkZones(let zones):
+                // File reads: a zone file is a few kilobytes, and only the zones in use are read.
+                let reload = zoneDatabase.reload(zones)
+                try perform(machine.handle(.zoneRulesChecked(reload), now: clock.now()))
             }
         }
     }

@@ -34,10 +34,15 @@ do throws(UsageError) {
 
 let logger = Logger(level: configuration.logLevel, format: configuration.logFormat)
 let worker = Worker(configuration: configuration, logger: logger)
-let signals = SignalHandlers([SIGTERM, SIGINT, SIGUSR1]) { signo in
+let signals = SignalHandlers([SIGTERM, SIGINT, SIGUSR1, SIGHUP]) { signo in
     if signo == SIGUSR1 {
         logger.notice("received SIGUSR1: taking a snapshot")
         worker.requestSnapshot()
+        return
+    }
+    if signo == SIGHUP {
+        logger.notice("received SIGHUP: reading the zone rules again")
+        worker.requestZoneCheck()
         return
     }
     logger.notice("received \(signo == SIGTERM ? "SIGTERM" : "SIGINT")")

@@ -191,11 +191,13 @@ public final class WorkerTestLoop {
     /// - Parameters:
     ///   - now: the manual clock's start (default 2026-12-01T10:00:00Z).
     ///   - engine: the engine the worker starts with (a recovered one, say).
+    ///   - zoneCheckInterval: milliseconds between readings of the zone database; 0: on SIGHUP only.
     public init(
         now: Instant = Instant(milliseconds: 1_796_119_200_000),
         engine: Engine = Engine(),
         statsInterval: Int64 = 0,
-        metricsInterval: Int64 = 0
+        metricsInterval: Int64 = 0,
+        zoneCheckInterval: Int64 = 0
     ) {
         clock = ManualClock(now)
         store = FakeStore(timeline: timeline)
@@ -213,6 +215,7 @@ public final class WorkerTestLoop {
             logLevel: .info
         )
         policy.metricsInterval = metricsInterval
+        policy.zoneCheckInterval = zoneCheckInterval
         let log = self.log
         loop = WorkerLoop(
             machine: WorkerStateMachine(policy: policy, engine: engine, now: now, random: SplitMix64(seed: 7)),

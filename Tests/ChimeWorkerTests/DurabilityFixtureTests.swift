@@ -10,21 +10,23 @@ import Testing
 /// directories and show exactly that. `v1` has journal format 1 and a JSON snapshot (format 1),
 /// `v2` the binary snapshot (format 2), `v3` snapshot format 4 with receipts: inboxes and
 /// histories in the snapshot and in records after it, and `ack` records; `v4` adds `update`
-/// records. Replies that gained
-/// members since a fixture was written are compared on the members it has.
+/// records; `v5` snapshot format 5, with the rules of the zones in use (a `Z` entry), and
+/// `zoneRules` records on both sides of it. Replies that gained members since a fixture was
+/// written are compared on the members it has.
 ///
 /// Written by ``writeDataDirectory()`` (about 30 s):
 /// `CHIME_WRITE_FIXTURES=v3 swift test --filter DurabilityFixtureTests/writeDataDirectory`.
 /// Never rewrite one: when a format changes, add the next version beside them and to ``versions``.
 @Suite(.serialized) struct DurabilityFixtureTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
-    static let versions = ["v1", "v2", "v3", "v4"]
+    static let versions = ["v1", "v2", "v3", "v4", "v5"]
 
     /// The record kinds after each fixture's snapshot: all there were when it was written.
     static func kinds(_ version: String) -> Set<JournalEntry.Kind> {
         switch version {
-        case "v1", "v2": return Set(JournalEntry.Kind.allCases).subtracting([.ack, .update])
-        case "v3": return Set(JournalEntry.Kind.allCases).subtracting([.update])
+        case "v1", "v2": return Set(JournalEntry.Kind.allCases).subtracting([.ack, .update, .zoneRules])
+        case "v3": return Set(JournalEntry.Kind.allCases).subtracting([.update, .zoneRules])
+        case "v4": return Set(JournalEntry.Kind.allCases).subtracting([.zoneRules])
         default: return Set(JournalEntry.Kind.allCases)
         }
     }
@@ -82,6 +84,21 @@ import Testing
         // The records after the snapshot hold every kind of entry.
         let kinds = Set(recovery.records.compactMap { JournalEntry.Kind(rawValue: $0.type) })
         #expect(kinds == Self.kinds(version), "kinds after the snapshot: \(kinds)")
+        if version >= "v5" {
+            // d1's zone is recorded by the snapshot (its Z entry), d2's by the records after it.
+            var journaled = Set<String>()
+            for record in recovery.records where record.type == JournalEntry.Kind.zoneRules.rawValue {
+                guard
+                    case .zoneRules(_, let zones) = try JournalEntry.decode(kind: record.type, payload: record.payload)
+                else { continue }
+                journaled.formUnion(zones.map(\.zone))
+            }
+            #expect(journaled.isSuperset(of: ["America/New_York", "Asia/Tokyo"]), "\(journaled)")
+            #expect(!journaled.contains("Europe/Paris"))
+            // Not compared with the rules in use: those are the machine's tzdata, which may differ
+            // from the one the fixture was written with.
+            #expect(engine.zoneFingerprints["Europe/Paris"] != nil, "\(engine.zoneFingerprints)")
+        }
 
         #expect(expected.devices.count == 2)
         for (device, value) in expected.devices {
@@ -186,6 +203,7 @@ import Testing
             .schedule,
             #"{"id":"off","fireDate":"2045-05-05T05:05:05Z","enabled":false,"misfire":"skip"}"#
         )
+        try await Self.readZonesAgain(f)
         try await f.ok("d1", .schedule, #"{"id":"cancelme","fireDate":"2050-01-01T00:00:00Z"}"#)
         try await f.ok("d1", .schedule, #"{"id":"pauseme","fireDate":"2050-01-01T00:00:00Z"}"#)
         try await f.ok("d1", .schedule, #"{"id":"resumeme","fireDate":"2050-01-01T00:00:00Z","enabled":false}"#)
@@ -241,6 +259,7 @@ import Testing
             .schedule,
             #"{"notifications":[{"id":"p2","fireDate":"2044-06-01T09:00:00","rrule":"FREQ=YEARLY;BYMONTH=6;BYDAY=1MO"},{"id":"p3","after":310000000}],"replace":{"ids":["p"]}}"#
         )
+        try await Self.readZonesAgain(f)
         try await f.ok("d2", .cancel, #"{"ids":["p3"]}"#)
         try await f.ok("d2", .update, #"{"id":"p2","alertTitle":"edited","rrule":"FREQ=YEARLY;BYMONTH=7;BYDAY=1MO"}"#)
         try await f.ok("d2", .pause, #"{"all":true}"#)
@@ -280,5 +299,19 @@ import Testing
             "snoozes": .array(snoozes),
         ]
         try Data(expected.text.utf8).write(to: Self.fixtures.appendingPathComponent("datadir-\(version).json"))
+    }
+
+    /// SIGHUP, and waits until chimed handled it: the `zoneRules` record of the zones not yet
+    /// recorded is appended then, and durable with the next command's reply.
+    static func readZonesAgain(_ f: WorkerFixture) async throws {
+        let chimed = try #require(f.worker)
+        chimed.process.signal(SIGHUP)
+        try #require(
+            await eventually {
+                chimed.process.standardErrorLines.contains {
+                    $0.contains("reading the zone rules again") && $0.contains("reason=SIGHUP")
+                }
+            }
+        )
     }
 }

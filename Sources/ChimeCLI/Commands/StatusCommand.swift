@@ -256,7 +256,9 @@ struct StatusCommand: Command {
     /// that shows them; anything else is shown under "other". The CLI's tests check that chimed's
     /// stats message has nothing for "other".
     static let gauges = ["pending", "devices", "inflight"]
-    static let totals = ["deliveries", "lateDeliveries", "refusedDeliveries", "errors", "rateLimited", "duplicates"]
+    static let totals = [
+        "deliveries", "lateDeliveries", "refusedDeliveries", "errors", "rateLimited", "duplicates", "zoneRulesChanges",
+    ]
     static let broker = ["reconnects", "subscriptionRefusals", "takeovers", "invalidTopics"]
     /// Counts keyed by op and by error code.
     static let tallies = [("commands", "commands"), ("errorsByCode", "errors")]

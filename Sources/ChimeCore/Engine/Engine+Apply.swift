@@ -118,7 +118,7 @@ extension Engine {
                 }
             }
             let zoneChanged = update.timeZone != nil && update.timeZone != device.timeZone
-            if let zone = update.timeZone { device.timeZone = zone }
+            if let zone = update.timeZone { device.timeZone = zones.held(zone) }
             if zoneChanged || update.quietHours != nil {
                 // Re-arm what follows the device's zone (its instants moved) and whatever quiet
                 // hours were holding.
@@ -131,6 +131,10 @@ extension Engine {
 
         case .ack(let deviceId, let at, let fireIds, let badge):
             return applyAck(deviceId, at: at, fireIds: fireIds, badge: badge)
+
+        case .zoneRules(_, let records):
+            _ = applyZoneRules(records)
+            return nil
 
         case .snooze(let deviceId, let at, let id, let due):
             guard let device = devices[deviceId], let original = device.notifications[id] else { return nil }
@@ -180,6 +184,81 @@ extension Engine {
             dropIfEmpty(device)
             return nil
         }
+    }
+
+    /// Records zone rules (``JournalEntry/zoneRules(at:zones:)``) and computes again, with the rules the
+    /// zone database has now, the next occurrence of every notification whose times depend on a zone
+    /// whose rules the engine held differ: its own zone, or its device's when it follows the device
+    /// (and what the device's quiet hours were holding). Absolute times do not move; occurrences keep
+    /// their identity (`fireId` is the notification id and the occurrence's instant), and a series
+    /// resumes from its durable position (`pendingFrom`), exactly as a restart computes it.
+    ///
+    /// Returns, for each zone recomputed, how many notifications depend on it and how many of their
+    /// next occurrences moved (during replay nothing is armed yet, so none moved).
+    @discardableResult
+    public func applyZoneRules(_ records: [ZoneRulesRecord]) -> [String: (notifications: Int, moved: Int)] {
+        var fresh: [String: Zone] = [:]
+        for record in records {
+            zoneFingerprints[record.zone] = record.fingerprint
+            guard let box = zones.boxes[record.zone], let now = Zone(identifier: record.zone),
+                now.rulesFingerprint != box.zone.rulesFingerprint
+            else { continue }
+            box.replace(now)
+            fresh[record.zone] = now
+        }
+        var counts: [String: (notifications: Int, moved: Int)] = [:]
+        guard !fresh.isEmpty else { return counts }
+        for device in devices.values {
+            var deviceZoneChanged = false
+            if let zone = device.timeZone, let now = fresh[zone.identifier] {
+                device.timeZone = now
+                deviceZoneChanged = true
+            }
+            for n in device.notifications.values {
+                guard let zone = n.effectiveZone(deviceZone: device.timeZone), fresh[zone.identifier] != nil
+                else {
+                    if deviceZoneChanged && n.deferred { arm(n, device) }
+                    continue
+                }
+                let before = n.next?.instant
+                arm(n, device)
+                var count = counts[zone.identifier] ?? (0, 0)
+                count.notifications += 1
+                if !replaying && n.next?.instant != before { count.moved += 1 }
+                counts[zone.identifier] = count
+            }
+        }
+        return counts
+    }
+
+    /// How many notifications depend on each of `zones` (their own zone, or their device's).
+    public func dependents(on zones: Set<String>) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        guard !zones.isEmpty else { return counts }
+        for device in devices.values {
+            for n in device.notifications.values {
+                guard let zone = n.effectiveZone(deviceZone: device.timeZone)?.identifier, zones.contains(zone)
+                else { continue }
+                counts[zone, default: 0] += 1
+            }
+        }
+        return counts
+    }
+
+    /// The zones the engine computes with.
+    public var zonesInUse: [Zone] { zones.boxes.values.map(\.zone) }
+
+    /// Zones in use whose rules the snapshot and journal do not record as the ones held: the zones
+    /// whose rules changed while chimed was stopped (`previous` is what was recorded), and those
+    /// never recorded (`previous` nil). The worker journals them at start and with each check.
+    public var unrecordedZoneRules: [(record: ZoneRulesRecord, previous: UInt64?)] {
+        zones.boxes.values.compactMap { box in
+            let fingerprint = box.zone.rulesFingerprint
+            let previous = zoneFingerprints[box.identifier]
+            guard previous != fingerprint else { return nil }
+            return (ZoneRulesRecord(zone: box.identifier, fingerprint: fingerprint), previous)
+        }
+        .sorted { $0.record.zone < $1.record.zone }
     }
 
     /// Adds a notification to its device's table (and index).

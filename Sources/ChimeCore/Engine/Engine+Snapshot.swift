@@ -16,14 +16,18 @@ public struct EngineSnapshot: Sendable {
     let commandKeys: [String: [(key: CommandKey, at: Int64)]]
     /// The receipts, inboxes and histories of the devices that use them.
     let receipts: [FrozenReceipts]
+    /// The rules of every zone the engine uses, as it computes with them.
+    let zoneRules: [ZoneRulesRecord]
 
-    /// The current snapshot format (4: binary entries with command keys and receipts, see
-    /// ``SnapshotCoding``). Readers accept this and every earlier one (3: without receipts, 2:
-    /// without command keys, 1: JSON entries).
-    public static let format: Int64 = 4
+    /// The current snapshot format (5: binary entries with command keys, receipts and the zone rules
+    /// computed with, see ``SnapshotCoding``). Readers accept this and every earlier one (4: without
+    /// zone rules, 3: without receipts, 2: without command keys, 1: JSON entries).
+    public static let format: Int64 = 5
 
     /// How many entries ``forEachEntry(_:)`` produces.
-    public var entryCount: Int { 1 + devices.count + notifications.count + commandKeys.count + receipts.count }
+    public var entryCount: Int {
+        1 + devices.count + notifications.count + commandKeys.count + receipts.count + (zoneRules.isEmpty ? 0 : 1)
+    }
 
     /// Every entry ``forEachEntry(_:)`` produces, in order, copied into one array.
     public var entries: [[UInt8]] {
@@ -46,6 +50,7 @@ public struct EngineSnapshot: Sendable {
         }
         for (device, keys) in commandKeys { try body(SnapshotCoding.encode(commandKeys: keys, of: device)) }
         for r in receipts { try body(SnapshotCoding.encode(r)) }
+        if !zoneRules.isEmpty { try body(SnapshotCoding.encode(zoneRules: zoneRules)) }
     }
 }
 
@@ -95,7 +100,8 @@ extension Engine {
             notifications: notifications,
             nextVersion: nextVersion,
             commandKeys: commandKeys.devices,
-            receipts: receipts
+            receipts: receipts,
+            zoneRules: zonesInUse.map { ZoneRulesRecord(zone: $0.identifier, fingerprint: $0.rulesFingerprint) }
         )
     }
 
@@ -109,6 +115,7 @@ extension Engine {
         heap.removeAll()
         inflight = [:]
         pendingCount = 0
+        zoneFingerprints = [:]
     }
 
     /// Reads one snapshot entry held in an array of its own.
@@ -172,7 +179,7 @@ extension Engine {
             } else {
                 if let name = try r.string("timeZone") {
                     guard let zone = Zone(identifier: name) else { throw .invalid("timeZone", "unknown zone \(name)") }
-                    device.timeZone = zone
+                    device.timeZone = zones.held(zone)
                 }
                 device.badge = Int(try r.integer("badge", in: 0...Int64(Int32.max)) ?? 0)
                 if let q = try r.object("quietHours") {

@@ -90,6 +90,9 @@ public final class Engine {
     var toArm: [StoredNotification] = []
     /// How many listed notifications are held, over all devices.
     public internal(set) var pendingCount = 0
+    /// The fingerprints of the zone rules recorded in the snapshot and the journal
+    /// (``JournalEntry/zoneRules(at:zones:)``): what the engine last said it computes with.
+    public internal(set) var zoneFingerprints: [String: UInt64] = [:]
 
     public init(configuration: EngineConfiguration = EngineConfiguration()) {
         self.configuration = configuration

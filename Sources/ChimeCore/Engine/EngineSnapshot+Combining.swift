@@ -32,7 +32,9 @@ extension EngineSnapshot {
         var nextVersion: UInt64 = 1
         var commandKeys: [String: [(key: CommandKey, at: Int64)]] = [:]
         var receipts: [String: FrozenReceipts] = [:]
+        var zoneRules: [String: UInt64] = [:]
         for part in parts {
+            for rule in part.zoneRules { zoneRules[rule.zone] = rule.fingerprint }
             for (device, keys) in part.commandKeys where isIncluded(device) { commandKeys[device] = keys }
             for r in part.receipts where isIncluded(r.deviceId) { receipts[r.deviceId] = r }
             nextVersion = max(nextVersion, part.nextVersion)
@@ -50,7 +52,8 @@ extension EngineSnapshot {
             notifications: notifications.values.flatMap { $0 },
             nextVersion: nextVersion,
             commandKeys: commandKeys,
-            receipts: Array(receipts.values)
+            receipts: Array(receipts.values),
+            zoneRules: zoneRules.sorted { $0.key < $1.key }.map { ZoneRulesRecord(zone: $0.key, fingerprint: $0.value) }
         )
     }
 }

@@ -20,6 +20,10 @@ public enum JournalEntry: Hashable, Sendable {
     case dropped(OccurrenceRecord)
     /// The device acknowledged deliveries (receipts); `badge` applies if any was new.
     case ack(deviceId: String, at: Instant, fireIds: [String], badge: Badge?)
+    /// The rules of these zones are now those with these fingerprints (a tzdata upgrade, noticed live
+    /// or at start, or zones recorded for the first time): every notification whose wall-clock times
+    /// depend on one of them is computed again. Belongs to no device.
+    case zoneRules(at: Instant, zones: [ZoneRulesRecord])
 
     /// When the worker received the command, for command entries; nil for delivery records.
     public var commandTime: Instant? {
@@ -27,17 +31,37 @@ public enum JournalEntry: Hashable, Sendable {
         case .schedule(_, let at, _, _), .update(_, let at, _), .cancel(_, let at, _), .setEnabled(_, let at, _, _),
             .device(_, let at, _), .snooze(_, let at, _, _), .ack(_, let at, _, _):
             return at
-        case .delivered, .dropped: return nil
+        case .delivered, .dropped, .zoneRules: return nil
         }
     }
 
+    /// The device the entry is about; empty for ``zoneRules(at:zones:)``.
     public var deviceId: String {
         switch self {
         case .schedule(let d, _, _, _), .update(let d, _, _), .cancel(let d, _, _), .setEnabled(let d, _, _, _),
             .device(let d, _, _), .snooze(let d, _, _, _), .ack(let d, _, _, _):
             return d
         case .delivered(let r), .dropped(let r): return r.deviceId
+        case .zoneRules: return ""
         }
+    }
+}
+
+/// A zone and the fingerprint of its rules (``Zone/rulesFingerprint``), as journal entries and
+/// snapshots record them.
+public struct ZoneRulesRecord: Hashable, Sendable {
+    public var zone: String
+    public var fingerprint: UInt64
+
+    public init(zone: String, fingerprint: UInt64) {
+        self.zone = zone
+        self.fingerprint = fingerprint
+    }
+
+    /// The fingerprint as 16 hex digits, as the journal writes it.
+    public static func hex(_ fingerprint: UInt64) -> String {
+        let digits = String(fingerprint, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
     }
 }
 
@@ -75,6 +99,7 @@ extension JournalEntry {
         case dropped = 7
         case ack = 8
         case update = 9
+        case zoneRules = 10
 
         public var name: String { "\(self)" }
     }
@@ -90,6 +115,7 @@ extension JournalEntry {
         case .dropped: return .dropped
         case .ack: return .ack
         case .update: return .update
+        case .zoneRules: return .zoneRules
         }
     }
 
@@ -140,6 +166,16 @@ extension JournalEntry {
             o.append("at", .int(at.milliseconds))
             o.append("id", .string(id))
             o.append("due", .int(due.milliseconds))
+        case .zoneRules(let at, let zones):
+            o.append("at", .int(at.milliseconds))
+            o.append(
+                "zones",
+                .array(
+                    zones.map {
+                        .object(["zone": .string($0.zone), "fingerprint": .string(ZoneRulesRecord.hex($0.fingerprint))])
+                    }
+                )
+            )
         case .delivered(let r), .dropped(let r):
             o.append("device", .string(r.deviceId))
             o.append("id", .string(r.id))
@@ -212,8 +248,24 @@ extension JournalEntry {
             guard let value else { throw .invalid(key, "missing") }
             return value
         }
-        let device = try required(try r.string("device"), "device")
         let limits = Int64.min...Int64.max
+        if kind == .zoneRules {
+            let at = Instant(milliseconds: try required(try r.integer("at", in: limits), "at"))
+            let items = try required(try r.array("zones", maxCount: .max), "zones")
+            var zones: [ZoneRulesRecord] = []
+            for (i, item) in items.enumerated() {
+                let z = FieldReader(try required(item.objectValue, "zones[\(i)]"), path: "zones[\(i)].")
+                let hex = try required(try z.string("fingerprint"), "fingerprint")
+                guard hex.utf8.count == 16, let fingerprint = UInt64(hex, radix: 16) else {
+                    throw .invalid("zones[\(i)].fingerprint", "not 16 hex digits")
+                }
+                zones.append(
+                    ZoneRulesRecord(zone: try required(try z.string("zone"), "zone"), fingerprint: fingerprint)
+                )
+            }
+            return .zoneRules(at: at, zones: zones)
+        }
+        let device = try required(try r.string("device"), "device")
         switch kind {
         case .schedule:
             let at = Instant(milliseconds: try required(try r.integer("at", in: limits), "at"))
@@ -298,6 +350,8 @@ extension JournalEntry {
                 fireIds: try required(try r.strings("fireIds", maxCount: .max, maxLength: .max), "fireIds"),
                 badge: try badge(r)
             )
+        case .zoneRules:
+            preconditionFailure("decoded above")
         }
     }
 

@@ -17,6 +17,21 @@ enum SnapshotCoding {
     /// A device's receipts settings, inbox and history (format 4): `R`, then a JSON object, as
     /// few devices have one.
     static let receipts = UInt8(ascii: "R")
+    /// The rules the engine computed with (format 5): a `UInt32` count, then each zone's identifier
+    /// and the `UInt64` fingerprint of its rules (``Zone/rulesFingerprint``), so that a restart after a
+    /// tzdata upgrade notices which zones changed while chimed was stopped.
+    static let zoneRules = UInt8(ascii: "Z")
+
+    static func encode(zoneRules rules: [ZoneRulesRecord]) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(zoneRules)
+        w.u32(UInt32(rules.count))
+        for rule in rules {
+            w.string(rule.zone)
+            w.u64(rule.fingerprint)
+        }
+        return w.bytes
+    }
 
     static func encode(_ r: FrozenReceipts) -> [UInt8] {
         var o = JSONObject()
@@ -107,7 +122,7 @@ enum SnapshotCoding {
         w.u8(n.repeatUnit.map { UInt8(RepeatUnit.allCases.firstIndex(of: $0)!) } ?? 0xFF)
         w.i64(n.fire)
         w.i64(n.leadTimeGiven)
-        w.string(n.zone?.zone.identifier ?? "")
+        w.string(n.zone?.identifier ?? "")
         w.u8(n.badgeKind)
         w.i32(n.badgeValue)
         w.i32(n.userInfoStart)
@@ -167,7 +182,7 @@ extension Engine {
             let zone = try r.string()
             if !zone.isEmpty {
                 guard let z = Zone(identifier: zone) else { throw RecoveryError(description: "unknown zone \(zone)") }
-                device.timeZone = z
+                device.timeZone = zones.held(z)
             }
             device.badge = Int(try r.i64())
             if try r.u8() == 1 {
@@ -187,6 +202,13 @@ extension Engine {
                 throw RecoveryError(description: "receipts: \(error.message)")
             }
             return
+        case SnapshotCoding.zoneRules:
+            let count = Int(try r.u32())
+            guard count <= 10_000 else { throw RecoveryError(description: "\(count) zones in a snapshot") }
+            for _ in 0..<count {
+                let zone = try r.string()
+                zoneFingerprints[zone] = try r.u64()
+            }
         case SnapshotCoding.commandKeys:
             let deviceId = try r.string()
             let count = Int(try r.u32())

@@ -1,7 +1,20 @@
-/// A zone shared by every notification that names it: a `Zone` value is 40 bytes, a reference 8.
-final class ZoneBox: Sendable {
-    let zone: Zone
-    init(_ zone: Zone) { self.zone = zone }
+/// A zone shared by every notification that names it: a `Zone` value is 24 bytes, a reference 8.
+///
+/// `@unchecked Sendable`: `zone` changes only on the engine's owner thread (new rules after a tzdata
+/// upgrade, ``Engine/applyZoneRules(_:)``), which is also the only one to read it; a snapshot thread
+/// reads only `identifier`, which never changes.
+final class ZoneBox: @unchecked Sendable {
+    let identifier: String
+    private(set) var zone: Zone
+    init(_ zone: Zone) {
+        self.identifier = zone.identifier
+        self.zone = zone
+    }
+
+    func replace(_ zone: Zone) {
+        precondition(zone.identifier == identifier, "a zone box holds one zone")
+        self.zone = zone
+    }
 }
 
 /// The fields of a notification that few notifications set (``NotificationField/Storage/extras``),
@@ -381,17 +394,23 @@ func exactCopy<C: Collection<UInt8>>(_ bytes: C) -> [UInt8] {
 }
 
 /// Shares one ``ZoneBox`` per zone identifier, and lends a scratch buffer to whoever builds a
-/// stored notification.
+/// stored notification. Every zone the engine has come to use has a box (devices' zones too), so
+/// the boxes are the zones whose rules matter to it.
 struct ZoneInterner: Sendable {
-    private var boxes: [String: ZoneBox] = [:]
+    private(set) var boxes: [String: ZoneBox] = [:]
     var scratch: [UInt8] = []
 
+    /// The shared box of `zone`. A box made with other rules of the same zone keeps its own: rules
+    /// change only through ``Engine/applyZoneRules(_:)``.
     mutating func box(_ zone: Zone) -> ZoneBox {
         if let box = boxes[zone.identifier] { return box }
         let box = ZoneBox(zone)
         boxes[zone.identifier] = box
         return box
     }
+
+    /// `zone` with the rules the engine computes with (those of its box), registering it if new.
+    mutating func held(_ zone: Zone) -> Zone { box(zone).zone }
 }
 
 /// What the engine holds for one device.

@@ -55,6 +55,7 @@ public struct WorkerMetrics: Hashable, Sendable {
         ("chime_subscription_refusals_total", "counter", "Command subscriptions the broker refused."),
         ("chime_broker_connections_total", "counter", "Connections to the broker, the first one included."),
         ("chime_takeovers_total", "counter", "Times another client took this worker's session."),
+        ("chime_zone_rules_changes_total", "counter", "Zones whose rules changed (a tzdata upgrade) while in use."),
         ("chime_delivery_lateness_seconds", "histogram", "From when a delivery was due to when it was published."),
         ("chime_journal_sync_seconds", "histogram", "How long each journal sync took."),
         ("chime_pending_notifications", "gauge", "Notifications waiting to fire."),
@@ -104,6 +105,7 @@ public struct WorkerMetrics: Hashable, Sendable {
             ("chime_subscription_refusals_total", stats.subscriptionRefusals),
             ("chime_broker_connections_total", stats.reconnects),
             ("chime_takeovers_total", stats.takeovers),
+            ("chime_zone_rules_changes_total", stats.zoneRulesChanges),
         ]
         for (name, value) in counters {
             family(name)

@@ -76,6 +76,7 @@ extension WorkerStateMachine {
         }
         engine.setConnected(isConnected && lifecycle == .running)
         engines[slot] = engine
+        zoneRulesToCompare.insert(slot)
         stats.slotsLoaded += 1
         let loadTime = loadingSince.map { monotonic - $0 } ?? .zero
         stats.slotLoad.record(loadTime)

@@ -59,6 +59,9 @@ public struct WorkerStateMachine {
         /// Slot mode (many workers on one store, `--slots`): the slots and their leases. nil: the
         /// worker serves its whole store, the devices of its `partition`.
         public var slots: SlotOwnership.Policy?
+        /// Milliseconds between two readings of the zone database (`--zoneinfo-check`); 0: only on
+        /// SIGHUP (``Event/zoneCheckRequested``).
+        public var zoneCheckInterval: Int64 = 0
 
         public init(
             workerId: String,
@@ -106,6 +109,11 @@ public struct WorkerStateMachine {
         case drained
         /// Slot mode: a lease call's result (or `.tick`), with the loop's monotonic time.
         case lease(SlotOwnership.Event, monotonic: ContinuousClock.Instant)
+        /// SIGHUP: read the zone database again now.
+        case zoneCheckRequested
+        /// After ``Action/checkZones(_:)``: the zones whose rules changed (the database now hands out
+        /// the new ones) and those that could not be read.
+        case zoneRulesChecked(ZoneDatabase.Reload)
     }
 
     /// What the owner does for the policy.
@@ -138,6 +146,9 @@ public struct WorkerStateMachine {
         case exit(WorkerError?)
         /// Hand the numbers to the metrics endpoint (every ``Policy/metricsInterval``).
         case exportMetrics(WorkerMetrics)
+        /// Read the rules of these zones again from the zone database (``ZoneDatabase/reload(_:)``);
+        /// report ``Event/zoneRulesChecked(_:)``.
+        case checkZones([String])
     }
 
     /// The worker's two subscriptions.
@@ -214,6 +225,8 @@ public struct WorkerStateMachine {
     enum PendingWrite {
         case command(Request, JournalEntry, ReplyDestination)
         case record(JournalEntry, slot: Int)
+        /// Zone rules; `changed`: the zones whose rules changed since the engine computed with them.
+        case zoneRules([ZoneRulesRecord], changed: Set<String>, slot: Int)
     }
 
     struct ReplyDestination {
@@ -263,6 +276,11 @@ public struct WorkerStateMachine {
     var store = StoreStatus()
     /// The device that pays for the command being handled, and when it arrived.
     var charging: (device: String, at: Instant)?
+    /// When the zone database is read again next (``Policy/zoneCheckInterval``).
+    var nextZoneCheck: Instant?
+    /// Slots whose engine's zone rules are still to be compared with those it recorded (at start,
+    /// and when a slot is loaded).
+    var zoneRulesToCompare: Set<Int> = []
 
     /// - Parameters:
     ///   - engine: recovered; the machine owns it from now on. In slot mode (``Policy/slots``) none:
@@ -277,6 +295,7 @@ public struct WorkerStateMachine {
         precondition((engine == nil) == (policy.slots != nil), "an engine without slots, none with them")
         self.policy = policy
         self.engines = engine.map { [0: $0] } ?? [:]
+        if engine != nil { zoneRulesToCompare = [0] }
         self.ownership = policy.slots.map(SlotOwnership.init(policy:))
         self.startedAt = now
         self.decoder = CommandDecoder(limits: policy.limits)
@@ -350,6 +369,7 @@ public struct WorkerStateMachine {
             }
         case .batchEnded:
             tick(now: now, &actions)
+            maybeCheckZones(now: now, &actions)
             actions.append(.commit)
             return actions
         case .drained:
@@ -364,6 +384,10 @@ public struct WorkerStateMachine {
             // No delivery tick here: a lease call runs in the middle of other actions.
             lease(event, now: now, monotonic: monotonic, &actions)
             return actions
+        case .zoneCheckRequested:
+            if lifecycle == .running { checkZones(because: "SIGHUP", now: now, &actions) }
+        case .zoneRulesChecked(let reload):
+            zoneRulesChecked(reload, now: now, &actions)
         }
         // A long batch of commands does not hold up what falls due meanwhile.
         if now.milliseconds - lastTick.milliseconds >= policy.tickInterval { tick(now: now, &actions) }
@@ -737,6 +761,16 @@ public struct WorkerStateMachine {
                 diverge()
             }
             engines[slot]?.apply(entry)
+        case .zoneRules(let records, let changed, let slot):
+            if case .failure(let error) = outcome {
+                log(
+                    .error,
+                    "cannot journal new zone rules; computing with them all the same",
+                    ["error": "\(error)"],
+                    into: &actions
+                )
+            }
+            zoneRulesAppended(records, changed: changed, slot: slot, &actions)
         }
     }
 

@@ -83,6 +83,8 @@ public struct WorkerStats: Hashable, Sendable {
     public internal(set) var leaseRenew = Histogram()
     public internal(set) var slotLoad = Histogram()
     public internal(set) var handover = Histogram()
+    /// Zones whose rules changed (a tzdata upgrade), noticed on SIGHUP, by the periodic check or at start.
+    public internal(set) var zoneRulesChanges = 0
     /// From when a delivery was due to when it was published.
     public internal(set) var lateness = Histogram()
     /// How long each journal sync took.
@@ -112,6 +114,7 @@ public struct WorkerStats: Hashable, Sendable {
             "rateLimited": .int(Int64(errorsByCode[ChimeError.Code.rateLimited.wireName] ?? 0)),
             "takeovers": .int(Int64(takeovers)),
             "duplicates": .int(Int64(duplicates)),
+            "zoneRulesChanges": .int(Int64(zoneRulesChanges)),
         ]
     }
 }
