@@ -11,7 +11,7 @@ import Synchronization
 struct SystemBenchmark {
     var quick: Bool
     var jsonPath: String
-    /// Run only these workloads (ingest, burst, steady, hostile, receipts); all when empty.
+    /// Run only these workloads (ingest, burst, batch, steady, hostile, receipts; slots only when named); all when empty.
     var only: Set<String> = []
     /// Every chimed serves `/metrics` on this loopback port, scraped every 100 ms while it runs:
     /// what the endpoint costs the workloads.
@@ -114,6 +114,7 @@ struct SystemBenchmark {
 
         if only.isEmpty || only.contains("ingest") { try ingest(url: url, chimed: chimed, me: me) }
         if only.isEmpty || only.contains("burst") { try burst(url: url, chimed: chimed, me: me) }
+        if only.isEmpty || only.contains("batch") { try batchIngest(url: url, chimed: chimed) }
         if only.isEmpty || only.contains("steady") { try steady(url: url, chimed: chimed) }
         if only.isEmpty || only.contains("hostile") { try hostile(url: url, chimed: chimed) }
         if only.isEmpty || only.contains("receipts") { try receipts(url: url, chimed: chimed) }

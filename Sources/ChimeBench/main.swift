@@ -5,7 +5,7 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let quick = arguments.contains("--quick")
 let usage = """
     usage: chime-bench recurrence [--quick | --hostile]
-           chime-bench system [--quick] [--json FILE] [--only ingest,burst,steady,hostile,receipts,slots]
+           chime-bench system [--quick] [--json FILE] [--only ingest,burst,batch,steady,hostile,receipts,slots]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
                               [--store postgres]  (every chimed on a PostgreSQL of its own, fsync on)
                               (slots, only when named: 1, 2 and 3 workers sharing 256 slots on one PostgreSQL)
