@@ -225,16 +225,7 @@ final class SlotCluster {
                 "2000000", "--max-bytes-per-device", "1099511627776", "--device-rate", "0",
             ]
         )
-        try worker.process.start()
-        guard
-            try runSync({ [worker] in
-                await worker.process.waitForLine(onStandardError: true, timeout: .seconds(60)) {
-                    $0.contains(" serving ")
-                }
-            }) != nil
-        else {
-            throw BenchError("chimed \(name) did not start:\n\(worker.log)")
-        }
+        try worker.startServing()
         workers[name] = worker
     }
 

@@ -747,16 +747,7 @@ struct SystemBenchmark {
             perDeviceLimits: perDeviceLimits,
             extra: extra + storeFlags + (metricsPort.map { ["--metrics-listen", "127.0.0.1:\($0)"] } ?? [])
         )
-        try worker.process.start()
-        guard
-            try runSync({ [worker] in
-                await worker.process.waitForLine(onStandardError: true, timeout: .seconds(60)) {
-                    $0.contains(" serving ")
-                }
-            }) != nil
-        else {
-            throw BenchError("chimed did not start:\n\(worker.log)")
-        }
+        try worker.startServing()
         if let port = metricsPort { Scraper.start(port: port, while: worker) }
         return worker
     }
@@ -797,6 +788,18 @@ struct SystemBenchmark {
 }
 
 extension Chimed {
+    /// Starts it and waits (a minute at most) until it serves.
+    func startServing() throws {
+        try process.start()
+        guard
+            try runSync({ [self] in
+                await process.waitForLine(onStandardError: true, timeout: .seconds(60)) { $0.contains(" serving ") }
+            }) != nil
+        else {
+            throw BenchError("chimed did not start:\n\(log)")
+        }
+    }
+
     /// chimed as the benchmark runs it: release, fsync always, no stats, quiet logs.
     convenience init(
         dataDirectory: String,

@@ -135,12 +135,7 @@ extension ZoneRulesTests {
             let old = try Self.fingerprint()
             let entries = engine.snapshot.entries
             try Self.zic(Self.source("-3:00"), into: directory)
-            // A new process reading the snapshot.
-            ZoneDatabase.shared.use(directories: ZoneDatabase.shared.directories)
-            let restarted = Engine()
-            restarted.beginRecovery()
-            for bytes in entries { try restarted.restore(snapshotEntry: bytes) }
-            restarted.finishRecovery()
+            let restarted = try Self.restartedAfterUpgrade(from: entries)
             let w = WorkerTestLoop(engine: restarted)
             try w.step()
             let new = try Self.fingerprint()

@@ -55,6 +55,17 @@ import Testing
         engine.apply(entry)
     }
 
+    /// An engine restored from `entries` by a new process, which reads the zone files afresh (an
+    /// upgrade made while the old one was stopped).
+    static func restartedAfterUpgrade(from entries: [[UInt8]]) throws -> Engine {
+        ZoneDatabase.shared.use(directories: ZoneDatabase.shared.directories)
+        let restarted = Engine()
+        restarted.beginRecovery()
+        for bytes in entries { try restarted.restore(snapshotEntry: bytes) }
+        restarted.finishRecovery()
+        return restarted
+    }
+
     static func next(_ engine: Engine, _ id: String) -> Instant? {
         engine.devices["d"]?.notifications[id]?.nextFireDate
     }
@@ -119,12 +130,7 @@ import Testing
             let old = try #require(Zone(identifier: Self.zone)).rulesFingerprint
             let entries = engine.snapshot.entries
             try Self.zic(Self.source("-3:00"), into: directory)
-            // A new process: nothing read yet.
-            ZoneDatabase.shared.use(directories: ZoneDatabase.shared.directories)
-            let restarted = Engine()
-            restarted.beginRecovery()
-            for bytes in entries { try restarted.restore(snapshotEntry: bytes) }
-            restarted.finishRecovery()
+            let restarted = try Self.restartedAfterUpgrade(from: entries)
             #expect(Self.next(restarted, "wall") == instant("2030-07-01T12:00:00Z"))
             #expect(Self.next(restarted, "absolute") == instant("2030-07-01T13:00:00Z"))
             let drift = restarted.unrecordedZoneRules
