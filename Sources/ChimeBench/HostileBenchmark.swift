@@ -237,7 +237,7 @@ extension SystemBenchmark {
         var alone: [(name: String, ms: Double, reply: String)] = []
         var attacker: LoadClient?
         if let attacks {
-            let client = try LoadClient(url: url, clientId: "bench-attacker", window: Self.attackWindow)
+            let client = try LoadClient(url: url, clientId: "bench-attacker", window: Self.attackWindow, tallyOutcomes: true)
             try client.start()
             // Each alone first, on a device of its own (whose budget is whole): what one costs.
             for a in attacks {
@@ -253,13 +253,13 @@ extension SystemBenchmark {
         }
         let measured = try DeliveryCollector(url: url, measure: true)
         try measured.start(filter: "\(Self.prefix)/+/notifications")
-        let load = try LoadClient(url: url, clientId: "bench-load-hostile", window: 20)
+        let load = try LoadClient(url: url, clientId: "bench-load-hostile", window: 20, tallyOutcomes: true)
         try load.start()
         let count = s.hostileRate * s.hostileSeconds
         let start = firstDue(loading: count, perSecond: try loadingRate(load))
         _ = try load.run(steadyCommands(rate: s.hostileRate, seconds: s.hostileSeconds, start: start), timeout: 3600)
         load.stop()
-        let prober = try LoadClient(url: url, clientId: "bench-roundtrip", window: 1)
+        let prober = try LoadClient(url: url, clientId: "bench-roundtrip", window: 1, tallyOutcomes: true)
         try prober.start()
         defer { prober.stop() }
 
