@@ -237,7 +237,12 @@ extension SystemBenchmark {
         var alone: [(name: String, ms: Double, reply: String)] = []
         var attacker: LoadClient?
         if let attacks {
-            let client = try LoadClient(url: url, clientId: "bench-attacker", window: Self.attackWindow, tallyOutcomes: true)
+            let client = try LoadClient(
+                url: url,
+                clientId: "bench-attacker",
+                window: Self.attackWindow,
+                tallyOutcomes: true
+            )
             try client.start()
             // Each alone first, on a device of its own (whose budget is whole): what one costs.
             for a in attacks {
