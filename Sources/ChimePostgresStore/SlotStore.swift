@@ -27,7 +27,7 @@ public final class SlotStore {
     /// The number of slots of a store created without one.
     public static let defaultSlotCount = 256
     /// The numbers of slots a store may have.
-    public static let slotCounts = 1...65536
+    public static let slotCounts = SlotOwnership.slotCounts
 
     public let connection: PostgresConnection
     /// The store's number of slots: device `d` is in slot `crc32(d) mod slotCount`.

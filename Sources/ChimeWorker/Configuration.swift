@@ -149,7 +149,7 @@ public struct WorkerConfiguration: Sendable {
             throw UsageError("--partition must be k/N with 0 <= k < N, got \"\(flags["partition"] ?? "")\"")
         }
         self.partition = partition
-        let slotCount = try flags.integer("slots", in: 0...65_536)
+        let slotCount = try flags.integer("slots", in: 0...SlotOwnership.slotCounts.upperBound)
         let leaseTTL = try flags.integer("lease-ttl", in: 2...300)
         if slotCount > 0 {
             guard store != nil else {

@@ -641,6 +641,20 @@ import Testing
         for broken in ["0-3,2", "3-1", "0-13", "-1", "1,,2", "a", "1-2-3", "5,4"] {
             #expect(SlotRanges.slots(broken, count: 13) == nil, "\(broken)")
         }
+        // A count no store may have is refused before any range is expanded.
+        #expect(SlotRanges.slots("0-999999999999", count: 1_000_000_000_000) == nil)
+        #expect(SlotRanges.slots("0-65535", count: 65536)?.count == 65536)
+    }
+
+    /// What a worker's status says of its slots, read as the probe and the overview read it: a
+    /// count no store may have, or not a whole number, is unreadable rather than a crash.
+    @Test func aStatusWithSlotsNoStoreMayHaveIsUnreadable() {
+        #expect(StatusCommand.servedSlots(["slots": 64, "serving": "0-3,9"])! == (64, [0, 1, 2, 3, 9]))
+        #expect(StatusCommand.servedSlots(["slots": 64]).map(\.serving) == [])
+        for slots: JSON in [.double(1e300), .double(2.5), -1, 0, 65537, "64"] {
+            #expect(StatusCommand.servedSlots(["slots": slots, "serving": "0"]) == nil, "\(slots)")
+        }
+        #expect(StatusCommand.servedSlots(["slots": 64, "serving": "0-64"]) == nil)
     }
 
     @Test func undecodableJournalRecordsAreDumpedAsBase64WithTheError() {

@@ -15,6 +15,18 @@ import Testing
         "CHIME_PARTITION_COUNT", "CHIME_HOSTNAME", "CHIME_DATA_ROOT", "CHIME_HEALTH_BROKER", "CHIME_PASSWORD_DIR",
         "CHIME_WORKER_ACCOUNT",
     ]
+    /// What the entry point exports with `environment` (and a plain PATH): `chime-env env`, ended.
+    static func entryPointEnvironment(_ environment: [String: String]) async throws -> ChildProcess {
+        let process = try ChildProcess(
+            Repository.path("deploy/container/chime-env"),
+            arguments: ["env"],
+            environment: ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
+        )
+        try process.start()
+        await process.waitForExit(timeout: .seconds(10))
+        return process
+    }
+
     static let chimedSettings = Set(WorkerConfiguration.flagSpecs.filter(\.fromEnvironment).map(\.environmentName))
 
     @Test func everyChimeSettingNamedInDeployExists() throws {
@@ -152,17 +164,12 @@ import Testing
     @Test func theEntryPointGivesEachPodItsOwnAccountsFromThePasswordDirectory() async throws {
         let secrets = try TemporaryDirectory(prefix: "chime-passwords")
         func run(_ environment: [String: String]) async throws -> ChildProcess {
-            let process = try ChildProcess(
-                Repository.path("deploy/container/chime-env"),
-                arguments: ["env"],
-                environment: [
-                    "PATH": "/usr/bin:/bin", "CHIME_HOSTNAME": "chimed-1", "CHIME_PARTITION_COUNT": "3",
+            try await Self.entryPointEnvironment(
+                [
+                    "CHIME_HOSTNAME": "chimed-1", "CHIME_PARTITION_COUNT": "3",
                     "CHIME_BROKER": "mqtts://emqx.chime.svc:8883", "CHIME_PASSWORD_DIR": secrets.path,
                 ].merging(environment) { $1 }
             )
-            try process.start()
-            await process.waitForExit(timeout: .seconds(10))
-            return process
         }
         // As a Secret volume holds them: one file per account, maybe with a final newline.
         try "worker-pw_1\n".write(toFile: secrets.appending("chimed-1-of-3"), atomically: true, encoding: .utf8)
@@ -257,18 +264,13 @@ import Testing
         try "slots-pw".write(toFile: secrets.appending("chimed-slots"), atomically: true, encoding: .utf8)
         try "health-pw".write(toFile: secrets.appending("chimed-slots-health"), atomically: true, encoding: .utf8)
         func run(_ environment: [String: String]) async throws -> ChildProcess {
-            let process = try ChildProcess(
-                Repository.path("deploy/container/chime-env"),
-                arguments: ["env"],
-                environment: [
-                    "PATH": "/usr/bin:/bin", "CHIME_HOSTNAME": "chimed-slots-7d9f8c6b5-x2kqp", "CHIME_SLOTS": "256",
+            try await Self.entryPointEnvironment(
+                [
+                    "CHIME_HOSTNAME": "chimed-slots-7d9f8c6b5-x2kqp", "CHIME_SLOTS": "256",
                     "CHIME_BROKER": "mqtt://emqx-workers:1884", "CHIME_PASSWORD_DIR": secrets.path,
                     "CHIME_WORKER_ACCOUNT": "chimed-slots",
                 ].merging(environment) { $1 }
             )
-            try process.start()
-            await process.waitForExit(timeout: .seconds(10))
-            return process
         }
         let pod = try await run([:])
         #expect(pod.termination == .exited(0), "\(pod.standardErrorLines)")

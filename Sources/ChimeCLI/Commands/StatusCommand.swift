@@ -82,6 +82,15 @@ struct StatusCommand: Command {
 
     // MARK: Readiness
 
+    /// Slot mode: the number of slots and those served, from a worker's status (`slots`,
+    /// `serving`), or nil when they are not a number of slots a store may have and ranges of it.
+    static func servedSlots(_ status: JSONObject) -> (count: Int, serving: [Int])? {
+        guard let number = status["slots"]?.numberValue, let count = Int(exactly: number),
+            let serving = SlotRanges.slots(status["serving"]?.stringValue ?? "", count: count)
+        else { return nil }
+        return (count, serving)
+    }
+
     /// The first of `chime-probe`, `chime-probe-1`, ... that the worker serves.
     static func probeDevice(where serves: (String) -> Bool) -> String {
         if serves("chime-probe") { return "chime-probe" }
@@ -112,12 +121,12 @@ struct StatusCommand: Command {
         }
         let device: String
         let serves: String
-        if let slotCount = status["slots"]?.numberValue.map(Int.init) {
+        if status["slots"] != nil {
             let servingText = status["serving"]?.stringValue ?? ""
-            guard slotCount > 0, let serving = SlotRanges.slots(servingText, count: slotCount) else {
+            guard let (slotCount, serving) = Self.servedSlots(status) else {
                 throw CLIFailure(
                     .failed,
-                    "not ready: worker \(worker) reports serving \"\(servingText)\" of \(slotCount) slots"
+                    "not ready: worker \(worker) reports serving \"\(servingText)\" of \(status["slots"]!.plainText) slots"
                 )
             }
             guard let first = serving.first else {
@@ -317,7 +326,7 @@ struct StatusCommand: Command {
         numbers("journal", journal)
         if let slotCount = status["slots"]?.plainText {
             let serving = status["serving"]?.stringValue ?? ""
-            let count = SlotRanges.slots(serving, count: Int.max)?.count ?? 0
+            let count = servedSlots(status).map { "\($0.serving.count)" } ?? "unreadable"
             let shown = slotCounts.compactMap { key, name in stats[key].map { "\(name) \($0.plainText)" } }
             table.append(
                 [

@@ -24,6 +24,9 @@
 ///   ``Policy/maxAcquirePerRound`` slots; when it left free slots behind, the next round comes as
 ///   soon as those are loaded.
 public struct SlotOwnership: Sendable {
+    /// The numbers of slots a store may have (`--slots`).
+    public static let slotCounts = 1...65536
+
     public struct Policy: Sendable {
         /// This worker's id in the store (unique among the live workers).
         public var worker: String
@@ -337,8 +340,10 @@ public enum SlotRanges {
         return parts.joined(separator: ",")
     }
 
-    /// The slots of `text`, or nil when it is not ranges of slots below `count`.
+    /// The slots of `text`, or nil when it is not ranges of slots below `count`, or `count` is not
+    /// a number of slots a store may have (so the array has 65,536 elements at most).
     public static func slots(_ text: String, count: Int) -> [Int]? {
+        guard SlotOwnership.slotCounts.contains(count) else { return nil }
         guard !text.isEmpty else { return [] }
         var slots: [Int] = []
         for part in text.split(separator: ",", omittingEmptySubsequences: false) {
