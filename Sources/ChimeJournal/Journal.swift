@@ -243,15 +243,30 @@ public final class Journal {
     static func lock(_ dir: DataDirectory) throws(JournalError) -> FileDescriptor {
         let name = JournalFormat.lockName
         let fd = try dir.open(name, .readWrite, [.create])
-        do {
-            try dir.fs.lock(fd, exclusive: true)
-        } catch {
-            defer { dir.closeQuietly(fd) }
-            if error == .wouldBlock {
-                let holder = (try? readLockHolder(dir, fd)) ?? "unknown"
-                throw JournalError(.locked, "data directory \(dir.path) is locked by pid \(holder) (\(dir.path(name)))")
+        // A lock our own pid holds may be the copy a child spawned by another thread has of a
+        // descriptor this process just closed, until the child's exec closes it (close-on-exec):
+        // ask again for a moment before calling it held.
+        var attempts = 0
+        while true {
+            do {
+                try dir.fs.lock(fd, exclusive: true)
+                break
+            } catch {
+                let holder = error == .wouldBlock ? (try? readLockHolder(dir, fd)) ?? "unknown" : ""
+                if error == .wouldBlock && holder == "\(getpid())" && attempts < 20 {
+                    attempts += 1
+                    usleep(10_000)
+                    continue
+                }
+                dir.closeQuietly(fd)
+                if error == .wouldBlock {
+                    throw JournalError(
+                        .locked,
+                        "data directory \(dir.path) is locked by pid \(holder) (\(dir.path(name)))"
+                    )
+                }
+                throw JournalError(.io, "cannot lock \(dir.path(name))", errno: error)
             }
-            throw JournalError(.io, "cannot lock \(dir.path(name))", errno: error)
         }
         do {
             try dir.truncate(fd, name, to: 0)
