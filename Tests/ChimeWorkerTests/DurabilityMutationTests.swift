@@ -30,11 +30,14 @@ import Testing
         "not_found", "quota_exceeded", "unavailable", "internal",
     ]
 
-    @Test func mutatedCommandsGetErrorsAndChangeNothing() async throws {
+    @Test(arguments: StoreKind.allCases) func mutatedCommandsGetErrorsAndChangeNothing(store: StoreKind) async throws {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["CHIME_MUTATION_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 0...UInt64.max)
         let total = environment["CHIME_MUTATIONS"].flatMap(Int.init) ?? 3000
-        let f = try await WorkerFixture.start(extra: ["--max-command-bytes", "16384", "--max-pending-per-device", "40"])
+        let f = try await WorkerFixture.start(
+            extra: ["--max-command-bytes", "16384", "--max-pending-per-device", "40"],
+            store: store
+        )
         defer { Task { await f.stop() } }
 
         // Every device starts with something to lose. About one mutation in 70 happens to be a

@@ -6,8 +6,8 @@ import Testing
 
 /// The real chimed on a real mosquitto, driven by a real MQTT client.
 @Suite(.serialized) struct EndToEndTests {
-    @Test func aNotificationScheduledOneSecondAheadArrivesWithItsFields() async throws {
-        let f = try await WorkerFixture.start()
+    @Test(arguments: StoreKind.allCases) func aNotificationScheduledOneSecondAheadArrivesWithItsFields(store: StoreKind) async throws {
+        let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("phone-1")
         let before = Date()
@@ -52,8 +52,8 @@ import Testing
         #expect(try await f.list("phone-1").isEmpty)
     }
 
-    @Test func aNotificationCancelledBeforeItsTimeNeverArrives() async throws {
-        let f = try await WorkerFixture.start()
+    @Test(arguments: StoreKind.allCases) func aNotificationCancelledBeforeItsTimeNeverArrives(store: StoreKind) async throws {
+        let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("d1")
         // Seconds ahead, so that a loaded machine cannot let it fire before the cancel is served.
@@ -187,8 +187,8 @@ import Testing
         #expect(listed == ["q0", "q1", "q2", "q3", "q4"])
     }
 
-    @Test func aRepeatingNotificationDeliversThreeTimesAndFlagsTheLast() async throws {
-        let f = try await WorkerFixture.start()
+    @Test(arguments: StoreKind.allCases) func aRepeatingNotificationDeliversThreeTimesAndFlagsTheLast(store: StoreKind) async throws {
+        let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("r1")
         try await f.ok("r1", .schedule, #"{"id":"tick","after":1,"repeatInterval":"second","count":3}"#)
