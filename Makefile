@@ -4,7 +4,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build release run test lint format bench bench-postgres bench-slots bench-quick fuzz soak clean
+.PHONY: bootstrap build release run test lint format bench bench-postgres bench-slots bench-scale bench-quick fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -63,6 +63,7 @@ soak: bootstrap
 ## prints a table, writes bench-results/results.json and plots the lateness to lateness.svg.
 ## bench-quick runs the workloads at a tenth of the size (about a minute) into quick.json and quick-lateness.svg.
 bench: release
+	scripts/nats-peer --install
 	.build/release/chime-bench system --json bench-results/results.json
 	scripts/plot-lateness bench-results/results.json bench-results/lateness.svg
 
@@ -76,6 +77,13 @@ bench-postgres: release
 bench-slots: release
 	.build/release/chime-bench system --only slots --json bench-results/slots.json
 
+## The cost curve (README, "At ten million"): the steady workload at 1, 2, 5 and 10 million pending,
+## each with a snapshot and a recovery from kill -9; plotted to bench-results/scale.svg (about 40 minutes).
+bench-scale: release
+	.build/release/chime-bench system --only scale --json bench-results/scale.json
+	scripts/plot-scale bench-results/scale.json bench-results/scale.svg
+
 bench-quick: release
+	scripts/nats-peer --install
 	.build/release/chime-bench system --quick --json bench-results/quick.json
 	scripts/plot-lateness bench-results/quick.json bench-results/quick-lateness.svg

@@ -29,9 +29,16 @@ func cpuSeconds(pid: Int32) -> Double? {
 }
 
 /// Resident set size of a process, in bytes.
-func residentBytes(pid: Int32) -> Int? {
+func residentBytes(pid: Int32) -> Int? { statusBytes(pid: pid, "VmRSS:") }
+
+/// The most resident memory a process has had (VmHWM, which writing 5 to its clear_refs resets),
+/// in bytes.
+func peakResidentBytes(pid: Int32) -> Int? { statusBytes(pid: pid, "VmHWM:") }
+
+/// A size in /proc/PID/status (given there in kB), in bytes.
+private func statusBytes(pid: Int32, _ field: String) -> Int? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-    for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+    for line in text.split(separator: "\n") where line.hasPrefix(field) {
         let parts = line.split(separator: " ", omittingEmptySubsequences: true)
         if parts.count >= 2, let kb = Int(parts[1]) { return kb * 1024 }
     }

@@ -11,7 +11,8 @@ import Synchronization
 struct SystemBenchmark {
     var quick: Bool
     var jsonPath: String
-    /// Run only these workloads (ingest, burst, batch, steady, hostile, receipts; slots only when named); all when empty.
+    /// Run only these workloads (ingest, burst, peer, batch, steady, hostile, receipts; slots and scale
+    /// only when named); all when empty.
     var only: Set<String> = []
     /// Every chimed serves `/metrics` on this loopback port, scraped every 100 ms while it runs:
     /// what the endpoint costs the workloads.
@@ -114,12 +115,14 @@ struct SystemBenchmark {
 
         if only.isEmpty || only.contains("ingest") { try ingest(url: url, chimed: chimed, me: me) }
         if only.isEmpty || only.contains("burst") { try burst(url: url, chimed: chimed, me: me) }
+        if only.isEmpty || only.contains("peer") { try peer(url: url) }
         if only.isEmpty || only.contains("batch") { try batchIngest(url: url, chimed: chimed) }
         if only.isEmpty || only.contains("steady") { try steady(url: url, chimed: chimed) }
         if only.isEmpty || only.contains("hostile") { try hostile(url: url, chimed: chimed) }
         if only.isEmpty || only.contains("receipts") { try receipts(url: url, chimed: chimed) }
-        // Not in the default run: `make bench-slots`.
+        // Not in the default run: `make bench-slots` and `make bench-scale`.
         if only.contains("slots") { try slots(url: url, chimed: chimed) }
+        if only.contains("scale") { try scale(url: url, chimed: chimed) }
 
         say("")
         say(table())
@@ -510,141 +513,36 @@ struct SystemBenchmark {
     }
 
     /// A million pending, of which 2,000 fall due per second for 60 s; memory per pending;
-    /// cancel by tag; recovery time with a snapshot and journal records after it.
+    /// cancel by tag; a snapshot; recovery time with a snapshot and journal records after it.
     mutating func steady(url: String, chimed: String) throws {
-        let s = sizes
-        let data = try TemporaryDirectory(prefix: "chime-bench")
-        var worker = try startChimed(chimed, url: url, data: data.path)
-        let rss0 = residentBytes(pid: worker.process.pid) ?? 0
-        let load = try LoadClient(url: url, clientId: "bench-load-steady", window: 20)
-        try load.start()
-        let steadyCount = s.steadyRate * s.steadySeconds
-        let total = s.pendingBig + steadyCount
-        // Subscribed before anything falls due, so that no delivery is missed.
-        let measured = try DeliveryCollector(url: url, measure: true)
-        try measured.start(filter: "\(Self.prefix)/+/notifications")
-        say("steady: \(total) pending, \(s.steadyRate)/s falling due for \(s.steadySeconds) s")
-
-        // The big device: tags with ten notifications each, for cancel by tag.
-        let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000).rfc3339()
-        var big: [(String, [UInt8])] = []
-        let batch = 500
-        var i = 0
-        while i < s.pendingBig {
-            var items: [String] = []
-            for j in i..<min(s.pendingBig, i + batch) {
-                items.append(
-                    #"{"id":"g\#(j)","fireDate":"\#(far)","alertBody":"\#(Self.body)","userInfo":{"tag":"t\#(j / 10)","b":"two","c":true}}"#
-                )
-            }
-            big.append(
-                (
-                    "\(Self.prefix)/big/cmd/schedule",
-                    Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)
-                )
-            )
-            i += batch
-        }
-        let loadStart = monotonicSeconds()
-        let bigResult = try load.run(big, timeout: 3600)
-        let perSecond = Double(s.pendingBig) / bigResult.seconds
-        // The steady ones: due evenly from T over the window, spread over 1000 devices.
-        let start = firstDue(loading: steadyCount, perSecond: perSecond)
-        _ = try load.run(steadyCommands(rate: s.steadyRate, seconds: s.steadySeconds, start: start), timeout: 3600)
-        say(String(format: "  loaded in %.0f s", monotonicSeconds() - loadStart))
-
-        // Memory, with everything pending.
-        let rss1 = residentBytes(pid: worker.process.pid) ?? 0
-        let content = Self.body.utf8.count + #"{"tag":"t12345","b":"two","c":true}"#.utf8.count + "g123456".utf8.count
-        let perPending = Double(rss1 - rss0) / Double(total) - Double(content)
-        say(
-            String(
-                format: "  memory: %.0f B RSS per pending notification beyond its %d B of content",
-                perPending,
-                content
-            )
-        )
-        rows.append(("memory: RSS per pending beyond content", String(format: "%.0f B", perPending), "", "≤ 400 B"))
-
-        // Cancel by tag: ten matches among everything pending.
-        let cancels = (0..<s.cancelSamples).map { k in
-            (
-                "\(Self.prefix)/big/cmd/cancel",
-                Array(#"{"match":{"userInfo":{"tag":"t\#(k * 997 % (s.pendingBig / 10))"}}}"#.utf8)
-            )
-        }
-        let reads = (0..<s.cancelSamples).map { _ in ("\(Self.prefix)/big/cmd/device", Array("{}".utf8)) }
-        // The same lookups without the journal write: a list by tag.
-        let lookups = (0..<s.cancelSamples).map { k in
-            (
-                "\(Self.prefix)/big/cmd/list",
-                Array(#"{"match":{"userInfo":{"tag":"t\#((k * 997 + 1) % (s.pendingBig / 10))"}}}"#.utf8)
-            )
-        }
-        let serial = try LoadClient(url: url, clientId: "bench-serial", window: 1)
-        try serial.start()
-        // The first match on a device builds its userInfo index (see Engine.matching).
-        let first = try serial.run(
-            [("\(Self.prefix)/big/cmd/list", Array(#"{"match":{"userInfo":{"tag":"t1"}}}"#.utf8))],
-            measureLatency: true
-        )
-        let firstMs = first.latencies.quantile(0.5) * 1000
-        let rss2 = residentBytes(pid: worker.process.pid) ?? 0
-        let perPendingIndexed = Double(rss2 - rss0) / Double(total) - Double(content)
-        say(
-            String(
-                format: "  first match on the big device (builds its index): %.0f ms; memory then %.0f B per pending",
-                firstMs,
-                perPendingIndexed
-            )
+        let f = try pending(url: url, chimed: chimed, big: sizes.pendingBig, extraRecords: sizes.extraRecords)
+        rows.append(("memory: RSS per pending beyond content", String(format: "%.0f B", f.perPending), "", "≤ 400 B"))
+        rows.append(
+            ("memory, with the userInfo index built", String(format: "%.0f B", f.perPendingIndexed), "", "≤ 400 B")
         )
         results["memory"] = [
-            "pending": total, "rssBefore": rss0, "rssAfter": rss1, "rssWithIndex": rss2, "contentBytes": content,
-            "bytesPerPendingBeyondContent": perPending, "bytesPerPendingWithIndex": perPendingIndexed,
+            "pending": f.total, "rssBefore": f.rss.before, "rssAfter": f.rss.loaded, "rssWithIndex": f.rss.indexed,
+            "contentBytes": f.contentBytes, "bytesPerPendingBeyondContent": f.perPending,
+            "bytesPerPendingWithIndex": f.perPendingIndexed,
         ]
-        rows.append(
-            ("memory, with the userInfo index built", String(format: "%.0f B", perPendingIndexed), "", "≤ 400 B")
-        )
-        let cancelled = try serial.run(cancels, measureLatency: true)
-        let read = try serial.run(reads, measureLatency: true)
-        let listed = try serial.run(lookups, measureLatency: true)
-        serial.stop()
-        let cancelMs = cancelled.latencies.quantile(0.5) * 1000
-        let listMs = listed.latencies.quantile(0.5) * 1000
-        say(
-            String(
-                format:
-                    "  cancel by tag: median %.2f ms round trip, with its fdatasync (list by tag: %.2f ms; a device read: %.2f ms)",
-                cancelMs,
-                listMs,
-                read.latencies.quantile(0.5) * 1000
-            )
-        )
         results["cancelByTag"] = [
-            "pending": total, "medianMs": cancelMs, "firstMatchMs": firstMs,
-            "p99Ms": cancelled.latencies.quantile(0.99) * 1000, "listByTagMedianMs": listMs,
-            "deviceReadMedianMs": read.latencies.quantile(0.5) * 1000,
+            "pending": f.total, "medianMs": f.cancel.quantile(0.5), "firstMatchMs": f.firstMatchMs,
+            "p99Ms": f.cancel.quantile(0.99), "listByTagMedianMs": f.list.quantile(0.5),
+            "deviceReadMedianMs": f.read.quantile(0.5),
         ]
         rows.append(
-            ("cancel by tag among \(total): reply latency (median)", String(format: "%.2f ms", cancelMs), "", "≤ 1 ms")
-        )
-        rows.append(("list by tag (the same lookup, no write)", String(format: "%.2f ms", listMs), "", ""))
-
-        // The steady window.
-        let d = try steadyDeliveries(measured, count: steadyCount, seconds: s.steadySeconds, workload: "steady")
-        let l = d.worker
-        say(
-            String(
-                format: "  lateness p50 %.0f ms, p99 %.0f ms, p99.9 %.0f ms (arrival p99 %.0f ms)",
-                l.quantile(0.5),
-                l.quantile(0.99),
-                l.quantile(0.999),
-                d.arrival.quantile(0.99)
+            (
+                "cancel by tag among \(f.total): reply latency (median)",
+                String(format: "%.2f ms", f.cancel.quantile(0.5)), "", "≤ 1 ms"
             )
         )
+        rows.append(
+            ("list by tag (the same lookup, no write)", String(format: "%.2f ms", f.list.quantile(0.5)), "", "")
+        )
+        let l = f.lateness
         results["steady"] = [
-            "pending": total, "perSecond": s.steadyRate, "seconds": s.steadySeconds, "latenessMs": quantiles(l),
-            "arrivalLatenessMs": quantiles(d.arrival),
+            "pending": f.total, "perSecond": sizes.steadyRate, "seconds": sizes.steadySeconds,
+            "latenessMs": quantiles(l), "arrivalLatenessMs": quantiles(f.arrival),
         ]
         rows.append(
             (
@@ -653,68 +551,29 @@ struct SystemBenchmark {
                 "p99 ≤ 5 ms"
             )
         )
-
-        // Recovery: a snapshot of everything, then journal records after it, then kill -9.
-        worker.process.signal(SIGUSR1)
-        let snapshotting = worker
-        guard
-            try runSync({
-                await snapshotting.process.waitForLine(onStandardError: true, timeout: .seconds(600)) {
-                    $0.contains("snapshot written")
-                }
-            }) != nil
-        else {
-            throw BenchError("no snapshot:\n\(worker.log)")
-        }
-        let extra = (0..<s.extraRecords).map { k in
+        results["snapshot"] = f.snapshot.json
+        rows.append(
             (
-                "\(Self.prefix)/x\(k % 1000)/cmd/schedule",
-                Array(#"{"id":"x\#(k)","fireDate":"\#(far)","alertBody":"\#(Self.body)"}"#.utf8)
+                "snapshot of \(f.total): time, size, longest loop turn meanwhile",
+                String(
+                    format: "%.1f s, %.0f MB, ≤ %.0f ms",
+                    f.snapshot.seconds,
+                    Double(f.snapshot.bytes ?? 0) / 1e6,
+                    f.snapshot.longestStepAtMostMs
+                ), "", ""
             )
-        }
-        let window = try LoadClient(url: url, clientId: "bench-load-extra", window: 1000)
-        try window.start()
-        _ = try window.run(extra)
-        window.stop()
-        load.stop()
-        // Killed and started again three times: the figure is the median (this machine's page
-        // faults cost more or less from one run to the next).
-        var times: [Double] = []
-        var logs: [[String]] = []
-        for _ in 0..<3 {
-            worker.process.kill()
-            let killed = worker
-            try runSync { await killed.process.waitForExit(timeout: .seconds(30)) }
-            let started = monotonicSeconds()
-            // The same flags: the same data directory, or the same PostgreSQL (kept running).
-            worker = try Chimed(executable: chimed, arguments: killed.arguments)
-            try worker.process.start()
-            let probe = try LoadClient(url: url, clientId: "bench-probe", window: 1)
-            try probe.start()
-            var served: Double?
-            while served == nil && monotonicSeconds() - started < 300 {
-                if let r = try? probe.run([("\(Self.prefix)/big/cmd/device", Array("{}".utf8))], timeout: 0.05),
-                    r.ok > 0
-                {
-                    served = monotonicSeconds() - started
-                }
-            }
-            probe.stop()
-            guard let served else { throw BenchError("recovery: no reply within 300 s") }
-            let recoveryLine = worker.process.standardErrorLines.first { $0.contains("snapshotEntries") } ?? ""
-            let readyLine = worker.process.standardErrorLines.first { $0.contains(" ready ") } ?? ""
-            say(String(format: "  recovery: first command served %.2f s after start", served))
-            say("    \(recoveryLine)\n    \(readyLine)")
-            times.append(served)
-            logs.append([recoveryLine, readyLine])
-        }
-        stop(worker)
-        let served = times.sorted()[1]
-        results["recovery"] = ["secondsToFirstCommand": served, "runs": times, "logs": logs]
+        )
+        results["recovery"] = [
+            "secondsToFirstCommand": f.recoveryMedian, "runs": f.recovery, "logs": f.recoveryLogs,
+        ]
         rows.append(
             (
                 "recovery: start to first command served (median of 3)",
-                String(format: "%.2f s (%@)", served, times.map { String(format: "%.2f", $0) }.joined(separator: ", ")),
+                String(
+                    format: "%.2f s (%@)",
+                    f.recoveryMedian,
+                    f.recovery.map { String(format: "%.2f", $0) }.joined(separator: ", ")
+                ),
                 "", "≤ 3 s"
             )
         )
@@ -810,9 +669,10 @@ extension Chimed {
     ) throws {
         var arguments = [
             "--broker", url, "--data-dir", dataDirectory, "--worker-id", "bench", "--log-level", "info",
-            "--stats-interval", "0", "--max-pending-per-device", "2000000", "--fsync", "always",
+            "--stats-interval", "0", "--max-pending-per-device", "20000000", "--fsync", "always",
         ]
-        // One device holds 880,000 notifications, loaded as fast as chimed takes them.
+        // One device holds 880,000 notifications (up to 9,880,000 in bench-scale), loaded as fast
+        // as chimed takes them.
         if !perDeviceLimits { arguments += ["--max-bytes-per-device", "1099511627776", "--device-rate", "0"] }
         try self.init(executable: path, arguments: arguments + extra)
     }

@@ -5,10 +5,12 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let quick = arguments.contains("--quick")
 let usage = """
     usage: chime-bench recurrence [--quick | --hostile]
-           chime-bench system [--quick] [--json FILE] [--only ingest,burst,batch,steady,hostile,receipts,slots]
+           chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,scale]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
                               [--store postgres]  (every chimed on a PostgreSQL of its own, fsync on)
-                              (slots, only when named: 1, 2 and 3 workers sharing 256 slots on one PostgreSQL)
+                              (peer: NATS JetStream through scripts/nats-peer, installed by its --install;
+                               slots, only when named: 1, 2 and 3 workers sharing 256 slots on one PostgreSQL;
+                               scale, only when named: the steady workload at 1, 2, 5 and 10 million pending)
            chime-bench relay URL PREFIX             (a baseline process the system benchmark starts)
            chime-bench pump URL PREFIX COUNT DEVICES (likewise)
 

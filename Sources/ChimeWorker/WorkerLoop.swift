@@ -66,11 +66,13 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     /// In slot mode the leases come first: a worker that was paused drops what expired meanwhile
     /// before it handles a command that arrived meanwhile.
     public func step(_ events: [WorkerEvent]) throws(WorkerError) {
+        let started = clock.monotonic()
         if machine.ownership != nil {
-            try perform(machine.handle(.lease(.tick, monotonic: clock.monotonic()), now: clock.now()))
+            try perform(machine.handle(.lease(.tick, monotonic: started), now: clock.now()))
         }
         for event in events { try handle(event) }
         try perform(machine.handle(.batchEnded, now: clock.now()))
+        try perform(machine.report(.stepTook(clock.monotonic() - started), now: clock.now()))
     }
 
     func handle(_ event: WorkerEvent) throws(WorkerError) {

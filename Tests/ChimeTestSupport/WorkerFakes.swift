@@ -51,6 +51,8 @@ public final class FakeStore: WorkerStore {
     /// Makes the next appends fail while true.
     public var failAppends = false
     public var failCommit = false
+    /// Runs in each commit: a test makes a commit take time with it (``ManualClock/advance(milliseconds:)``).
+    public var duringCommit: (() -> Void)?
     /// Makes commits fail as a database whose connection broke does (``StoreError/transient``).
     public var failCommitTransiently = false
     public var snapshotDue = false
@@ -84,6 +86,7 @@ public final class FakeStore: WorkerStore {
             throw StoreError("server closed the connection unexpectedly (injected)", transient: true)
         }
         timeline.add(.commit)
+        duringCommit?()
         let synced = committed < records.count
         committed = records.count
         return synced ? 100 : nil

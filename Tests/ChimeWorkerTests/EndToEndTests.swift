@@ -6,7 +6,9 @@ import Testing
 
 /// The real chimed on a real mosquitto, driven by a real MQTT client.
 @Suite(.serialized) struct EndToEndTests {
-    @Test(arguments: StoreKind.allCases) func aNotificationScheduledOneSecondAheadArrivesWithItsFields(store: StoreKind) async throws {
+    @Test(arguments: StoreKind.allCases) func aNotificationScheduledOneSecondAheadArrivesWithItsFields(
+        store: StoreKind
+    ) async throws {
         let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("phone-1")
@@ -52,7 +54,9 @@ import Testing
         #expect(try await f.list("phone-1").isEmpty)
     }
 
-    @Test(arguments: StoreKind.allCases) func aNotificationCancelledBeforeItsTimeNeverArrives(store: StoreKind) async throws {
+    @Test(arguments: StoreKind.allCases) func aNotificationCancelledBeforeItsTimeNeverArrives(
+        store: StoreKind
+    ) async throws {
         let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("d1")
@@ -187,7 +191,9 @@ import Testing
         #expect(listed == ["q0", "q1", "q2", "q3", "q4"])
     }
 
-    @Test(arguments: StoreKind.allCases) func aRepeatingNotificationDeliversThreeTimesAndFlagsTheLast(store: StoreKind) async throws {
+    @Test(arguments: StoreKind.allCases) func aRepeatingNotificationDeliversThreeTimesAndFlagsTheLast(
+        store: StoreKind
+    ) async throws {
         let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("r1")

@@ -35,6 +35,25 @@ import Testing
         #expect(w.store.committed == 2)
     }
 
+    @Test func eachTurnOfTheLoopIsTimedWhatHoldsItUpIncluded() throws {
+        let w = World()
+        try w.online()
+        let before = w.machine.stats.loopStep
+        try w.step(w.command("d1", .list, #"{}"#))
+        let quick = w.machine.stats.loopStep
+        #expect(quick.total == before.total + 1)
+        // A commit that takes 30 ms makes its turn at least that long.
+        w.store.duringCommit = { w.clock.advance(milliseconds: 30) }
+        try w.step(w.command("d1", .schedule, #"{"id":"a","after":60}"#))
+        let slow = w.machine.stats.loopStep
+        #expect(slow.total == quick.total + 1)
+        #expect(slow.maximum >= 30_000)
+        #expect(quick.maximum < 30_000)
+        #expect(
+            slow.counts[Histogram.bounds.firstIndex(of: 50)!] == quick.counts[Histogram.bounds.firstIndex(of: 50)!] + 1
+        )
+    }
+
     @Test func aCommandTheStoreCannotTakeIsRefusedAndChangesNothing() throws {
         let w = World()
         try w.online()

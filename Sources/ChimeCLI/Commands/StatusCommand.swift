@@ -272,7 +272,7 @@ struct StatusCommand: Command {
     /// Counts keyed by op and by error code.
     static let tallies = [("commands", "commands"), ("errorsByCode", "errors")]
     /// Histograms in milliseconds (the last three in slot mode only).
-    static let histograms = ["lateness", "fsync", "leaseRenew", "slotLoad", "handover"]
+    static let histograms = ["lateness", "fsync", "loopStep", "leaseRenew", "slotLoad", "handover"]
     /// Slot mode: the slots served (a list, shown from the status) and the counts of hand-overs.
     static let slotCounts = [
         ("slotsLoaded", "loaded"), ("slotsDropped", "dropped"), ("commandsForOtherSlots", "commands for others"),

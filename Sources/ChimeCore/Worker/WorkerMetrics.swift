@@ -58,6 +58,10 @@ public struct WorkerMetrics: Hashable, Sendable {
         ("chime_zone_rules_changes_total", "counter", "Zones whose rules changed (a tzdata upgrade) while in use."),
         ("chime_delivery_lateness_seconds", "histogram", "From when a delivery was due to when it was published."),
         ("chime_journal_sync_seconds", "histogram", "How long each journal sync took."),
+        (
+            "chime_loop_step_seconds", "histogram",
+            "How long each turn of the worker's loop took: the longest the engine was busy at once."
+        ),
         ("chime_pending_notifications", "gauge", "Notifications waiting to fire."),
         ("chime_devices", "gauge", "Devices with state."),
         ("chime_deliveries_in_flight", "gauge", "Deliveries published and not yet acknowledged."),
@@ -115,6 +119,8 @@ public struct WorkerMetrics: Hashable, Sendable {
         out.histogram("chime_delivery_lateness_seconds", stats.lateness)
         family("chime_journal_sync_seconds")
         out.histogram("chime_journal_sync_seconds", stats.fsync)
+        family("chime_loop_step_seconds")
+        out.histogram("chime_loop_step_seconds", stats.loopStep)
         let gauges: [(String, Double)] = [
             ("chime_pending_notifications", Double(pending)),
             ("chime_devices", Double(devices)),

@@ -174,6 +174,9 @@ public struct WorkerStateMachine {
         case snapshotStarted(Result<UInt64, StoreError>)
         /// The engine time, in milliseconds, that the last command took, charged to its device.
         case commandCost(milliseconds: Double)
+        /// How long the loop's last turn took: the events that arrived together, what fell due,
+        /// the commit and the replies (a snapshot's frozen copy included).
+        case stepTook(Duration)
     }
 
     /// The broker connection.
@@ -465,6 +468,7 @@ public struct WorkerStateMachine {
         case .commandCost(let milliseconds):
             if let (device, at) = charging { budget.charge(device, milliseconds: milliseconds, now: at) }
             charging = nil
+        case .stepTook(let duration): stats.loopStep.record(duration)
         }
         return actions
     }

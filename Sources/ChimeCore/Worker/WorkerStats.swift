@@ -89,6 +89,9 @@ public struct WorkerStats: Hashable, Sendable {
     public internal(set) var lateness = Histogram()
     /// How long each journal sync took.
     public internal(set) var fsync = Histogram()
+    /// How long each turn of the loop took (``WorkerStateMachine/ActionResult/stepTook(_:)``): the
+    /// longest the engine thread was busy at once, so the longest a due delivery could wait for it.
+    public internal(set) var loopStep = Histogram()
 
     /// Commands answered with an error.
     public var errors: Int { errorsByCode.values.reduce(0, +) }
@@ -108,6 +111,7 @@ public struct WorkerStats: Hashable, Sendable {
             "lateDeliveries": .int(Int64(lateDeliveries)),
             "lateness": .object(lateness.json),
             "fsync": .object(fsync.json),
+            "loopStep": .object(loopStep.json),
             "reconnects": .int(Int64(reconnects)),
             "refusedDeliveries": .int(Int64(refusedDeliveries)),
             "subscriptionRefusals": .int(Int64(subscriptionRefusals)),
