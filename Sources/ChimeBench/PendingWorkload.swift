@@ -21,6 +21,8 @@ struct PendingFigures {
     /// Steady deliveries: firedAt - fireDate and arrival - fireDate, in milliseconds.
     var lateness: Samples
     var arrival: Samples
+    /// Snapshots chimed began on its own (its journal's `--snapshot-bytes`) during the steady window.
+    var snapshotsInWindow: Int
     var snapshot: SnapshotFigures
     /// Start to first command served after each kill -9.
     var recovery: [Double]
@@ -36,7 +38,8 @@ struct PendingFigures {
             "firstMatchMs": firstMatchMs,
             "cancelByTagMs": ["median": cancel.quantile(0.5), "p99": cancel.quantile(0.99)],
             "listByTagMedianMs": list.quantile(0.5), "deviceReadMedianMs": read.quantile(0.5),
-            "snapshot": snapshot.json, "recoverySeconds": recovery, "recoveryMedianSeconds": recoveryMedian,
+            "snapshot": snapshot.json, "snapshotsDuringSteady": snapshotsInWindow, "recoverySeconds": recovery,
+            "recoveryMedianSeconds": recoveryMedian,
             "recoveryLogs": recoveryLogs,
         ]
     }
@@ -116,16 +119,13 @@ extension SystemBenchmark {
             loadedSeconds += try load.run(big, timeout: 3600).seconds
         }
         let perSecond = Double(bigCount) / loadedSeconds
-        // The steady ones: due evenly from T over the window, spread over 1000 devices.
-        let start = firstDue(loading: steadyCount, perSecond: perSecond)
-        _ = try load.run(steadyCommands(rate: s.steadyRate, seconds: s.steadySeconds, start: start), timeout: 3600)
-        let loadSeconds = monotonicSeconds() - loadStart
-        say(String(format: "  loaded in %.0f s (%.0f notifications/s)", loadSeconds, perSecond))
 
-        // Memory, with everything pending.
+        // Memory, with the big device loaded, once the snapshots its journal set off are written
+        // (one in progress holds a frozen copy of the state).
+        try snapshotsWritten(worker)
         let rss1 = residentBytes(pid: worker.process.pid) ?? 0
         let content = Self.body.utf8.count + #"{"tag":"t12345","b":"two","c":true}"#.utf8.count + "g123456".utf8.count
-        let perPending = Double(rss1 - rss0) / Double(total) - Double(content)
+        let perPending = Double(rss1 - rss0) / Double(bigCount) - Double(content)
         say(
             String(
                 format: "  memory: %.0f B RSS per pending notification beyond its %d B of content",
@@ -153,7 +153,7 @@ extension SystemBenchmark {
         )
         let firstMs = first.latencies.quantile(0.5) * 1000
         let rss2 = residentBytes(pid: worker.process.pid) ?? 0
-        let perPendingIndexed = Double(rss2 - rss0) / Double(total) - Double(content)
+        let perPendingIndexed = Double(rss2 - rss0) / Double(bigCount) - Double(content)
         say(
             String(
                 format: "  first match on the big device (builds its index): %.0f ms; memory then %.0f B per pending",
@@ -178,15 +178,26 @@ extension SystemBenchmark {
             )
         )
 
-        // The steady window.
+        // The steady ones, after the index is built (which holds the loop for as long as it takes):
+        // due evenly from T over the window, spread over 1000 devices.
+        let start = firstDue(loading: steadyCount, perSecond: perSecond)
+        _ = try load.run(steadyCommands(rate: s.steadyRate, seconds: s.steadySeconds, start: start), timeout: 3600)
+        let loadSeconds = monotonicSeconds() - loadStart
+        say(String(format: "  loaded in %.0f s (the big device at %.0f notifications/s)", loadSeconds, perSecond))
+
+        // The steady window, with the snapshots the journal sets off meanwhile, as in production.
+        let startedBefore = Self.snapshotLines(worker, "snapshot started")
         let d = try steadyDeliveries(measured, count: steadyCount, seconds: s.steadySeconds, workload: "steady")
+        let snapshotsInWindow = Self.snapshotLines(worker, "snapshot started") - startedBefore
         say(
             String(
-                format: "  lateness p50 %.0f ms, p99 %.0f ms, p99.9 %.0f ms (arrival p99 %.0f ms)",
+                format:
+                    "  lateness p50 %.0f ms, p99 %.0f ms, p99.9 %.0f ms (arrival p99 %.0f ms); %d snapshots began meanwhile",
                 d.worker.quantile(0.5),
                 d.worker.quantile(0.99),
                 d.worker.quantile(0.999),
-                d.arrival.quantile(0.99)
+                d.arrival.quantile(0.99),
+                snapshotsInWindow
             )
         )
 
@@ -249,6 +260,7 @@ extension SystemBenchmark {
             read: deviceRead,
             lateness: d.worker,
             arrival: d.arrival,
+            snapshotsInWindow: snapshotsInWindow,
             snapshot: snapshot,
             recovery: times,
             recoveryLogs: logs
@@ -258,6 +270,7 @@ extension SystemBenchmark {
     /// Asks `worker` for a snapshot (SIGUSR1) and waits for it: how long it took, its size, the
     /// memory it needed on top, and how long the loop's turns were meanwhile.
     func snapshotEverything(_ worker: Chimed, data: String, metricsPort: Int) throws -> SnapshotFigures {
+        try snapshotsWritten(worker)
         let pid = worker.process.pid
         // /metrics shows what the loop handed it last, at most every 250 ms and, when idle, on
         // its wake-up at least once a second: waits on either side put the snapshot's turns
@@ -268,16 +281,9 @@ extension SystemBenchmark {
         try? "5".write(toFile: "/proc/\(pid)/clear_refs", atomically: false, encoding: .utf8)
         let rssBefore = residentBytes(pid: pid) ?? 0
         let asked = monotonicSeconds()
-        let written = worker.process.standardErrorLines.filter { $0.contains("snapshot written") }.count
+        let written = Self.snapshotLines(worker, "snapshot written")
         worker.process.signal(SIGUSR1)
-        guard
-            waitUntil(
-                timeout: 1800,
-                {
-                    worker.process.standardErrorLines.filter { $0.contains("snapshot written") }.count > written
-                }
-            )
-        else {
+        guard waitUntil(timeout: 1800, { Self.snapshotLines(worker, "snapshot written") > written }) else {
             throw BenchError("no snapshot:\n\(worker.log)")
         }
         let seconds = monotonicSeconds() - asked
@@ -317,6 +323,20 @@ extension SystemBenchmark {
             stepsOver20ms: over,
             longestStepAtMostMs: longest * 1000
         )
+    }
+
+    /// How many of chimed's log lines so far say `what` (`snapshot started`, `written`, `failed`).
+    static func snapshotLines(_ worker: Chimed, _ what: String) -> Int {
+        worker.process.standardErrorLines.reduce(0) { $0 + ($1.contains(what) ? 1 : 0) }
+    }
+
+    /// Waits until every snapshot chimed began has been written (or failed).
+    func snapshotsWritten(_ worker: Chimed) throws {
+        let settled = waitUntil(timeout: 1800) {
+            Self.snapshotLines(worker, "snapshot started")
+                <= Self.snapshotLines(worker, "snapshot written") + Self.snapshotLines(worker, "snapshot failed")
+        }
+        guard settled else { throw BenchError("a snapshot was not written within 30 minutes:\n\(worker.log)") }
     }
 
     /// chimed's `chime_loop_step_seconds` histogram from its `/metrics`: the count, and the
