@@ -45,6 +45,12 @@ private func statusBytes(pid: Int32, _ field: String) -> Int? {
     return nil
 }
 
+/// The median of `v` (not empty): the middle value, or the mean of the two middle ones.
+func median(_ v: [Double]) -> Double {
+    let s = v.sorted()
+    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+}
+
 /// Sorted samples and their quantiles.
 struct Samples {
     var values: [Double] = []

@@ -21,12 +21,14 @@ extension SystemBenchmark {
         // each run to seconds.
         let n = quick ? 5_000 : 20_000
         say("peer: NATS JetStream message schedules (scripts/nats-peer), \(n) schedules ingested, \(n) due at once")
+        let (commands, _) = Self.ingestCommands(n)
         var figures: [String: Any] = [:]
+        // Schedules acknowledged and deliveries a second, by sync.
+        var measured: [String: (ingest: Double, burst: Double)] = [:]
         for sync in ["always", "default"] {
             let rounds = sync == "always" ? (quick ? 2 : 3) : 1
             var rates: [Double] = []
             for _ in 0..<rounds {
-                let (commands, _) = Self.ingestCommands(n)
                 let peer = try startPeer(url: url, sync: sync)
                 defer { stopPeer(peer) }
                 let load = try LoadClient(url: url, clientId: "bench-load-peer", window: 1000)
@@ -41,17 +43,17 @@ extension SystemBenchmark {
             }
             let peer = try startPeer(url: url, sync: sync)
             defer { stopPeer(peer) }
-            let measured = try DeliveryCollector(url: url, measure: true)
-            try measured.start(filter: "\(Self.prefix)/+/notifications")
+            let collector = try DeliveryCollector(url: url, measure: true)
+            try collector.start(filter: "\(Self.prefix)/+/notifications")
             let load = try LoadClient(url: url, clientId: "bench-load-peer-burst", window: 20)
             try load.start()
             let due = try loadDueAtOneInstant(load: load, count: n, devices: 1000)
             let dueMono = monotonicSeconds() + Double(due.milliseconds - wallMilliseconds()) / 1000
-            guard waitUntil(timeout: 1200, { measured.count >= n }) else {
-                throw BenchError("peer burst: only \(measured.count) of \(n) delivered (sync \(sync))")
+            guard waitUntil(timeout: 1200, { collector.count >= n }) else {
+                throw BenchError("peer burst: only \(collector.count) of \(n) delivered (sync \(sync))")
             }
-            let b = measured.snapshot
-            measured.stop()
+            let b = collector.snapshot
+            collector.stop()
             load.stop()
             let burst = Double(b.count) / (b.last - dueMono)
             say(
@@ -64,15 +66,14 @@ extension SystemBenchmark {
                     b.arrival.max
                 )
             )
+            measured[sync] = (median(rates), burst)
             figures[sync == "always" ? "syncAlways" : "syncDefault"] = [
                 "schedules": n, "ingestPerSecond": median(rates), "ingestRuns": rates,
                 "burstDeliveriesPerSecond": burst,
                 "arrivalLatenessMs": quantiles(b.arrival),
             ]
         }
-        let always = figures["syncAlways"] as! [String: Any]
-        let ingest = always["ingestPerSecond"] as! Double
-        let burst = always["burstDeliveriesPerSecond"] as! Double
+        let (ingest, burst) = measured["always"]!
         // chimed's figures from this run, when its ingest and burst ran.
         let chimedIngest = (results["ingest"] as? [String: Any])?["chimedRepliesPerSecond"] as? Double
         let chimedBurst = (results["burst"] as? [String: Any])?["chimedDeliveriesPerSecond"] as? Double
@@ -93,15 +94,11 @@ extension SystemBenchmark {
                 chimedBurst.map { ratio($0 / burst) } ?? "run burst too", "≥ 20"
             )
         )
-        let loose = figures["syncDefault"] as! [String: Any]
+        let loose = measured["default"]!
         rows.append(
             (
                 "NATS with its default sync (every 2 min): ingest / burst, for information",
-                String(
-                    format: "%.0f / %.0f per second",
-                    loose["ingestPerSecond"] as! Double,
-                    loose["burstDeliveriesPerSecond"] as! Double
-                ), "", ""
+                String(format: "%.0f / %.0f per second", loose.ingest, loose.burst), "", ""
             )
         )
     }

@@ -6,6 +6,8 @@ import Foundation
 /// `make bench` (a million) and each size of `make bench-scale`.
 struct PendingFigures {
     var total: Int
+    /// From the first command of the load to the steady ones loaded: the memory readings, the
+    /// first match and the cancel and list samples between them included.
     var loadSeconds: Double
     /// RSS per pending notification beyond its content, before and after the big device's userInfo
     /// index is built by its first match (which took `firstMatchMs`).
@@ -28,7 +30,7 @@ struct PendingFigures {
     var recovery: [Double]
     var recoveryLogs: [[String]]
 
-    var recoveryMedian: Double { recovery.sorted()[recovery.count / 2] }
+    var recoveryMedian: Double { median(recovery) }
 
     var json: [String: Any] {
         [
@@ -59,6 +61,9 @@ struct SnapshotFigures {
     var steps: Int
     var stepsOver20ms: Int
     var longestStepAtMostMs: Double
+
+    /// The size for a table: in MB, or why there is none.
+    var size: String { bytes.map { String(format: "%.0f MB", Double($0) / 1e6) } ?? "no file (PostgreSQL)" }
 
     var json: [String: Any] {
         [
@@ -183,7 +188,13 @@ extension SystemBenchmark {
         let start = firstDue(loading: steadyCount, perSecond: perSecond)
         _ = try load.run(steadyCommands(rate: s.steadyRate, seconds: s.steadySeconds, start: start), timeout: 3600)
         let loadSeconds = monotonicSeconds() - loadStart
-        say(String(format: "  loaded in %.0f s (the big device at %.0f notifications/s)", loadSeconds, perSecond))
+        say(
+            String(
+                format: "  loaded in %.0f s with the samples between (the big device at %.0f notifications/s)",
+                loadSeconds,
+                perSecond
+            )
+        )
 
         // The steady window, with the snapshots the journal sets off meanwhile, as in production.
         let startedBefore = Self.snapshotLines(worker, "snapshot started")

@@ -53,9 +53,9 @@ extension SystemBenchmark {
                 (
                     "\(millions): snapshot time, size, peak extra RSS, longest loop turn",
                     String(
-                        format: "%.1f s, %.0f MB, %.0f MB, ≤ %.0f ms",
+                        format: "%.1f s, %@, %.0f MB, ≤ %.0f ms",
                         f.snapshot.seconds,
-                        Double(f.snapshot.bytes ?? 0) / 1e6,
+                        f.snapshot.size,
                         Double(f.snapshot.rssPeak - f.snapshot.rssBefore) / 1e6,
                         f.snapshot.longestStepAtMostMs
                     ), "", last ? "no turn > 20 ms" : ""

@@ -556,9 +556,9 @@ struct SystemBenchmark {
             (
                 "snapshot of \(f.total): time, size, longest loop turn meanwhile",
                 String(
-                    format: "%.1f s, %.0f MB, ≤ %.0f ms",
+                    format: "%.1f s, %@, ≤ %.0f ms",
                     f.snapshot.seconds,
-                    Double(f.snapshot.bytes ?? 0) / 1e6,
+                    f.snapshot.size,
                     f.snapshot.longestStepAtMostMs
                 ), "", ""
             )
@@ -633,11 +633,6 @@ struct SystemBenchmark {
     }
 
     func ratio(_ r: Double) -> String { String(format: "%.2f", r) }
-
-    func median(_ v: [Double]) -> Double {
-        let s = v.sorted()
-        return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
-    }
 
     func table() -> String {
         var lines = ["| workload | measured | ratio | target |", "|---|---|---|---|"]
