@@ -34,7 +34,7 @@ public struct MQTTOptions: Sendable, Hashable {
     public var will: MQTTWill?
     /// Delay before each reconnect attempt: starts at the lower bound, doubles after each failed
     /// attempt, capped at the upper bound, and restarts from the lower bound once a connection succeeds.
-    public var reconnectDelay: ClosedRange<Duration> = .seconds(1) ... .seconds(30)
+    public var reconnectDelay: ClosedRange<Duration> = .milliseconds(500) ... .seconds(5)
     /// How many outgoing QoS 1 messages may await their PUBACK at once (`MOSQ_OPT_SEND_MAXIMUM`, 1...65535).
     /// On MQTT 5 the broker's Receive Maximum caps it: mosquitto announces its `max_inflight_messages`
     /// (default 20; 0 announces none). Messages beyond the window wait in libmosquitto's queue.
