@@ -53,7 +53,7 @@ struct MQTTOptionsTests {
         #expect(options.password == expected.password)
         #expect(options.protocolVersion == .v5)
         #expect(options.keepAlive == 30)
-        #expect(options.reconnectDelay == .seconds(1) ... .seconds(30))
+        #expect(options.reconnectDelay == .milliseconds(500) ... .seconds(5))
     }
 
     static let invalid: [(url: String, mentions: String)] = [
