@@ -5,6 +5,7 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let quick = arguments.contains("--quick")
 let usage = """
     usage: chime-bench recurrence [--quick | --hostile]
+           chime-bench ingest-cpu [--quick]  (a batch command's stages in process: µs a notification)
            chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,scale]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
                               [--store postgres]  (every chimed on a PostgreSQL of its own, fsync on)
@@ -21,6 +22,8 @@ do {
         HostileRecurrenceBenchmark().run()
     case "recurrence":
         RecurrenceBenchmark(quick: quick).run()
+    case "ingest-cpu":
+        IngestCPUBenchmark(quick: quick).run()
     case "system":
         var json = quick ? "bench-results/quick.json" : "bench-results/results.json"
         if let i = arguments.firstIndex(of: "--json"), i + 1 < arguments.count { json = arguments[i + 1] }

@@ -9,6 +9,23 @@ import Testing
         #expect(try JSON(parsing: value.bytes) == value)
     }
 
+    /// What the byte counter measures is what the writer writes, escapes and all.
+    @Test(arguments: [
+        #"{"b":1,"a":[true,false,null,-0.5,"x\n\"y\u00e9\\\u0001\t"],"c":{"z":9223372036854775807}}"#,
+        "-9223372036854775808", "0", "[1e300,2.5,-7,100.0]", #""😀 and 漢字""#, "{}", "[]",
+    ])
+    func byteCountIsTheWrittenSize(_ text: String) throws {
+        let value = try JSON(parsing: text)
+        #expect(value.byteCount == value.bytes.count)
+        #expect(value.byteCount > 0)
+    }
+
+    @Test func integersAreWrittenInDecimal() {
+        for n: Int64 in [0, 7, -7, 10, 1_000_000, .max, .min] {
+            #expect(JSON.int(n).text == String(n))
+        }
+    }
+
     @Test func equalityIsJSONEquality() throws {
         #expect(try JSON(parsing: "1") == JSON(parsing: "1.0"))
         #expect(try JSON(parsing: #"{"a":1,"b":2}"#) == JSON(parsing: #"{"b":2,"a":1}"#))

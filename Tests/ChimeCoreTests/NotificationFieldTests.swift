@@ -111,6 +111,25 @@ import Testing
                 }
             }
         }
+        // The journal's writer writes what the encoder's object holds.
+        guard
+            case .success(let request) = CommandDecoder().decode(
+                deviceId: "d",
+                op: .schedule,
+                payload: JSON.object(payload).bytes
+            ),
+            case .schedule(let specs, _, _) = request.command
+        else {
+            Issue.record("the notifications do not decode")
+            return
+        }
+        for spec in specs {
+            for `internal` in [false, true] {
+                var written: [UInt8] = []
+                NotificationCoding.write(spec, internal: `internal`, to: &written)
+                #expect(written == JSON.object(NotificationCoding.encode(spec, internal: `internal`)).bytes)
+            }
+        }
         // The same bytes after a replay of the journal and after a snapshot.
         #expect(h.list("d", engine: h.replayed()).map { JSON.object($0).text } == listed.map { JSON.object($0).text })
         var entries: [[UInt8]] = []

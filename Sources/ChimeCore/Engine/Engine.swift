@@ -242,7 +242,9 @@ public final class Engine {
     /// What a new notification counts against `--max-bytes-per-device`: its size as it will be
     /// listed, which is at least what is stored.
     private static func listedBytes(_ spec: ResolvedNotification) -> Int {
-        JSON.object(NotificationCoding.encode(spec.spec)).bytes.count
+        var counter = JSONByteCount()
+        NotificationCoding.write(spec.spec, to: &counter)
+        return counter.count
     }
 
     /// `quota_exceeded` when the device would hold more than `--max-bytes-per-device`.

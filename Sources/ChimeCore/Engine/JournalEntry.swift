@@ -119,93 +119,121 @@ extension JournalEntry {
         }
     }
 
-    /// The entry as a JSON object (the record payload, and what `chime journal dump` prints).
+    /// The entry as a JSON object (what `chime journal dump` prints): the record payload without
+    /// its key, read back.
     public var json: JSONObject {
-        var o = JSONObject()
-        switch self {
-        case .schedule(let d, let at, let replaced, let notifications):
-            o.append("device", .string(d))
-            o.append("at", .int(at.milliseconds))
-            if !replaced.isEmpty { o.append("replaced", .array(replaced.map(JSON.string))) }
-            o.append(
-                "notifications",
-                .array(notifications.map { .object(NotificationCoding.encode($0.spec, internal: true)) })
-            )
-        case .update(let d, let at, let notification):
-            o.append("device", .string(d))
-            o.append("at", .int(at.milliseconds))
-            o.append("notification", .object(NotificationCoding.encode(notification.spec, internal: true)))
-        case .cancel(let d, let at, let ids):
-            o.append("device", .string(d))
-            o.append("at", .int(at.milliseconds))
-            o.append("ids", .array(ids.map(JSON.string)))
-        case .setEnabled(let d, let at, let ids, let enabled):
-            o.append("device", .string(d))
-            o.append("at", .int(at.milliseconds))
-            o.append("ids", .array(ids.map(JSON.string)))
-            o.append("enabled", .bool(enabled))
-        case .device(let d, let at, let update):
-            o.append("device", .string(d))
-            o.append("at", .int(at.milliseconds))
-            if let zone = update.timeZone { o.append("timeZone", .string(zone.identifier)) }
-            if let badge = update.badge { o.append("badge", .int(Int64(badge))) }
-            if let quiet = update.quietHours { o.append("quietHours", Replies.quietHours(quiet)) }
-            if let receipts = update.receipts { o.append("receipts", .bool(receipts)) }
-            if let history = update.history { o.append("history", .bool(history)) }
-        case .ack(let d, let at, let fireIds, let badge):
-            o.append("device", .string(d))
-            o.append("at", .int(at.milliseconds))
-            o.append("fireIds", .array(fireIds.map(JSON.string)))
-            switch badge {
-            case .absolute(let n): o.append("badge", .int(Int64(n)))
-            case .delta(let n): o.append("badgeDelta", .int(Int64(n)))
-            case nil: break
-            }
-        case .snooze(let d, let at, let id, let due):
-            o.append("device", .string(d))
-            o.append("at", .int(at.milliseconds))
-            o.append("id", .string(id))
-            o.append("due", .int(due.milliseconds))
-        case .zoneRules(let at, let zones):
-            o.append("at", .int(at.milliseconds))
-            o.append(
-                "zones",
-                .array(
-                    zones.map {
-                        .object(["zone": .string($0.zone), "fingerprint": .string(ZoneRulesRecord.hex($0.fingerprint))])
-                    }
-                )
-            )
-        case .delivered(let r), .dropped(let r):
-            o.append("device", .string(r.deviceId))
-            o.append("id", .string(r.id))
-            o.append("version", .int(Int64(bitPattern: r.version)))
-            o.append("index", .int(Int64(r.index)))
-            o.append("occurrence", .int(r.occurrence.milliseconds))
-            o.append("at", .int(r.at.milliseconds))
-            if r.last { o.append("last", true) }
-            switch r.badge {
-            case .absolute(let n): o.append("badge", .int(Int64(n)))
-            case .delta(let n): o.append("badgeDelta", .int(Int64(n)))
-            case nil: break
-            }
-            if let receipt = r.receipt {
-                // The delivery as published, as a string: its bytes come back exactly.
-                if let payload = receipt.payload {
-                    o.append("inbox", .string(String(decoding: payload, as: UTF8.self)))
-                }
-                o.append("expires", .int(receipt.expiresAt))
-                if receipt.late { o.append("late", true) }
-            }
+        guard case .object(let o)? = try? JSON(parsing: encode()) else {
+            preconditionFailure("a journal entry encodes to a JSON object")
         }
         return o
     }
 
     /// The record payload; `key`, the command's ``CommandKey``, goes in it as `"key"`.
     public func encode(key: CommandKey? = nil) -> [UInt8] {
-        var o = json
-        if let key { o.append("key", .string(key.description)) }
-        return JSON.object(o).bytes
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(key: key, to: &out)
+        return out
+    }
+
+    /// Writes the record payload: a JSON object, straight into bytes (every notification
+    /// scheduled is written here once).
+    func write(key: CommandKey?, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        var first = true
+        func strings(_ key: StaticString, _ values: [String]) {
+            out.appendKey(key, first: &first)
+            out.append(UInt8(ascii: "["))
+            for (i, value) in values.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSON.writeString(value, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        func badge(_ badge: Badge?) {
+            switch badge {
+            case .absolute(let n): out.appendMember("badge", .int(Int64(n)), first: &first)
+            case .delta(let n): out.appendMember("badgeDelta", .int(Int64(n)), first: &first)
+            case nil: break
+            }
+        }
+        switch self {
+        case .schedule(let d, let at, let replaced, let notifications):
+            out.appendMember("device", .string(d), first: &first)
+            out.appendMember("at", .int(at.milliseconds), first: &first)
+            if !replaced.isEmpty { strings("replaced", replaced) }
+            out.appendKey("notifications", first: &first)
+            out.append(UInt8(ascii: "["))
+            for (i, n) in notifications.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                NotificationCoding.write(n.spec, internal: true, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .update(let d, let at, let notification):
+            out.appendMember("device", .string(d), first: &first)
+            out.appendMember("at", .int(at.milliseconds), first: &first)
+            out.appendKey("notification", first: &first)
+            NotificationCoding.write(notification.spec, internal: true, to: &out)
+        case .cancel(let d, let at, let ids):
+            out.appendMember("device", .string(d), first: &first)
+            out.appendMember("at", .int(at.milliseconds), first: &first)
+            strings("ids", ids)
+        case .setEnabled(let d, let at, let ids, let enabled):
+            out.appendMember("device", .string(d), first: &first)
+            out.appendMember("at", .int(at.milliseconds), first: &first)
+            strings("ids", ids)
+            out.appendMember("enabled", .bool(enabled), first: &first)
+        case .device(let d, let at, let update):
+            out.appendMember("device", .string(d), first: &first)
+            out.appendMember("at", .int(at.milliseconds), first: &first)
+            if let zone = update.timeZone { out.appendMember("timeZone", .string(zone.identifier), first: &first) }
+            if let badge = update.badge { out.appendMember("badge", .int(Int64(badge)), first: &first) }
+            if let quiet = update.quietHours {
+                out.appendMember("quietHours", Replies.quietHours(quiet), first: &first)
+            }
+            if let receipts = update.receipts { out.appendMember("receipts", .bool(receipts), first: &first) }
+            if let history = update.history { out.appendMember("history", .bool(history), first: &first) }
+        case .ack(let d, let at, let fireIds, let change):
+            out.appendMember("device", .string(d), first: &first)
+            out.appendMember("at", .int(at.milliseconds), first: &first)
+            strings("fireIds", fireIds)
+            badge(change)
+        case .snooze(let d, let at, let id, let due):
+            out.appendMember("device", .string(d), first: &first)
+            out.appendMember("at", .int(at.milliseconds), first: &first)
+            out.appendMember("id", .string(id), first: &first)
+            out.appendMember("due", .int(due.milliseconds), first: &first)
+        case .zoneRules(let at, let zones):
+            out.appendMember("at", .int(at.milliseconds), first: &first)
+            out.appendMember(
+                "zones",
+                .array(
+                    zones.map {
+                        .object(["zone": .string($0.zone), "fingerprint": .string(ZoneRulesRecord.hex($0.fingerprint))])
+                    }
+                ),
+                first: &first
+            )
+        case .delivered(let r), .dropped(let r):
+            out.appendMember("device", .string(r.deviceId), first: &first)
+            out.appendMember("id", .string(r.id), first: &first)
+            out.appendMember("version", .int(Int64(bitPattern: r.version)), first: &first)
+            out.appendMember("index", .int(Int64(r.index)), first: &first)
+            out.appendMember("occurrence", .int(r.occurrence.milliseconds), first: &first)
+            out.appendMember("at", .int(r.at.milliseconds), first: &first)
+            if r.last { out.appendMember("last", true, first: &first) }
+            badge(r.badge)
+            if let receipt = r.receipt {
+                // The delivery as published, as a string: its bytes come back exactly.
+                if let payload = receipt.payload {
+                    out.appendMember("inbox", .string(String(decoding: payload, as: UTF8.self)), first: &first)
+                }
+                out.appendMember("expires", .int(receipt.expiresAt), first: &first)
+                if receipt.late { out.appendMember("late", true, first: &first) }
+            }
+        }
+        if let key { out.appendMember("key", .string(key.description), first: &first) }
+        out.append(UInt8(ascii: "}"))
     }
 
     public static func decode(kind rawKind: UInt8, payload: [UInt8]) throws(JournalEntryError) -> JournalEntry {

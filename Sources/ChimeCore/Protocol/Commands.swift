@@ -164,15 +164,14 @@ public struct CommandDecoder: Sendable {
                 var specs: [NotificationSpec] = []
                 specs.reserveCapacity(items.count)
                 for (i, item) in items.enumerated() {
-                    let path = "notifications[\(i)]"
                     guard case .object(let o) = item else {
-                        throw .invalid(path, "expected an object, got \(item.typeDescription)")
+                        throw .invalid("notifications[\(i)]", "expected an object, got \(item.typeDescription)")
                     }
-                    specs.append(try decodeNotification(FieldReader(o, path: path + ".")))
+                    specs.append(try decodeNotification(FieldReader(o, path: "notifications[\(i)].")))
                 }
-                var seen = Set<String>()
-                for (i, spec) in specs.enumerated() {
-                    if let id = spec.id, !seen.insert(id).inserted {
+                var seen = Set<String>(minimumCapacity: specs.count)
+                for i in specs.indices {
+                    if let id = specs[i].id, !seen.insert(id).inserted {
                         throw .invalid("notifications[\(i)].id", "\(quoted(id)) appears twice in the batch")
                     }
                 }
@@ -365,6 +364,8 @@ public struct CommandDecoder: Sendable {
     /// A notification object's members as the decoder reads them (``NotificationCoding/canonical(_:)``),
     /// each one of `allowed`: else `unknown_field`, with a hint when another API's name was given.
     func knownNotificationMembers(_ r: FieldReader, allowed: Set<String>) throws(ChimeError) -> FieldReader {
+        // The common case, one lookup a member: each is one of `allowed`, none to rename or drop.
+        if r.object.members.allSatisfy({ allowed.contains($0.key) }) { return r }
         let r = try NotificationCoding.canonical(r)
         try r.checkKnown(allowed, hints: NotificationCoding.portingHints)
         return r

@@ -40,8 +40,15 @@ struct FieldReader {
         guard let value = object[key] else { return nil }
         guard case .string(let s) = value else { throw wrongType(key, "a string", value) }
         if !allowEmpty && s.isEmpty { throw .invalid(name(key), "must not be empty") }
-        if s.count > maxLength { throw .invalid(name(key), "longer than \(maxLength) characters") }
+        if !Self.fits(s, maxLength) { throw .invalid(name(key), "longer than \(maxLength) characters") }
         return s
+    }
+
+    /// Whether `s` has at most `maxLength` characters. A string has no more characters than UTF-8
+    /// bytes, so the characters are counted (a walk over grapheme clusters) only when the bytes
+    /// are more.
+    static func fits(_ s: String, _ maxLength: Int) -> Bool {
+        s.utf8.count <= maxLength || s.count <= maxLength
     }
 
     func bool(_ key: String) throws(ChimeError) -> Bool? {
@@ -108,7 +115,7 @@ struct FieldReader {
             guard case .string(let s) = element else {
                 throw .invalid("\(name(key))[\(i)]", "expected a string, got \(element.typeDescription)")
             }
-            guard !s.isEmpty, s.count <= maxLength else {
+            guard !s.isEmpty, Self.fits(s, maxLength) else {
                 throw .invalid("\(name(key))[\(i)]", "must be 1 to \(maxLength) characters")
             }
             out.append(s)

@@ -26,7 +26,9 @@ enum NotificationCoding {
     /// The members of a notification object as the decoder reads them: aliases renamed to Chime's
     /// names, and `list`'s state members left out.
     static func canonical(_ r: FieldReader) throws(ChimeError) -> FieldReader {
-        guard r.object.keys.contains(where: { listedState.contains($0) || aliases[$0] != nil }) else { return r }
+        guard r.object.members.contains(where: { listedState.contains($0.key) || aliases[$0.key] != nil }) else {
+            return r
+        }
         var o = JSONObject()
         for (key, value) in r.object {
             if listedState.contains(key) { continue }
@@ -52,7 +54,7 @@ enum NotificationCoding {
     /// Checks the limits on a client's `userInfo` (in a notification or a `match` selector):
     /// its serialized size and its nesting.
     static func checkUserInfo(_ userInfo: JSONObject, at field: String, limits: CommandLimits) throws(ChimeError) {
-        let size = JSON.object(userInfo).bytes.count
+        let size = JSON.object(userInfo).byteCount
         guard size <= limits.maxUserInfoBytes else {
             throw ChimeError(
                 .payloadTooLarge,
@@ -158,6 +160,23 @@ enum NotificationCoding {
         }
         if `internal` { o.append("seed", .int(Int64(bitPattern: spec.seed))) }
         return o
+    }
+
+    /// ``encode(_:internal:)`` written straight into bytes, the same ones `JSON.object(encode(spec)).bytes`
+    /// holds, without building the object: for the journal and the byte quota, which see every
+    /// notification scheduled.
+    static func write(_ spec: NotificationSpec, internal: Bool = false, to out: inout some JSONOutput) {
+        out.append(UInt8(ascii: "{"))
+        var first = true
+        for field in NotificationField.allCases {
+            guard let value = field.value(of: spec) else { continue }
+            if first { first = false } else { out.append(UInt8(ascii: ",")) }
+            JSON.writeString(field.wireName, to: &out)
+            out.append(UInt8(ascii: ":"))
+            value.write(to: &out)
+        }
+        if `internal` { out.appendMember("seed", .int(Int64(bitPattern: spec.seed)), first: &first) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Milliseconds shown as seconds: an integer when whole.
