@@ -64,24 +64,29 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
 
     /// Handles the events that arrived together, then ends the batch (deliveries, commit, replies).
     /// In slot mode the leases come first: a worker that was paused drops what expired meanwhile
-    /// before it handles a command that arrived meanwhile.
+    /// before it handles a command that arrived meanwhile. Their commands are decoded ahead on a
+    /// second thread (``Predecoding``) while the machine handles them in order.
     public func step(_ events: [WorkerEvent]) throws(WorkerError) {
         let started = clock.monotonic()
         if machine.ownership != nil {
             try perform(machine.handle(.lease(.tick, monotonic: started), now: clock.now()))
         }
-        for event in events { try handle(event) }
+        let predecoding = Predecoding.start(events, machine: machine, now: clock.now())
+        for (i, event) in events.enumerated() { try handle(event, decoded: predecoding?.command(forEvent: i)) }
         try perform(machine.handle(.batchEnded, now: clock.now()))
         try perform(machine.report(.stepTook(clock.monotonic() - started), now: clock.now()))
     }
 
-    func handle(_ event: WorkerEvent) throws(WorkerError) {
+    func handle(_ event: WorkerEvent, decoded: PredecodedCommand? = nil) throws(WorkerError) {
         switch event {
         case .mqtt(.message(let message)):
-            // The device whose command this is pays for the engine time it takes.
+            // The device whose command this is pays for the engine time it takes, its decoding
+            // on another thread included.
             let started = clock.monotonic()
-            try perform(machine.handle(.message(InboundMessage(message)), now: clock.now()))
-            let cost = seconds(clock.monotonic() - started) * 1000
+            var inbound = InboundMessage(message)
+            inbound.decoded = decoded
+            try perform(machine.handle(.message(inbound), now: clock.now()))
+            let cost = seconds(clock.monotonic() - started) * 1000 + (decoded?.milliseconds ?? 0)
             try perform(machine.report(.commandCost(milliseconds: cost), now: clock.now()))
         case .mqtt(.connected(let sessionPresent)):
             try perform(machine.handle(.connected(sessionPresent: sessionPresent), now: clock.now()))
@@ -221,7 +226,8 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
 }
 
 extension InboundMessage {
-    init(_ message: MQTTMessage) {
+    /// The message as the machine sees it.
+    public init(_ message: MQTTMessage) {
         self.init(
             topic: message.topic,
             payload: message.payload,

@@ -53,6 +53,8 @@ public final class FakeStore: WorkerStore {
     public var failCommit = false
     /// Runs in each commit: a test makes a commit take time with it (``ManualClock/advance(milliseconds:)``).
     public var duringCommit: (() -> Void)?
+    /// Runs in each append: a test makes a command take engine time with it.
+    public var duringAppend: (() -> Void)?
     /// Makes commits fail as a database whose connection broke does (``StoreError/transient``).
     public var failCommitTransiently = false
     public var snapshotDue = false
@@ -64,6 +66,7 @@ public final class FakeStore: WorkerStore {
     public init(timeline: Timeline) { self.timeline = timeline }
 
     public func append(_ entry: JournalEntry, key: CommandKey?) throws(StoreError) {
+        duringAppend?()
         guard !failAppends else { throw StoreError("no space left on device (injected)") }
         // The journal round trip is part of every write, as with the real journal.
         let stored: (entry: JournalEntry, key: CommandKey?)
@@ -179,7 +182,7 @@ public final class LogLines: Sendable {
 
 /// One worker run by the real ``WorkerLoop`` over a ``FakeStore``, a ``FakeTransport`` and a
 /// ``ManualClock``: the worker's policy with no broker, no disk and no sleeping. Worker id `w1`,
-/// prefix `chime`, no rate limit.
+/// prefix `chime`, no rate limit unless `deviceBudget` sets one.
 public final class WorkerTestLoop {
     public let timeline = Timeline()
     public let store: FakeStore
@@ -200,7 +203,8 @@ public final class WorkerTestLoop {
         engine: Engine = Engine(),
         statsInterval: Int64 = 0,
         metricsInterval: Int64 = 0,
-        zoneCheckInterval: Int64 = 0
+        zoneCheckInterval: Int64 = 0,
+        deviceBudget: DeviceBudget = DeviceBudget(rate: 0, burst: 1000)
     ) {
         clock = ManualClock(now)
         store = FakeStore(timeline: timeline)
@@ -213,7 +217,7 @@ public final class WorkerTestLoop {
             topics: topics,
             partition: .all,
             limits: CommandLimits(),
-            deviceBudget: DeviceBudget(rate: 0, burst: 1000),
+            deviceBudget: deviceBudget,
             statsInterval: statsInterval,
             logLevel: .info
         )

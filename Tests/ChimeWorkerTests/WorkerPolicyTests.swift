@@ -35,6 +35,100 @@ import Testing
         #expect(w.store.committed == 2)
     }
 
+    /// A batch of `count` notifications for `device`, ids `prefix0`...: about 150 bytes each.
+    static func batch(_ prefix: String, count: Int, duplicate: Bool = false) -> String {
+        let items = (0..<count).map { i in
+            #"{"id":"\#(prefix)\#(duplicate && i == count - 1 ? 0 : i)","after":3600,"alertBody":"\#(String(repeating: "b", count: 100))"}"#
+        }
+        return #"{"notifications":[\#(items.joined(separator: ","))]}"#
+    }
+
+    /// Commands that arrive together are decoded on a second thread ahead of the loop: their
+    /// replies and their effect are those of the same commands handled one turn each.
+    @Test func commandsDecodedAheadAreAnsweredAsInTurn() throws {
+        let together = World()
+        let oneByOne = World()
+        try together.online()
+        try oneByOne.online()
+        let events = [
+            together.command("d1", .schedule, Self.batch("a", count: 200)),
+            together.command("d2", .schedule, Self.batch("b", count: 200, duplicate: true)),
+            together.command("d1", .schedule, #"{"id":"single","after":60}"#),
+            together.command("d1", .schedule, Self.batch("c", count: 200)),
+            together.command("d2", .schedule, Self.batch("e", count: 50) + " x"),
+            together.command("d2", .list, #"{}"#),
+        ]
+        let messages = events.compactMap { event -> InboundMessage? in
+            guard case .mqtt(.message(let m)) = event else { return nil }
+            return InboundMessage(m)
+        }
+        // The four batches are decoded ahead (the two devices are far from the per-device cap);
+        // the two small commands in turn.
+        #expect(together.machine.predecodable(messages, now: together.clock.now()).map(\.index) == [0, 1, 3, 4])
+        try together.step(events)
+        for event in events { try oneByOne.step(event) }
+        for device in ["d1", "d2"] {
+            let replies = together.replies(device)
+            #expect(replies.count == 3)
+            #expect(replies == oneByOne.replies(device))
+        }
+        #expect(together.replies("d1").allSatisfy { $0["ok"] == true })
+        #expect(together.replies("d2").map { $0["ok"] } == [false, false, true])
+        #expect(together.engine.pendingCount == 401)
+        #expect(oneByOne.engine.pendingCount == 401)
+    }
+
+    /// What is not decoded ahead: commands the machine would refuse before decoding (a device
+    /// over its share, a topic that is not a command), more than one command's worth of bytes
+    /// from one device, and turns with too little to decode to be worth a second thread.
+    @Test func predecodingLeavesOutWhatTheMachineWouldNotDecode() throws {
+        let w = World(deviceBudget: DeviceBudget(rate: 10, burst: 50))
+        try w.online()
+        func inbound(_ event: WorkerEvent) -> InboundMessage {
+            guard case .mqtt(.message(let m)) = event else { preconditionFailure("a message") }
+            return InboundMessage(m)
+        }
+        let big = Self.batch("a", count: 650)  // about 92 KB: two fit in 256 KiB, three do not
+        #expect(big.utf8.count > 262_144 / 3 && big.utf8.count * 2 <= 262_144)
+        // Per device, at most --max-command-bytes (256 KiB): the fourth big one of d1 waits its turn.
+        let picked = w.machine.predecodable(
+            [
+                inbound(w.command("d1", .schedule, big)), inbound(w.command("d1", .schedule, big)),
+                inbound(w.command("d2", .schedule, big)), inbound(w.command("d1", .schedule, big)),
+                inbound(w.command("d1", .schedule, big)),
+                InboundMessage(MQTTMessage(topic: "chime/d3/not-a-command", payload: Array(big.utf8), qos: 1)),
+            ],
+            now: w.clock.now()
+        )
+        #expect(picked.map(\.index) == [0, 1, 2])
+        // Small commands are not worth a second thread, nor is a single batch.
+        #expect(
+            w.machine.predecodable(
+                [inbound(w.command("d1", .list, "{}")), inbound(w.command("d2", .list, "{}"))],
+                now: w.clock.now()
+            ).isEmpty
+        )
+        #expect(
+            w.machine.predecodable(
+                [inbound(w.command("d1", .list, "{}")), inbound(w.command("d2", .schedule, big))],
+                now: w.clock.now()
+            ).isEmpty
+        )
+        // d1 uses up its share (each append takes 100 ms of the engine), then is left out.
+        w.store.duringAppend = { w.clock.advance(milliseconds: 100) }
+        try w.step(w.command("d1", .schedule, #"{"id":"a","after":60}"#))
+        w.store.duringAppend = nil
+        #expect(
+            w.machine.predecodable(
+                [
+                    inbound(w.command("d1", .schedule, big)), inbound(w.command("d2", .schedule, big)),
+                    inbound(w.command("d2", .schedule, big)),
+                ],
+                now: w.clock.now()
+            ).map(\.deviceId) == ["d2", "d2"]
+        )
+    }
+
     @Test func eachTurnOfTheLoopIsTimedWhatHoldsItUpIncluded() throws {
         let w = World()
         try w.online()

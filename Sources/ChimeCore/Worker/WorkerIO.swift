@@ -37,6 +37,9 @@ public struct InboundMessage: Hashable, Sendable {
     /// MQTT 5 Response Topic and Correlation Data.
     public var responseTopic: String?
     public var correlationData: [UInt8]?
+    /// The command, decoded already off the loop's turn (``WorkerStateMachine/predecodable(_:now:)``):
+    /// the machine uses it instead of decoding the payload itself.
+    public var decoded: PredecodedCommand?
 
     public init(
         topic: String,
@@ -52,6 +55,23 @@ public struct InboundMessage: Hashable, Sendable {
         self.messageId = messageId
         self.responseTopic = responseTopic
         self.correlationData = correlationData
+    }
+}
+
+/// A command decoded before the machine handles it, and the time its decoding took: the device
+/// pays for that time as for the machine's own.
+public struct PredecodedCommand: Hashable, Sendable {
+    public var deviceId: String
+    public var op: Operation
+    public var outcome: Result<Request, CommandDecoder.Failure>
+    public var milliseconds: Double
+
+    public init(deviceId: String, op: Operation, outcome: Result<Request, CommandDecoder.Failure>, milliseconds: Double)
+    {
+        self.deviceId = deviceId
+        self.op = op
+        self.outcome = outcome
+        self.milliseconds = milliseconds
     }
 }
 

@@ -641,7 +641,10 @@ public struct WorkerStateMachine {
         charging = (address.deviceId, now)
         let op = address.op!
         var request: Request
-        switch decoder.decode(deviceId: address.deviceId, op: op, payload: message.payload) {
+        let decoded =
+            message.decoded.flatMap { $0.deviceId == address.deviceId && $0.op == op ? $0.outcome : nil }
+            ?? decoder.decode(deviceId: address.deviceId, op: op, payload: message.payload)
+        switch decoded {
         case .failure(let failure):
             log(
                 .debug,
@@ -690,6 +693,44 @@ public struct WorkerStateMachine {
             actions.append(.append(entry, key: request.key, slot: slot))
         }
     }
+
+    /// Which of the messages that arrived together the loop may decode in parallel, before it
+    /// hands them to the machine in order (decoding is pure; see ``PredecodedCommand``): the
+    /// commands ``command(_:now:_:)`` would decode now, at most ``CommandLimits/maxCommandBytes``
+    /// of them a device, so that a device that runs out of its share of the worker meanwhile has
+    /// at most that much decoded for nothing. Only commands of ``minimumPredecodedBytes`` or more
+    /// (batches): a smaller one costs less to decode than to hand to another thread. None unless
+    /// there are two.
+    public func predecodable(
+        _ messages: [InboundMessage],
+        now: Instant
+    ) -> [(
+        index: Int, deviceId: String, op: Operation
+    )] {
+        guard lifecycle != .stopped else { return [] }
+        var picked: [(index: Int, deviceId: String, op: Operation)] = []
+        var bytesByDevice: [String: Int] = [:]
+        for (i, message) in messages.enumerated()
+        where message.payload.count >= Self.minimumPredecodedBytes && message.topic != statusTopic {
+            guard let address = policy.topics.parseCommand(message.topic), address.problem == nil,
+                let op = address.op, policy.partition.owns(address.deviceId)
+            else { continue }
+            let slot = slot(of: address.deviceId)
+            guard engines[slot] != nil, draining[slot] == nil, budget.admits(address.deviceId, now: now).admitted else {
+                continue
+            }
+            let bytes = bytesByDevice[address.deviceId, default: 0] + message.payload.count
+            guard bytes <= decoder.limits.maxCommandBytes else { continue }
+            bytesByDevice[address.deviceId] = bytes
+            picked.append((i, address.deviceId, op))
+        }
+        return picked.count >= 2 ? picked : []
+    }
+
+    public static let minimumPredecodedBytes = 4096
+
+    /// What decodes commands: limits as configured; pure, so any thread may use it.
+    public var commandDecoder: CommandDecoder { decoder }
 
     /// Where a reply goes: the MQTT 5 Response Topic (if `acceptsResponseTopic` allows it), else
     /// `P/{deviceId}/replies` when the device id is valid, else nowhere.
