@@ -11,7 +11,7 @@ extension SystemBenchmark {
         let window = 100
         say("batch ingest: \(n) notifications, \(perCommand) a command, \(window) commands in flight, --fsync always")
         let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000)
-        let commands = batches(prefix: "batch", count: n, devices: 2000, batch: perCommand) { _ in far }
+        let commands = Self.batches(prefix: "batch", count: n, devices: 2000, batch: perCommand) { _ in far }
         var rates: [Double] = []
         for _ in 0..<(quick ? 2 : 3) {
             let data = try TemporaryDirectory(prefix: "chime-bench")

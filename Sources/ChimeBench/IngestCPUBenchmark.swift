@@ -13,16 +13,11 @@ struct IngestCPUBenchmark {
         let n = quick ? 100_000 : 500_000
         let devices = 2000
         let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000)
-        var payloads: [(device: String, bytes: [UInt8])] = []
-        var i = 0
-        while i < n {
-            let device = "batch-\((i / perCommand) % devices)"
-            let items = (i..<min(n, i + perCommand)).map { j in
-                #"{"id":"batch\#(j)","fireDate":"\#(far.rfc3339())","alertBody":"\#(SystemBenchmark.body)","userInfo":\#(SystemBenchmark.userInfo)}"#
-            }
-            payloads.append((device, Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)))
-            i += perCommand
-        }
+        // The batch ingest workload's commands, each with the device its topic names.
+        let topics = Topics(prefix: SystemBenchmark.prefix)
+        let payloads = SystemBenchmark.batches(prefix: "batch", count: n, devices: devices, batch: perCommand) { _ in
+            far
+        }.map { topic, bytes in (device: topics.parseCommand(topic)!.deviceId, bytes: bytes) }
         say("ingest cpu: \(n) notifications, \(perCommand) a command, in process (no broker, no disk)")
         let stages = ["decode", "decide", "encode", "apply", "reply"]
         var best = [Double](repeating: .infinity, count: stages.count)

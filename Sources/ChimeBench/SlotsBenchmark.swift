@@ -73,7 +73,7 @@ extension SystemBenchmark {
         try load.start()
         let month = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000)
         _ = try load.run(
-            batches(prefix: "fill", count: quick ? 20_000 : 100_000, devices: 2000, batch: 100) { _ in month }
+            Self.batches(prefix: "fill", count: quick ? 20_000 : 100_000, devices: 2000, batch: 100) { _ in month }
         )
         load.stop()
         for graceful in [false, true] {

@@ -366,7 +366,7 @@ struct SystemBenchmark {
         let due = Instant(milliseconds: firstDue(loading: count, perSecond: perSecond))
         say(String(format: "  loading at about %.0f notifications/s; due at %@", perSecond, due.rfc3339()))
         _ = try load.run(
-            batches(prefix: "burst", count: count, devices: devices, batch: batch) { _ in due },
+            Self.batches(prefix: "burst", count: count, devices: devices, batch: batch) { _ in due },
             timeout: 3600
         )
         let left = Double(due.milliseconds - wallMilliseconds()) / 1000
@@ -378,7 +378,7 @@ struct SystemBenchmark {
     /// over 20 devices `cal-k`.
     func loadingRate(_ load: LoadClient) throws -> Double {
         let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000)
-        let sample = try load.run(batches(prefix: "cal", count: 10_000, devices: 20, batch: 500) { _ in far })
+        let sample = try load.run(Self.batches(prefix: "cal", count: 10_000, devices: 20, batch: 500) { _ in far })
         return Double(10_000) / sample.seconds
     }
 
@@ -391,7 +391,7 @@ struct SystemBenchmark {
     /// `rate` one-shots a second falling due for `seconds` from `start` (epoch ms), spread over
     /// 1,000 devices `s-k` in batches of 500: the deliveries the steady and hostile workloads time.
     func steadyCommands(rate: Int, seconds: Int, start: Int64) -> [(String, [UInt8])] {
-        batches(prefix: "s", count: rate * seconds, devices: 1000, batch: 500) { j in
+        Self.batches(prefix: "s", count: rate * seconds, devices: 1000, batch: 500) { j in
             Instant(milliseconds: start + Int64(j) * 1000 / Int64(rate))
         }
     }
@@ -414,7 +414,7 @@ struct SystemBenchmark {
 
     /// Schedule commands of `batch` notifications each, `count` in all, over `devices` devices
     /// `prefix-k`: notification `j` is `prefix` + `j`, due at `due(j)`.
-    func batches(
+    static func batches(
         prefix: String,
         count: Int,
         devices: Int,

@@ -17,7 +17,7 @@ final class Predecoding: Sendable {
     /// Signalled once each command is decoded, by the thread that took it.
     private let decoded: [DispatchSemaphore]
     /// Which command each of the turn's events is, by the event's index.
-    let commandOfEvent: [Int: Int]
+    private let commandOfEvent: [Int: Int]
 
     private init(
         work: [(deviceId: String, op: Operation, payload: [UInt8])],
@@ -42,7 +42,6 @@ final class Predecoding: Sendable {
                 eventIndex.append(i)
             }
         }
-        guard messages.count >= 2 else { return nil }
         let picked = machine.predecodable(messages, now: now)
         guard !picked.isEmpty else { return nil }
         var commandOfEvent: [Int: Int] = [:]

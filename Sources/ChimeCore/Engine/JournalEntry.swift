@@ -142,13 +142,7 @@ extension JournalEntry {
         out.append(UInt8(ascii: "{"))
         var first = true
         func strings(_ key: StaticString, _ values: [String]) {
-            out.appendKey(key, first: &first)
-            out.append(UInt8(ascii: "["))
-            for (i, value) in values.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                JSON.writeString(value, to: &out)
-            }
-            out.append(UInt8(ascii: "]"))
+            out.appendMember(key, .array(values.map(JSON.string)), first: &first)
         }
         func badge(_ badge: Badge?) {
             switch badge {
