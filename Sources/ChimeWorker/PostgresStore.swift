@@ -26,7 +26,7 @@ final class PostgresStore: WorkerStore {
     private var highestSequence: UInt64
     private var bytesSinceSnapshot = 0
     /// The snapshot being written: what it covers, and the bytes appended when it began.
-    private var snapshot: (covered: UInt64, bytesAtBegin: Int)?
+    private var snapshot: (covered: UInt64, bytesAtBegin: Int, catchingUp: Bool)?
 
     static let connectTimeout = Duration.seconds(5)
     /// How long a statement may wait for the database before the commit counts as failed: the loop
@@ -122,17 +122,17 @@ final class PostgresStore: WorkerStore {
         )
     }
 
-    func beginSnapshot(
-        _ frozen: EngineSnapshot,
-        written: @escaping @Sendable (StoreError?) -> Void
-    )
-        throws(StoreError) -> UInt64
-    {
+    func beginSnapshot(slot: Int) throws(StoreError) -> UInt64 {
         guard snapshot == nil else { throw StoreError("a snapshot is being written already") }
         let covered = highestSequence
         // Memory is ahead of the database when a commit failed, or when records wait for one.
         let catchingUp = journal.map { $0.lastCommitted < covered } ?? true
-        snapshot = (covered, bytesSinceSnapshot)
+        snapshot = (covered, bytesSinceSnapshot, catchingUp)
+        return covered
+    }
+
+    func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
+        guard let (covered, _, catchingUp) = snapshot else { return written(StoreError("no snapshot was begun")) }
         let connectionString = self.connectionString
         Thread.detachNewThread {
             do throws(StoreError) {
@@ -153,7 +153,6 @@ final class PostgresStore: WorkerStore {
                 written(error)
             }
         }
-        return covered
     }
 
     func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {

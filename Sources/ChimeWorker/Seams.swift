@@ -16,14 +16,14 @@ public protocol WorkerStore: AnyObject {
     /// nothing waits.
     var syncWait: Int64? { get }
     var status: StoreStatus { get }
-    /// Begins a snapshot of `frozen`, written on another thread, which calls `written` when done.
+    /// Begins a snapshot of what was appended so far (of the journal of `slot` in slot mode, else
+    /// 0). The engine's state as of now follows in ``writeSnapshot(_:written:)``, once copied.
     /// - Returns: the sequence the snapshot covers.
-    func beginSnapshot(
-        _ frozen: EngineSnapshot,
-        written: @escaping @Sendable (StoreError?) -> Void
-    )
-        throws(StoreError) -> UInt64
-    /// After `written`, on the loop thread: makes the snapshot the new base (or abandons it).
+    func beginSnapshot(slot: Int) throws(StoreError) -> UInt64
+    /// Writes the snapshot begun, `frozen`, on another thread, which calls `written` when done.
+    func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void)
+    /// After `written`, on the loop thread: makes the snapshot the new base. With `writeError`
+    /// (also before anything was written) it abandons it instead, and throws that error.
     /// - Returns: the sequence the snapshot covers.
     func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64
     /// Syncs and releases the store.
@@ -34,13 +34,6 @@ public protocol WorkerStore: AnyObject {
 
     /// Appends a record to the journal of `slot`.
     func append(_ entry: JournalEntry, key: CommandKey?, slot: Int) throws(StoreError)
-    /// Begins a snapshot of the slot's engine, as ``beginSnapshot(_:written:)``.
-    func beginSnapshot(
-        _ frozen: EngineSnapshot,
-        slot: Int,
-        written: @escaping @Sendable (StoreError?) -> Void
-    )
-        throws(StoreError) -> UInt64
     /// The slots whose records the last ``commit()`` refused because another worker holds their
     /// lease now.
     var fenced: Set<Int> { get }
@@ -60,16 +53,6 @@ public protocol WorkerStore: AnyObject {
 extension WorkerStore {
     public func append(_ entry: JournalEntry, key: CommandKey?, slot: Int) throws(StoreError) {
         try append(entry, key: key)
-    }
-
-    public func beginSnapshot(
-        _ frozen: EngineSnapshot,
-        slot: Int,
-        written: @escaping @Sendable (StoreError?) -> Void
-    )
-        throws(StoreError) -> UInt64
-    {
-        try beginSnapshot(frozen, written: written)
     }
 
     public var fenced: Set<Int> { [] }
@@ -110,7 +93,7 @@ public protocol WorkerClock {
 /// The journal in the data directory, as the worker's store.
 final class JournalStore: WorkerStore {
     let journal: Journal
-    /// The snapshot being written, between ``beginSnapshot(_:written:)`` and ``completeSnapshot(writeError:)``.
+    /// The snapshot being written, between ``beginSnapshot(slot:)`` and ``completeSnapshot(writeError:)``.
     var writer: SnapshotWriter?
 
     init(_ journal: Journal) { self.journal = journal }
@@ -147,12 +130,7 @@ final class JournalStore: WorkerStore {
         )
     }
 
-    func beginSnapshot(
-        _ frozen: EngineSnapshot,
-        written: @escaping @Sendable (StoreError?) -> Void
-    )
-        throws(StoreError) -> UInt64
-    {
+    func beginSnapshot(slot: Int) throws(StoreError) -> UInt64 {
         let writer: SnapshotWriter
         do {
             writer = try journal.beginSnapshot()
@@ -160,6 +138,11 @@ final class JournalStore: WorkerStore {
             throw StoreError("\(error)")
         }
         self.writer = writer
+        return writer.coveredSequence
+    }
+
+    func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
+        guard let writer else { return written(StoreError("no snapshot was begun")) }
         Thread.detachNewThread {
             do throws(JournalError) {
                 try frozen.forEachEntry { (entry: [UInt8]) throws(JournalError) in try writer.append(entry) }
@@ -170,13 +153,15 @@ final class JournalStore: WorkerStore {
                 written(StoreError("\(error)"))
             }
         }
-        return writer.coveredSequence
     }
 
     func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
         guard let writer else { throw StoreError("no snapshot is being written") }
         self.writer = nil
-        if let writeError { throw writeError }
+        if let writeError {
+            writer.abandon()
+            throw writeError
+        }
         do {
             try journal.snapshotCompleted(writer)
         } catch {

@@ -116,23 +116,17 @@ final class SlotWorkerStore: WorkerStore {
         )
     }
 
-    func beginSnapshot(
-        _ frozen: EngineSnapshot,
-        written: @escaping @Sendable (StoreError?) -> Void
-    ) throws(StoreError) -> UInt64 {
-        throw StoreError("slot mode snapshots one slot at a time")
-    }
-
-    func beginSnapshot(
-        _ frozen: EngineSnapshot,
-        slot: Int,
-        written: @escaping @Sendable (StoreError?) -> Void
-    ) throws(StoreError) -> UInt64 {
+    func beginSnapshot(slot: Int) throws(StoreError) -> UInt64 {
         guard snapshot == nil else { throw StoreError("a snapshot is being written already") }
         guard let store, let epoch = fence[slot], let covered = store.lastCommitted(slot: slot) else {
             throw StoreError("slot \(slot) is not held here")
         }
         snapshot = (slot, epoch, covered, bytesSinceSnapshot[slot] ?? 0)
+        return covered
+    }
+
+    func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
+        guard let (slot, epoch, covered, _) = snapshot else { return written(StoreError("no snapshot was begun")) }
         let connectionString = self.connectionString
         let worker = self.worker
         Thread.detachNewThread {
@@ -158,7 +152,6 @@ final class SlotWorkerStore: WorkerStore {
                 written(error)
             }
         }
-        return covered
     }
 
     func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {

@@ -155,15 +155,19 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
                     outcome = .failure(error)
                 }
                 try perform(machine.report(.subscribeSent(subscription, outcome), now: clock.now()))
-            case .startSnapshot(let frozen, let slot):
-                let inbox = self.inbox
+            case .startSnapshot(let slot):
                 let outcome: Result<UInt64, StoreError>
                 do {
-                    outcome = .success(try store.beginSnapshot(frozen, slot: slot) { inbox.push(.snapshotWritten($0)) })
+                    outcome = .success(try store.beginSnapshot(slot: slot))
                 } catch {
                     outcome = .failure(error)
                 }
                 try perform(machine.report(.snapshotStarted(outcome), now: clock.now()))
+            case .writeSnapshot(let frozen):
+                let inbox = self.inbox
+                store.writeSnapshot(frozen) { inbox.push(.snapshotWritten($0)) }
+            case .abandonSnapshot:
+                try handle(.snapshotWritten(StoreError("the snapshot's slot is no longer served here")))
             case .lease(let call):
                 let sentAt = clock.monotonic()
                 let event: SlotOwnership.Event?

@@ -102,6 +102,40 @@ import Testing
         #expect(m.handle(Self.schedule(Self.devices[0], "again"), now: Self.t0).isEmpty)
     }
 
+    /// A snapshot of a slot is copied over several turns; if the slot is dropped meanwhile, the
+    /// snapshot is abandoned rather than written.
+    @Test(arguments: [false, true])
+    func aSlotSnapshotIsCopiedOverTurnsAndAbandonedIfTheSlotIsDropped(dropped: Bool) {
+        var (m, c0) = Self.worker(loaded: [1])
+        let engine = Engine()
+        var spec = NotificationSpec()
+        spec.alertBody = "later"
+        for part in 0..<20 {
+            let batch = (0..<1000).map {
+                ResolvedNotification(id: "n\(part)-\($0)", fireDate: .instant(Self.t0.adding(seconds: 3600)), spec)
+            }
+            engine.apply(.schedule(deviceId: Self.devices[0], at: Self.t0, replaced: [], notifications: batch))
+        }
+        _ = m.adopt(slot: 0, epoch: 1, engine, now: Self.t0, monotonic: c0)
+        let due = StoreStatus(snapshotDue: true, snapshotSlot: 0)
+        let start = m.report(.committed(syncMicroseconds: nil, store: due), now: Self.t0)
+        #expect(start.contains { if case .startSnapshot(slot: 0) = $0 { true } else { false } })
+        let began = m.report(.snapshotStarted(.success(3)), now: Self.t0)
+        #expect(!began.contains { if case .writeSnapshot = $0 { true } else { false } }, "20,000 take two turns")
+        #expect(engine.isTakingSnapshot)
+        if dropped { _ = m.report(.committed(syncMicroseconds: nil, store: StoreStatus(), fenced: [0]), now: Self.t0) }
+        let next = m.handle(.batchEnded, now: Self.t0)
+        let written = next.compactMap { if case .writeSnapshot(let frozen) = $0 { frozen } else { nil } }
+        let abandoned = next.contains { if case .abandonSnapshot = $0 { true } else { false } }
+        if dropped {
+            #expect(written.isEmpty && abandoned)
+        } else {
+            #expect(written.first?.entryCount == 1 + 1 + 20_000)
+            #expect(!abandoned)
+        }
+        #expect(m.waitTime(now: Self.t0) > 0, "nothing left to copy")
+    }
+
     @Test func aFailedCommitDropsEverySlotAndAnswersNothing() {
         var (m, _) = Self.worker(loaded: [0, 1, 2, 3])
         _ = m.handle(Self.schedule(Self.devices[3], "z"), now: Self.t0)

@@ -61,6 +61,10 @@ public final class FakeStore: WorkerStore {
     public private(set) var snapshotsCompleted = 0
     /// The callback of the snapshot being written: ``finishSnapshot(error:)`` calls it.
     var written: (@Sendable (StoreError?) -> Void)?
+    /// The sequence the snapshot begun covers, until it completes or is abandoned.
+    public private(set) var begun: UInt64?
+    /// The last snapshot handed over to be written.
+    public private(set) var frozen: EngineSnapshot?
     public private(set) var isClosed = false
 
     public init(timeline: Timeline) { self.timeline = timeline }
@@ -101,17 +105,18 @@ public final class FakeStore: WorkerStore {
         StoreStatus(snapshotDue: snapshotDue, bytesSinceSnapshot: records.count, lastSequence: UInt64(records.count))
     }
 
-    public var snapshotRunning: Bool { written != nil }
+    public var snapshotRunning: Bool { begun != nil }
 
-    public func beginSnapshot(
-        _ frozen: EngineSnapshot,
-        written: @escaping @Sendable (StoreError?) -> Void
-    )
-        throws(StoreError) -> UInt64
-    {
+    public func beginSnapshot(slot: Int) throws(StoreError) -> UInt64 {
         timeline.add(.snapshotBegun)
-        self.written = written
+        begun = UInt64(records.count)
         return UInt64(records.count)
+    }
+
+    public func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
+        precondition(begun != nil, "a snapshot is written after it was begun")
+        self.frozen = frozen
+        self.written = written
     }
 
     /// The background writer finishes: the loop hears of it through its inbox.
@@ -121,6 +126,7 @@ public final class FakeStore: WorkerStore {
 
     public func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
         written = nil
+        begun = nil
         if let writeError { throw writeError }
         snapshotsCompleted += 1
         snapshotDue = false
@@ -198,13 +204,15 @@ public final class WorkerTestLoop {
     ///   - now: the manual clock's start (default 2026-12-01T10:00:00Z).
     ///   - engine: the engine the worker starts with (a recovered one, say).
     ///   - zoneCheckInterval: milliseconds between readings of the zone database; 0: on SIGHUP only.
+    ///   - snapshotStep: notifications copied into a snapshot per turn.
     public init(
         now: Instant = Instant(milliseconds: 1_796_119_200_000),
         engine: Engine = Engine(),
         statsInterval: Int64 = 0,
         metricsInterval: Int64 = 0,
         zoneCheckInterval: Int64 = 0,
-        deviceBudget: DeviceBudget = DeviceBudget(rate: 0, burst: 1000)
+        deviceBudget: DeviceBudget = DeviceBudget(rate: 0, burst: 1000),
+        snapshotStep: Int = 16_384
     ) {
         clock = ManualClock(now)
         store = FakeStore(timeline: timeline)
@@ -223,6 +231,7 @@ public final class WorkerTestLoop {
         )
         policy.metricsInterval = metricsInterval
         policy.zoneCheckInterval = zoneCheckInterval
+        policy.snapshotStep = snapshotStep
         let log = self.log
         loop = WorkerLoop(
             machine: WorkerStateMachine(policy: policy, engine: engine, now: now, random: SplitMix64(seed: 7)),

@@ -322,6 +322,50 @@ import Testing
         #expect(w.store.snapshotsCompleted == 1)
     }
 
+    /// A snapshot is copied a part per turn, while commands go on being answered; what it holds is
+    /// the state when it began, and what changed meanwhile is in the journal after it.
+    @Test func aSnapshotIsCopiedOverSeveralTurnsWhileCommandsAreAnswered() throws {
+        let w = World(snapshotStep: 100)
+        try w.online()
+        for d in 0..<10 {
+            let batch = (0..<50).map { #"{"id":"n\#($0)","after":3600}"# }.joined(separator: ",")
+            try w.step(w.command("d\(d)", .schedule, #"{"notifications":[\#(batch)]}"#))
+        }
+        let atStart = Set(w.engine.snapshot.entries)
+        try w.step(.snapshotRequested)
+        #expect(w.store.snapshotRunning)
+        #expect(w.store.frozen == nil, "not copied in one turn")
+        #expect(w.machine.waitTime(now: w.clock.now()) == 0, "the loop goes on copying")
+        let covered = try #require(w.store.begun)
+        // Meanwhile, in the next turn: a cancel and a schedule on every device, most of them not
+        // copied yet, answered in that turn.
+        try w.step(
+            (0..<10).flatMap { d in
+                [
+                    w.command("d\(d)", .cancel, #"{"ids":["n0"]}"#),
+                    w.command("d\(d)", .schedule, #"{"id":"late","after":3600}"#),
+                ]
+            }
+        )
+        for d in 0..<10 { #expect(w.replies("d\(d)").suffix(2).allSatisfy { $0["ok"] == true }) }
+        var turns = 2
+        while w.store.frozen == nil {
+            try w.step()
+            turns += 1
+        }
+        // 500 notifications at 100 a turn (a device of 50 whole).
+        #expect(turns >= 4)
+        let frozen = try #require(w.store.frozen)
+        #expect(Set(frozen.entries) == atStart)
+        #expect(frozen.entries.count == atStart.count)
+        // What changed meanwhile is in the records after the snapshot.
+        #expect(w.store.records.dropFirst(Int(covered)).count == 20)
+        w.store.finishSnapshot()
+        try w.stepInbox()
+        #expect(w.store.snapshotsCompleted == 1)
+        #expect(w.machine.waitTime(now: w.clock.now()) > 0)
+    }
+
     @Test func aRequestedSnapshotIsTakenWhateverTheJournalSize() throws {
         let w = World()
         try w.online()

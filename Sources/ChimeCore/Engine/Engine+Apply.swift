@@ -90,6 +90,7 @@ extension Engine {
             var changed: [String] = []
             for id in ids {
                 guard let n = device.notifications[id], n.isListed else { continue }
+                willChange(n)
                 n.enabled = enabled
                 n.updatedAt = at.milliseconds
                 if enabled {
@@ -165,6 +166,7 @@ extension Engine {
                 keep(capture, of: record, fireId: fireId(record.id, record.occurrence), in: device)
             }
             if let n = device.notifications[record.id], n.version == record.version {
+                willChange(n)
                 if case .delivered = entry {
                     n.firedCount += 1
                     n.lastFiredAt = record.at.milliseconds
@@ -264,6 +266,13 @@ extension Engine {
     /// Adds a notification to its device's table (and index).
     func attach(_ n: StoredNotification, to device: DeviceState) {
         device.notifications[n.id] = n
+        // Not the snapshot being taken's: it was not there when that began.
+        n.snapshotMark = snapshotParity
+        if device.order != nil {
+            device.order!.append(n)
+        } else if device.notifications.count >= DeviceState.orderedFrom {
+            device.order = Array(device.notifications.values)
+        }
         if n.isListed {
             device.listedCount += 1
             if let bytes = device.storedBytes { device.storedBytes = bytes + n.storedBytes }
@@ -276,8 +285,18 @@ extension Engine {
     /// Takes a notification out of its device's table; timers and deliveries in flight that
     /// still refer to it will ignore it.
     func detach(_ n: StoredNotification, from device: DeviceState) {
+        willChange(n)
         device.notifications.removeValue(forKey: n.id)
         n.removed = true
+        if let order = device.order {
+            device.orderRemoved += 1
+            // Not while a snapshot walks it.
+            if capture == nil, device.orderRemoved * 2 > order.count {
+                device.order =
+                    device.notifications.count < DeviceState.orderedFrom / 2 ? nil : order.filter { !$0.removed }
+                device.orderRemoved = 0
+            }
+        }
         n.armedDue = nil
         if !refusals.isEmpty { refusals.removeValue(forKey: ObjectIdentifier(n)) }
         if n.isListed {

@@ -69,19 +69,57 @@ public struct RecoveryError: Error, Hashable, Sendable, CustomStringConvertible 
     public var description: String
 }
 
+/// A snapshot being taken a part at a time (``Engine/beginSnapshot()``): everything but the
+/// notifications frozen when it began, and the notifications copied so far.
+struct SnapshotCapture {
+    let devices: [EngineSnapshot.Device]
+    let nextVersion: UInt64
+    let commandKeys: [String: [(key: CommandKey, at: Int64)]]
+    let receipts: [FrozenReceipts]
+    let zoneRules: [ZoneRulesRecord]
+    /// The devices whose notifications are walked, and where the walk is: the next device, and
+    /// the position in its ``DeviceState/order`` when it has one.
+    let walk: [DeviceState]
+    var nextDevice = 0
+    var position = 0
+    var notifications: [(notification: StoredNotification, state: DurableState)] = []
+}
+
 extension Engine {
-    /// The durable state as of now.
+    /// The durable state as of now, copied in one go (for tools and tests; the worker takes its
+    /// snapshots a part at a time, ``beginSnapshot()``).
     public var snapshot: EngineSnapshot {
+        beginSnapshot()
+        return continueSnapshot(budget: .max)!
+    }
+
+    /// Whether a snapshot is being taken (between ``beginSnapshot()`` and the
+    /// ``continueSnapshot(budget:)`` that returns it).
+    public var isTakingSnapshot: Bool { capture != nil }
+
+    /// Begins a snapshot of the durable state as of now, to be finished by
+    /// ``continueSnapshot(budget:)`` while the engine goes on.
+    ///
+    /// Everything but the notifications is copied now, and the devices to walk are listed. The
+    /// notifications are copied by ``continueSnapshot(budget:)`` a part at a time. One whose
+    /// durable state changes, or that is detached, before the walk reaches it is copied first
+    /// (``willChange(_:)``), as it was when the snapshot began. Notifications attached later are
+    /// marked as copied, so they stay out.
+    public func beginSnapshot() {
+        precondition(capture == nil, "one snapshot at a time")
+        snapshotParity.toggle()
         var list: [EngineSnapshot.Device] = []
         var receipts: [FrozenReceipts] = []
+        var walk: [DeviceState] = []
         list.reserveCapacity(devices.count)
-        var notifications: [(notification: StoredNotification, state: DurableState)] = []
-        notifications.reserveCapacity(devices.values.reduce(0) { $0 + $1.notifications.count })
+        walk.reserveCapacity(devices.count)
+        var count = 0
         for device in devices.values {
             list.append(
                 .init(id: device.id, timeZone: device.timeZone, badge: device.badge, quietHours: device.quietHours)
             )
-            for n in device.notifications.values { notifications.append((n, n.durable)) }
+            if !device.notifications.isEmpty { walk.append(device) }
+            count += device.notifications.count
             if let r = device.receipts, !r.isEmpty {
                 receipts.append(
                     FrozenReceipts(
@@ -95,14 +133,70 @@ extension Engine {
                 )
             }
         }
-        return EngineSnapshot(
+        capture = SnapshotCapture(
             devices: list,
-            notifications: notifications,
             nextVersion: nextVersion,
             commandKeys: commandKeys.devices,
             receipts: receipts,
-            zoneRules: zonesInUse.map { ZoneRulesRecord(zone: $0.identifier, fingerprint: $0.rulesFingerprint) }
+            zoneRules: zonesInUse.map { ZoneRulesRecord(zone: $0.identifier, fingerprint: $0.rulesFingerprint) },
+            walk: walk
         )
+        capture!.notifications.reserveCapacity(count)
+    }
+
+    /// Copies about `budget` more notifications into the snapshot being taken (a device smaller
+    /// than ``DeviceState/orderedFrom`` whole, a larger one a part of it at a time).
+    /// - Returns: the snapshot, once every notification is in it; nil before that, and when none
+    ///   is being taken.
+    public func continueSnapshot(budget: Int) -> EngineSnapshot? {
+        guard var c = capture else { return nil }
+        capture = nil
+        var left = budget
+        while left > 0, c.nextDevice < c.walk.count {
+            let device = c.walk[c.nextDevice]
+            if let order = device.order {
+                let end = c.position + min(left, order.count - c.position)
+                for i in c.position..<end where !order[i].removed { take(order[i], into: &c.notifications) }
+                left -= end - c.position
+                c.position = end
+                guard end == order.count else { break }
+            } else {
+                for n in device.notifications.values { take(n, into: &c.notifications) }
+                left -= device.notifications.count
+            }
+            c.nextDevice += 1
+            c.position = 0
+        }
+        guard c.nextDevice == c.walk.count else {
+            capture = c
+            return nil
+        }
+        return EngineSnapshot(
+            devices: c.devices,
+            notifications: c.notifications,
+            nextVersion: c.nextVersion,
+            commandKeys: c.commandKeys,
+            receipts: c.receipts,
+            zoneRules: c.zoneRules
+        )
+    }
+
+    /// Copies a notification into a snapshot's list unless it is there already.
+    private func take(
+        _ n: StoredNotification,
+        into list: inout [(notification: StoredNotification, state: DurableState)]
+    ) {
+        guard n.snapshotMark != snapshotParity else { return }
+        n.snapshotMark = snapshotParity
+        list.append((n, n.durable))
+    }
+
+    /// Called before an attached notification's durable state changes, or it is detached: while a
+    /// snapshot is being taken, its state as it is now (as it was when the snapshot began, since
+    /// nothing changed it before) goes into the snapshot unless it is there already.
+    func willChange(_ n: StoredNotification) {
+        guard capture != nil else { return }
+        take(n, into: &capture!.notifications)
     }
 
     /// Starts recovery: state is rebuilt with ``restore(snapshotEntry:)`` and ``apply(_:)``, then
@@ -110,6 +204,7 @@ extension Engine {
     public func beginRecovery() {
         replaying = true
         arming = true
+        capture = nil
         devices = [:]
         commandKeys.removeAll()
         heap.removeAll()

@@ -88,6 +88,11 @@ public final class Engine {
     /// During recovery: notifications to arm when it ends (`finishRecovery`), as the journal
     /// after the snapshot may still change them.
     var toArm: [StoredNotification] = []
+    /// The snapshot being taken a part at a time (``beginSnapshot()``), if one is.
+    var capture: SnapshotCapture?
+    /// Flipped as each snapshot begins: a notification whose ``StoredNotification/snapshotMark``
+    /// equals it is in that snapshot already, or was attached after it began.
+    var snapshotParity = false
     /// How many listed notifications are held, over all devices.
     public internal(set) var pendingCount = 0
     /// The fingerprints of the zone rules recorded in the snapshot and the journal

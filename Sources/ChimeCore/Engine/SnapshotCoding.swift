@@ -229,6 +229,11 @@ extension Engine {
                 lastRestoredDevice = device
                 if let count = restoreReservations.removeValue(forKey: deviceId) {
                     device.notifications.reserveCapacity(device.notifications.count + count)
+                    if device.notifications.count + count >= DeviceState.orderedFrom {
+                        var order = device.order ?? Array(device.notifications.values)
+                        order.reserveCapacity(device.notifications.count + count)
+                        device.order = order
+                    }
                 }
             }
             let id = try r.string()

@@ -119,13 +119,19 @@ final class StoredNotification: @unchecked Sendable {
     /// 0: none, 1: absolute, 2: a change.
     let badgeKind: UInt8
     let repeatUnit: RepeatUnit?
-    /// `fireIsLocal`, `zoneIsDevice` and `isSnooze` in one byte: with one byte fewer the object
-    /// packs into 168 bytes, one malloc size class (16 bytes) below.
-    private let kindBits: UInt8
+    /// `fireIsLocal`, `zoneIsDevice`, `isSnooze` and ``snapshotMark`` in one byte: with one byte
+    /// fewer the object packs into 168 bytes, one malloc size class (16 bytes) below.
+    private var kindBits: UInt8
     var fireIsLocal: Bool { kindBits & 1 != 0 }
     /// `timeZone: "device"` was given.
     var zoneIsDevice: Bool { kindBits & 2 != 0 }
     var isSnooze: Bool { kindBits & 4 != 0 }
+    /// Whether the snapshot being taken holds this notification's durable state already: it does
+    /// when this equals the engine's ``Engine/snapshotParity`` (see ``Engine/beginSnapshot()``).
+    var snapshotMark: Bool {
+        get { kindBits & 8 != 0 }
+        set { kindBits = newValue ? kindBits | 8 : kindBits & ~8 }
+    }
 
     // State. `enabled` to `pendingFrom` are durable; the rest is derived and rebuilt after
     // recovery.
@@ -421,6 +427,16 @@ final class DeviceState {
     var badge = 0
     var quietHours: QuietHours?
     var notifications: [String: StoredNotification] = [:]
+    /// For a device with at least ``orderedFrom`` notifications: each of them in the order it was
+    /// attached, a detached one left in place (marked `removed`) until they are half the list.
+    /// Unlike the table's, these positions stay put as notifications come and go, so a snapshot
+    /// walks a large device a part at a time (``Engine/continueSnapshot(budget:)``).
+    var order: [StoredNotification]?
+    /// How many in ``order`` are detached.
+    var orderRemoved = 0
+    /// Devices with this many notifications keep an ``order``; smaller ones are copied into a
+    /// snapshot in one go.
+    static let orderedFrom = 4096
     /// How many listed (non-snooze) notifications the device holds, for the quota.
     var listedCount = 0
     /// The ``StoredNotification/storedBytes`` of those, for `--max-bytes-per-device`: summed by the

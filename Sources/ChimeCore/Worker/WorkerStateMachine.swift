@@ -51,6 +51,10 @@ public struct WorkerStateMachine {
         public var resubscribeDelay: Int64 = 10_000
         /// The least time between two attempts at a snapshot after one failed or did not catch up.
         public var snapshotRetry: Int64 = 5000
+        /// Notifications copied into a snapshot being taken per turn of the loop (about 2 to 4 ms of
+        /// them on a small machine), so that taking one never holds the loop for long; a device
+        /// smaller than 4,096 is copied whole (``Engine/continueSnapshot(budget:)``).
+        public var snapshotStep = 16_384
         /// Takeovers within ``takeoverWindow`` milliseconds after which the worker gives up: two
         /// workers with one id (or a client that took the id) would otherwise knock each other
         /// off for ever.
@@ -127,9 +131,15 @@ public struct WorkerStateMachine {
         case publish(OutboundMessage)
         /// Subscribe at QoS 1; report ``ActionResult/subscribeSent(_:_:)``.
         case subscribe(Subscription)
-        /// Begin a snapshot of this frozen state in the background; report
-        /// ``ActionResult/snapshotStarted(_:)``, and ``Event/snapshotFinished(_:)`` once written.
-        case startSnapshot(EngineSnapshot, slot: Int)
+        /// Begin a snapshot of the slot's engine (0 without slots) covering what was appended;
+        /// report ``ActionResult/snapshotStarted(_:)``. The engine's state is then copied over the
+        /// next turns, and handed over with ``writeSnapshot(_:)``.
+        case startSnapshot(slot: Int)
+        /// Write the snapshot begun on another thread; ``Event/snapshotFinished(_:)`` once written.
+        case writeSnapshot(EngineSnapshot)
+        /// Give up the snapshot begun (its engine is no longer served here), as a write that failed
+        /// would: ``Event/snapshotFinished(_:)`` with the failure.
+        case abandonSnapshot
         /// Slot mode: call the store for the lease policy and report the result as ``Event/lease(_:monotonic:)``.
         case lease(SlotOwnership.Action)
         /// Slot mode: read the slot's journal, rebuild its engine and hand it to
@@ -175,7 +185,7 @@ public struct WorkerStateMachine {
         /// The engine time, in milliseconds, that the last command took, charged to its device.
         case commandCost(milliseconds: Double)
         /// How long the loop's last turn took: the events that arrived together, what fell due,
-        /// the commit and the replies (a snapshot's frozen copy included).
+        /// the commit and the replies (a part of a snapshot's copy included).
         case stepTook(Duration)
     }
 
@@ -258,6 +268,9 @@ public struct WorkerStateMachine {
     var lastLeaseEvent: ContinuousClock.Instant?
     public internal(set) var stats = WorkerStats()
     let startedAt: Instant
+    /// The slot whose engine copies its state for the snapshot begun (``Action/startSnapshot(slot:)``),
+    /// until ``Action/writeSnapshot(_:)``; nil when none is being copied.
+    var capturing: Int?
     let decoder: CommandDecoder
     var budget: DeviceBudget
     var random: any RandomNumberGenerator
@@ -372,6 +385,7 @@ public struct WorkerStateMachine {
             }
         case .batchEnded:
             tick(now: now, &actions)
+            continueSnapshot(&actions)
             maybeCheckZones(now: now, &actions)
             actions.append(.commit)
             return actions
@@ -400,7 +414,7 @@ public struct WorkerStateMachine {
     /// How long the owner may wait for the next event, in milliseconds: until the engine's next
     /// wake-up, a retry, stats, or at most a second.
     public func waitTime(now: Instant) -> Int64 {
-        if !pendingReplies.isEmpty { return 0 }
+        if !pendingReplies.isEmpty || capturing != nil { return 0 }
         var wait: Int64 = 1000
         // With the window full, only an acknowledgement (an event) makes room.
         if inflightCount < policy.maxDeliveriesInFlight, let next = engines.values.lazy.compactMap(\.nextWake).min() {
@@ -980,21 +994,41 @@ public struct WorkerStateMachine {
         case .consistent(.running), .diverged(.running):
             return
         }
-        guard let engine = engines[store.snapshotSlot] else {
+        guard engines[store.snapshotSlot] != nil else {
             persistence = .consistent(.idle(requested: false, notBefore: nil))
             return
         }
-        actions.append(.startSnapshot(engine.snapshot, slot: store.snapshotSlot))
+        capturing = store.snapshotSlot
+        actions.append(.startSnapshot(slot: store.snapshotSlot))
     }
 
+    /// The store began the snapshot: the engine's state as of now is what it covers. It is
+    /// copied a part per turn (``continueSnapshot(_:)``), while the engine goes on.
     mutating func snapshotStarted(_ outcome: Result<UInt64, StoreError>, now: Instant, _ actions: inout [Action]) {
         switch outcome {
         case .success(let sequence):
             log(.info, "snapshot started", ["sequence": "\(sequence)"], into: &actions)
+            if let slot = capturing { engines[slot]?.beginSnapshot() }
+            continueSnapshot(&actions)
         case .failure(let error):
+            capturing = nil
             log(.error, "cannot start a snapshot", ["error": "\(error)"], into: &actions)
             snapshotEnded(now: now)
         }
+    }
+
+    /// Copies the next part of the snapshot being taken, and hands it to the store once complete.
+    mutating func continueSnapshot(_ actions: inout [Action]) {
+        guard let slot = capturing else { return }
+        guard let engine = engines[slot], engine.isTakingSnapshot else {
+            // Its slot was dropped (slot mode), or loaded again as a new engine.
+            capturing = nil
+            actions.append(.abandonSnapshot)
+            return
+        }
+        guard let frozen = engine.continueSnapshot(budget: policy.snapshotStep) else { return }
+        capturing = nil
+        actions.append(.writeSnapshot(frozen))
     }
 
     mutating func snapshotFinished(_ outcome: Result<UInt64, StoreError>, now: Instant, _ actions: inout [Action]) {

@@ -1,0 +1,155 @@
+import ChimeHarness
+import Testing
+
+@testable import ChimeCore
+
+/// A snapshot is taken a part at a time (``Engine/beginSnapshot()``,
+/// ``Engine/continueSnapshot(budget:)``) while the engine goes on changing: what it holds must be
+/// the state as it began, exactly.
+@Suite struct SnapshotCaptureTests {
+    static let start = Instant(milliseconds: 1_800_000_000_000)
+
+    /// Two engines given the same journal entries, one to snapshot in one go and one a part at a time.
+    struct Twins {
+        let reference = Engine()
+        let engine = Engine()
+
+        func apply(_ entry: JournalEntry) {
+            reference.apply(entry)
+            engine.apply(entry)
+        }
+    }
+
+    static func notification(_ id: String, repeating: Bool) -> ResolvedNotification {
+        var spec = NotificationSpec()
+        spec.alertBody = "body of \(id)"
+        if repeating { spec.repeatInterval = .day }
+        return ResolvedNotification(id: id, fireDate: .instant(start.adding(seconds: 3600)), spec)
+    }
+
+    static func schedule(_ device: String, _ ids: [String], at: Instant = start) -> JournalEntry {
+        .schedule(
+            deviceId: device,
+            at: at,
+            replaced: [],
+            notifications: ids.map { notification($0, repeating: $0.hasSuffix("r")) }
+        )
+    }
+
+    /// One big device (with an order to walk in parts) and small ones (copied whole).
+    static func populated() -> Twins {
+        let twins = Twins()
+        let big = (0..<10_000).map { "n\($0)" + ($0 % 3 == 0 ? "r" : "") }
+        for part in stride(from: 0, to: big.count, by: 1000) {
+            twins.apply(schedule("big", Array(big[part..<(part + 1000)])))
+        }
+        // Left in the big device's order, marked removed, until they are half of it.
+        twins.apply(.cancel(deviceId: "big", at: start, ids: Array(big[2000..<3000])))
+        for d in 0..<40 {
+            twins.apply(schedule("small\(d)", (0..<(d * 7 + 1)).map { "s\($0)" + ($0 % 2 == 0 ? "r" : "") }))
+        }
+        return twins
+    }
+
+    /// The entries of a snapshot, as a set; the count tells of duplicates.
+    static func entries(_ snapshot: EngineSnapshot) -> (set: Set<[UInt8]>, count: Int) {
+        let all = snapshot.entries
+        return (Set(all), all.count)
+    }
+
+    /// A change of the kinds the engine makes while a snapshot is taken: notifications scheduled
+    /// (new, and in place of others), cancelled, paused and resumed, and delivered.
+    static func change(_ engine: Engine, _ random: inout SplitMix64, serial: Int) {
+        let at = start.adding(seconds: Int64(serial))
+        let deviceIds = engine.devices.keys.sorted()
+        let device = deviceIds[Int(random.next() % UInt64(deviceIds.count))]
+        let ids = engine.devices[device]!.notifications.keys.sorted()
+        let id = ids.isEmpty ? "none" : ids[Int(random.next() % UInt64(ids.count))]
+        switch random.next() % 6 {
+        case 0: engine.apply(schedule(random.next() % 4 == 0 ? "new\(serial % 5)" : device, ["added\(serial)"], at: at))
+        case 1: engine.apply(schedule(device, [id], at: at))
+        case 2: engine.apply(.cancel(deviceId: device, at: at, ids: [id]))
+        case 3: engine.apply(.setEnabled(deviceId: device, at: at, ids: [id], enabled: random.next() % 2 == 0))
+        case 4: engine.apply(.cancel(deviceId: device, at: at, ids: Array(ids.prefix(50))))
+        default:
+            guard let n = engine.devices[device]!.notifications[id] else { return }
+            let record = OccurrenceRecord(
+                deviceId: device,
+                id: id,
+                version: n.version,
+                index: Int(n.firedCount),
+                occurrence: Instant(milliseconds: n.pendingFrom),
+                at: at,
+                last: false,
+                badge: nil,
+                receipt: nil
+            )
+            engine.apply(.delivered(record))
+        }
+    }
+
+    /// How many notifications the devices' tables hold.
+    static func held(_ engine: Engine) -> Int { engine.devices.values.reduce(0) { $0 + $1.notifications.count } }
+
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func aSnapshotTakenInPartsHoldsTheStateAsItBeganWhateverChangesMeanwhile(seed: UInt64) throws {
+        let twins = Self.populated()
+        #expect(twins.engine.devices["big"]?.order?.count == 10_000, "the big device is walked in parts")
+        let reference = twins.reference.snapshot
+        // Those the tables hold, and not the removed ones the big device's order still lists.
+        #expect(reference.notifications.count == Self.held(twins.reference))
+        let expected = Self.entries(reference)
+        var random = SplitMix64(seed: seed)
+        twins.engine.beginSnapshot()
+        var frozen: EngineSnapshot?
+        var turns = 0
+        while frozen == nil {
+            for _ in 0..<5 { Self.change(twins.engine, &random, serial: turns * 5) }
+            turns += 1
+            frozen = twins.engine.continueSnapshot(budget: 300)
+        }
+        #expect(turns > 30)
+        #expect(!twins.engine.isTakingSnapshot)
+        let got = Self.entries(try #require(frozen))
+        #expect(got.count == expected.count, "each notification once")
+        #expect(got.set == expected.set)
+        // And the changes made meanwhile are in the next one.
+        #expect(Self.entries(twins.engine.snapshot).set != expected.set)
+    }
+
+    @Test func cancellingMostOfABigDeviceDuringASnapshotKeepsItsOrderUntilTheSnapshotIsTaken() throws {
+        let twins = Self.populated()
+        let expected = Self.entries(twins.reference.snapshot)
+        twins.engine.beginSnapshot()
+        #expect(twins.engine.continueSnapshot(budget: 500) == nil)
+        let ids = twins.engine.devices["big"]!.notifications.keys.sorted().prefix(6000)
+        twins.engine.apply(.cancel(deviceId: "big", at: Self.start, ids: Array(ids)))
+        let big = try #require(twins.engine.devices["big"])
+        #expect(big.order?.count == 10_000, "not compacted while it is walked")
+        var frozen: EngineSnapshot?
+        while frozen == nil { frozen = twins.engine.continueSnapshot(budget: 500) }
+        let got = Self.entries(try #require(frozen))
+        #expect(got.count == expected.count)
+        #expect(got.set == expected.set)
+        // Compacted by the next removal once no snapshot walks it.
+        twins.engine.apply(.cancel(deviceId: "big", at: Self.start, ids: [big.notifications.keys.sorted()[0]]))
+        #expect(big.order?.count == 2999)
+        #expect(big.orderRemoved == 0)
+        // And dropped once more than half of it is removed and the device is small.
+        twins.engine.apply(.cancel(deviceId: "big", at: Self.start, ids: Array(big.notifications.keys.prefix(1500))))
+        #expect(big.order?.count == nil)
+    }
+
+    @Test func eachPartCopiesItsBudgetAndAtMostOneSmallDeviceMore() {
+        let twins = Self.populated()
+        twins.engine.beginSnapshot()
+        var copied = [0]
+        while twins.engine.continueSnapshot(budget: 1000) == nil {
+            copied.append(twins.engine.capture!.notifications.count)
+        }
+        let parts = zip(copied.dropFirst(), copied).map { $0 - $1 }
+        // 9,000 on the big device and 5,500 on 40 small ones, the largest of 274.
+        #expect(parts.count >= 12)
+        #expect(parts.allSatisfy { $0 < 1000 + 274 })
+    }
+}
