@@ -569,8 +569,19 @@ public final class Journal {
     /// first, then segments oldest first, then the directory is synced.
     ///
     /// - Throws: `.invalidState` if `writer` is not this journal's finished snapshot; `.io` if a
-    ///   file cannot be deleted (the journal stays usable; the next compaction retries).
+    ///   file cannot be deleted (the journal stays usable; see ``Compaction/run()``).
     public func snapshotCompleted(_ writer: SnapshotWriter) throws(JournalError) {
+        try recordSnapshot(writer).run()
+    }
+
+    /// ``snapshotCompleted(_:)`` without its deletions: records the finished snapshot and
+    /// returns the files it made obsolete, for ``Compaction/run()`` to delete on another thread
+    /// (deleting a large file can take long). The journal goes on meanwhile; it never creates a
+    /// file by an obsolete one's name.
+    ///
+    /// - Throws: `.invalidState` if `writer` is not this journal's finished snapshot; `.io` if the
+    ///   directory cannot be listed.
+    public func recordSnapshot(_ writer: SnapshotWriter) throws(JournalError) -> Compaction {
         try checkUsable()
         guard writer === pendingSnapshot, writer.isFinished else {
             throw JournalError(.invalidState, "snapshotCompleted needs the finished writer from beginSnapshot")
@@ -583,22 +594,19 @@ public final class Journal {
             snapshots.sort()
         }
         let kept = Array(snapshots.suffix(2))
-        for name in DirectoryListing(try dir.list()).snapshots where !kept.contains(name.sequence) {
-            try dir.unlink(name.name)
-        }
+        var obsolete = DirectoryListing(try dir.list()).snapshots.filter { !kept.contains($0.sequence) }.map(\.name)
         snapshots = kept
         if kept.count == 2 {
             let older = kept[0]
             // Segment i holds sequences segments[i] ..< segments[i + 1]; it is needed if any of
             // them is greater than the older snapshot.
             while segments.count > 1 && segments[1] <= older + 1 {
-                try dir.unlink(JournalFormat.segmentName(segments[0]))
+                obsolete.append(JournalFormat.segmentName(segments[0]))
                 segments.removeFirst()
             }
         }
-        try dir.syncDirectory()
+        return Compaction(dir: dir, obsolete: obsolete)
     }
-
     /// Syncs whatever is unsynced (whatever the policy) and releases the directory.
     ///
     /// A snapshot still being written must be finished or abandoned first by its thread; the
@@ -612,5 +620,22 @@ public final class Journal {
             self.lockFD = nil
         }
         if failure == nil { try sync() }
+    }
+}
+
+/// The files a finished snapshot made obsolete (``Journal/recordSnapshot(_:)``): the older
+/// snapshots, then the segments only they needed.
+public struct Compaction: Sendable {
+    let dir: DataDirectory
+    /// Their names, in the order they are deleted.
+    public let obsolete: [String]
+
+    /// Deletes them in order, a file already gone counting as deleted, then syncs the directory.
+    /// A crash part-way leaves a directory that recovers, and the next compaction deletes what is
+    /// left of the snapshots (the segments, the next start).
+    /// - Throws: `.io` if a file cannot be deleted; `.syncFailed` if the directory cannot be synced.
+    public func run() throws(JournalError) {
+        for name in obsolete { try dir.unlink(name) }
+        try dir.syncDirectory()
     }
 }

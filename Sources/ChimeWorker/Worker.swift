@@ -92,7 +92,7 @@ public final class Worker: Sendable {
                     ),
                     fileSystem: fileSystem
                 )
-                store = JournalStore(journal)
+                store = JournalStore(journal, logger: logger)
             } catch {
                 throw WorkerError(error.message)
             }

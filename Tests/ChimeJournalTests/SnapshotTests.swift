@@ -23,6 +23,43 @@ import Testing
         try again.close()
     }
 
+    /// The worker deletes what a snapshot made obsolete on another thread: recording the snapshot
+    /// deletes nothing, the journal goes on (another snapshot included) before the deletion runs,
+    /// and a file already gone is no error.
+    @Test func obsoleteFilesAreDeletedWhenTheCompactionRunsNotBefore() throws {
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
+        let directory = scratch.path
+        let (journal, _) = try Journal.open(directory: directory, options: options)
+        try journal.appendStandard(through: 40)
+        try journal.snapshotStandard()
+        try journal.appendStandard(through: 80)
+        try journal.snapshotStandard()
+        try journal.appendStandard(through: 120)
+        let before = Disk.list(directory)
+        let writer = try journal.beginSnapshot()
+        for entry in Content.entries(through: 120) { try writer.append(entry) }
+        try writer.finish()
+        let compaction = try journal.recordSnapshot(writer)
+        // The oldest snapshot, then the segments only it needed.
+        #expect(compaction.obsolete.first == Disk.snapshots(directory).sorted().first)
+        #expect(compaction.obsolete.count >= 2)
+        #expect(compaction.obsolete.dropFirst().allSatisfy { $0.hasPrefix("journal-") })
+        #expect(Set(compaction.obsolete).isSubset(of: before), "nothing deleted yet")
+        #expect(Disk.snapshots(directory).count == 3)
+        // The journal goes on, and the next snapshot lists the old one again.
+        try journal.appendStandard(through: 160)
+        try journal.commit()
+        try journal.snapshotStandard()
+        try compaction.run()
+        #expect(Disk.snapshots(directory).count == 2)
+        #expect(!Disk.list(directory).contains { compaction.obsolete.contains($0) })
+        try compaction.run()
+        try journal.close()
+        let (again, recovery) = try Journal.open(directory: directory, options: options)
+        #expect(Content.state(recovery) == Content.entries(through: 160))
+        try again.close()
+    }
+
     @Test func snapshotDueFollowsBytesWritten() throws {
         let scratch = try TemporaryDirectory(prefix: "chime-journal")
         let (journal, _) = try Journal.open(directory: scratch.path, options: options)
