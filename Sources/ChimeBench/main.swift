@@ -6,6 +6,7 @@ let quick = arguments.contains("--quick")
 let usage = """
     usage: chime-bench recurrence [--quick | --hostile]
            chime-bench ingest-cpu [--quick]  (a batch command's stages in process: µs a notification)
+           chime-bench snapshot-steps [--quick]  (how long taking a snapshot holds the loop, in process)
            chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,scale]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
                               [--store postgres]  (every chimed on a PostgreSQL of its own, fsync on)
@@ -24,6 +25,8 @@ do {
         RecurrenceBenchmark(quick: quick).run()
     case "ingest-cpu":
         IngestCPUBenchmark(quick: quick).run()
+    case "snapshot-steps":
+        SnapshotStepsBenchmark(quick: quick).run()
     case "system":
         var json = quick ? "bench-results/quick.json" : "bench-results/results.json"
         if let i = arguments.firstIndex(of: "--json"), i + 1 < arguments.count { json = arguments[i + 1] }

@@ -14,9 +14,9 @@ import Testing
         let reference = Engine()
         let engine = Engine()
 
-        func apply(_ entry: JournalEntry) {
-            reference.apply(entry)
-            engine.apply(entry)
+        func apply(_ entry: JournalEntry, key: CommandKey? = nil) {
+            reference.apply(entry, key: key)
+            engine.apply(entry, key: key)
         }
     }
 
@@ -46,7 +46,17 @@ import Testing
         // Left in the big device's order, marked removed, until they are half of it.
         twins.apply(.cancel(deviceId: "big", at: start, ids: Array(big[2000..<3000])))
         for d in 0..<40 {
-            twins.apply(schedule("small\(d)", (0..<(d * 7 + 1)).map { "s\($0)" + ($0 % 2 == 0 ? "r" : "") }))
+            twins.apply(
+                schedule("small\(d)", (0..<(d * 7 + 1)).map { "s\($0)" + ($0 % 2 == 0 ? "r" : "") }),
+                key: CommandKey(UInt64(d))
+            )
+            if d % 2 == 0 {
+                twins.apply(.device(deviceId: "small\(d)", at: start, update: DeviceUpdate(badge: d, receipts: true)))
+            }
+        }
+        // Devices with no notification, walked as well.
+        for d in 0..<300 {
+            twins.apply(.device(deviceId: "bare\(d)", at: start, update: DeviceUpdate(badge: d + 1)))
         }
         return twins
     }
@@ -65,12 +75,28 @@ import Testing
         let device = deviceIds[Int(random.next() % UInt64(deviceIds.count))]
         let ids = engine.devices[device]!.notifications.keys.sorted()
         let id = ids.isEmpty ? "none" : ids[Int(random.next() % UInt64(ids.count))]
-        switch random.next() % 6 {
-        case 0: engine.apply(schedule(random.next() % 4 == 0 ? "new\(serial % 5)" : device, ["added\(serial)"], at: at))
-        case 1: engine.apply(schedule(device, [id], at: at))
+        switch random.next() % 9 {
+        // With command keys: those of commands after the snapshot began stay out of it.
+        case 0:
+            engine.apply(
+                schedule(random.next() % 4 == 0 ? "new\(serial % 5)" : device, ["added\(serial)"], at: at),
+                key: CommandKey(UInt64(1000 + serial))
+            )
+        case 1: engine.apply(schedule(device, [id], at: at), key: CommandKey(UInt64(1000 + serial)))
         case 2: engine.apply(.cancel(deviceId: device, at: at, ids: [id]))
         case 3: engine.apply(.setEnabled(deviceId: device, at: at, ids: [id], enabled: random.next() % 2 == 0))
         case 4: engine.apply(.cancel(deviceId: device, at: at, ids: Array(ids.prefix(50))))
+        case 5:
+            let update = DeviceUpdate(timeZone: Zone(identifier: "Europe/Paris"), badge: Int(random.next() % 9))
+            engine.apply(
+                .device(deviceId: random.next() % 4 == 0 ? "new\(serial % 5)" : device, at: at, update: update)
+            )
+        case 6:
+            // Emptied: a bare device is dropped.
+            engine.apply(.device(deviceId: device, at: at, update: DeviceUpdate(badge: 0)))
+        case 7:
+            guard let fireId = engine.devices[device]!.receipts?.inbox.first?.fireId else { return }
+            engine.apply(.ack(deviceId: device, at: at, fireIds: [fireId], badge: .delta(-1)))
         default:
             guard let n = engine.devices[device]!.notifications[id] else { return }
             let record = OccurrenceRecord(
@@ -81,12 +107,19 @@ import Testing
                 occurrence: Instant(milliseconds: n.pendingFrom),
                 at: at,
                 last: false,
-                badge: nil,
-                receipt: nil
+                badge: .delta(1),
+                receipt: ReceiptCapture(
+                    payload: Array("delivery of \(id)".utf8),
+                    expiresAt: at.milliseconds + 3_600_000,
+                    late: false
+                )
             )
             engine.apply(.delivered(record))
         }
     }
+
+    /// How many devices and notifications the tables hold.
+    static func devices(_ engine: Engine) -> Int { engine.devices.count }
 
     /// How many notifications the devices' tables hold.
     static func held(_ engine: Engine) -> Int { engine.devices.values.reduce(0) { $0 + $1.notifications.count } }
@@ -98,6 +131,8 @@ import Testing
         let reference = twins.reference.snapshot
         // Those the tables hold, and not the removed ones the big device's order still lists.
         #expect(reference.notifications.count == Self.held(twins.reference))
+        #expect(reference.devices.count == Self.devices(twins.reference))
+        #expect(twins.engine.heldCount == Self.held(twins.engine))
         let expected = Self.entries(reference)
         var random = SplitMix64(seed: seed)
         twins.engine.beginSnapshot()
@@ -109,12 +144,37 @@ import Testing
             frozen = twins.engine.continueSnapshot(budget: 300)
         }
         #expect(turns > 30)
+        #expect(twins.engine.deviceOrderDropped > 0, "devices were dropped meanwhile")
         #expect(!twins.engine.isTakingSnapshot)
         let got = Self.entries(try #require(frozen))
         #expect(got.count == expected.count, "each notification once")
         #expect(got.set == expected.set)
+        #expect(twins.engine.heldCount == Self.held(twins.engine), "counted through every change")
         // And the changes made meanwhile are in the next one.
         #expect(Self.entries(twins.engine.snapshot).set != expected.set)
+    }
+
+    @Test func devicesDroppedOrChangedBeforeTheWalkReachesThemAreInTheSnapshotAsTheyWere() throws {
+        let twins = Self.populated()
+        let expected = Self.entries(twins.reference.snapshot)
+        twins.engine.beginSnapshot()
+        // Before any part is copied: every small device of odd number emptied, and so dropped;
+        // a bare one cleared; the others' badges changed.
+        for d in stride(from: 1, to: 40, by: 2) {
+            let ids = Array(twins.engine.devices["small\(d)"]!.notifications.keys)
+            twins.engine.apply(.cancel(deviceId: "small\(d)", at: Self.start, ids: ids))
+            #expect(twins.engine.devices["small\(d)"] == nil)
+        }
+        twins.engine.apply(.device(deviceId: "bare0", at: Self.start, update: DeviceUpdate(badge: 0)))
+        #expect(twins.engine.devices["bare0"] == nil)
+        for d in stride(from: 0, to: 40, by: 2) {
+            twins.engine.apply(.device(deviceId: "small\(d)", at: Self.start, update: DeviceUpdate(badge: 99)))
+        }
+        var frozen: EngineSnapshot?
+        while frozen == nil { frozen = twins.engine.continueSnapshot(budget: 700) }
+        let got = Self.entries(try #require(frozen))
+        #expect(got.count == expected.count)
+        #expect(got.set == expected.set)
     }
 
     @Test func cancellingMostOfABigDeviceDuringASnapshotKeepsItsOrderUntilTheSnapshotIsTaken() throws {

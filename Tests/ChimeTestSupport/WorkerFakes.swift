@@ -212,7 +212,7 @@ public final class WorkerTestLoop {
         metricsInterval: Int64 = 0,
         zoneCheckInterval: Int64 = 0,
         deviceBudget: DeviceBudget = DeviceBudget(rate: 0, burst: 1000),
-        snapshotStep: Int = 16_384
+        snapshotStep: Int = Engine.snapshotStep
     ) {
         clock = ManualClock(now)
         store = FakeStore(timeline: timeline)

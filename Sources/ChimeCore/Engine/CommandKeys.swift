@@ -68,8 +68,14 @@ struct CommandKeyWindow: Sendable {
     static let total = 1_000_000
     static let maximumAge: Int64 = 86_400_000
 
-    /// Each device's keys, oldest first.
-    private(set) var devices: [String: [(key: CommandKey, at: Int64)]] = [:]
+    /// Each device's keys, oldest first, in ``shardCount`` tables by the device id's hash. A
+    /// snapshot holds the tables as they are (copy-on-write), and the first change to one after
+    /// that copies this one alone: a copy of every key at once would hold the loop for as long as
+    /// 100 ms with a million devices.
+    private(set) var shards = [[String: [(key: CommandKey, at: Int64)]]](repeating: [:], count: shardCount)
+    static let shardCount = 256
+
+    private static func shard(_ device: String) -> Int { device.hashValue & (shardCount - 1) }
     /// Every insertion, oldest first (from `head`): what expires next. An entry whose key its
     /// device already dropped (past `perDevice`) is skipped when it comes up.
     private var order: [(device: String, key: CommandKey, at: Int64)] = []
@@ -82,25 +88,28 @@ struct CommandKeyWindow: Sendable {
 
     mutating func contains(_ key: CommandKey, device: String, now: Instant) -> Bool {
         if !staged.isEmpty { insertStaged() }
-        guard let keys = devices[device] else { return false }
+        guard let keys = shards[Self.shard(device)][device] else { return false }
         let oldest = now.milliseconds - Self.maximumAge
         return keys.contains { $0.key == key && $0.at >= oldest }
     }
 
     mutating func insert(_ key: CommandKey, device: String, at: Int64) {
         if !staged.isEmpty { insertStaged() }
-        var keys = devices.removeValue(forKey: device) ?? []
+        let s = Self.shard(device)
+        var keys = shards[s].removeValue(forKey: device) ?? []
         if keys.count == Self.perDevice { keys.removeFirst() }
         keys.append((key, at))
-        devices[device] = keys
+        shards[s][device] = keys
         order.append((device, key, at))
         while count > 0 && (count > Self.total || order[head].at < at - Self.maximumAge) {
             let old = order[head]
             head += 1
-            if var keys = devices[old.device], let i = keys.firstIndex(where: { $0.key == old.key && $0.at == old.at })
+            let s = Self.shard(old.device)
+            if var keys = shards[s][old.device],
+                let i = keys.firstIndex(where: { $0.key == old.key && $0.at == old.at })
             {
                 keys.remove(at: i)
-                devices[old.device] = keys.isEmpty ? nil : keys
+                shards[s][old.device] = keys.isEmpty ? nil : keys
             }
         }
         // Reclaim the expired prefix once it is the larger part.

@@ -105,6 +105,7 @@ extension Engine {
 
         case .device(let deviceId, _, let update):
             let device = device(deviceId)
+            willChange(device)
             if let badge = update.badge { device.badge = badge }
             if let quiet = update.quietHours { device.quietHours = quiet }
             if update.receipts != nil || update.history != nil {
@@ -159,6 +160,7 @@ extension Engine {
 
         case .delivered(let record), .dropped(let record):
             let device = device(record.deviceId)
+            willChange(device)
             if case .delivered = entry, let badge = record.badge {
                 device.badge = badge.applied(to: device.badge)
             }
@@ -213,6 +215,7 @@ extension Engine {
         for device in devices.values {
             var deviceZoneChanged = false
             if let zone = device.timeZone, let now = fresh[zone.identifier] {
+                willChange(device)
                 device.timeZone = now
                 deviceZoneChanged = true
             }
@@ -266,6 +269,7 @@ extension Engine {
     /// Adds a notification to its device's table (and index).
     func attach(_ n: StoredNotification, to device: DeviceState) {
         device.notifications[n.id] = n
+        heldCount += 1
         // Not the snapshot being taken's: it was not there when that began.
         n.snapshotMark = snapshotParity
         if device.order != nil {
@@ -287,6 +291,7 @@ extension Engine {
     func detach(_ n: StoredNotification, from device: DeviceState) {
         willChange(n)
         device.notifications.removeValue(forKey: n.id)
+        heldCount -= 1
         n.removed = true
         if let order = device.order {
             device.orderRemoved += 1

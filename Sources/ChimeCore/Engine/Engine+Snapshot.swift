@@ -12,8 +12,8 @@ public struct EngineSnapshot: Sendable {
     let devices: [Device]
     let notifications: [(notification: StoredNotification, state: DurableState)]
     let nextVersion: UInt64
-    /// Each device's recent command keys (``CommandKeyWindow``).
-    let commandKeys: [String: [(key: CommandKey, at: Int64)]]
+    /// Each device's recent command keys (``CommandKeyWindow``), in one table or several.
+    let commandKeys: [[String: [(key: CommandKey, at: Int64)]]]
     /// The receipts, inboxes and histories of the devices that use them.
     let receipts: [FrozenReceipts]
     /// The rules of every zone the engine uses, as it computes with them.
@@ -26,7 +26,8 @@ public struct EngineSnapshot: Sendable {
 
     /// How many entries ``forEachEntry(_:)`` produces.
     public var entryCount: Int {
-        1 + devices.count + notifications.count + commandKeys.count + receipts.count + (zoneRules.isEmpty ? 0 : 1)
+        1 + devices.count + notifications.count + commandKeys.reduce(0) { $0 + $1.count } + receipts.count
+            + (zoneRules.isEmpty ? 0 : 1)
     }
 
     /// Every entry ``forEachEntry(_:)`` produces, in order, copied into one array.
@@ -48,7 +49,7 @@ public struct EngineSnapshot: Sendable {
             SnapshotCoding.encode(n, state, into: &w)
             try body(w.bytes)
         }
-        for (device, keys) in commandKeys { try body(SnapshotCoding.encode(commandKeys: keys, of: device)) }
+        for (device, keys) in commandKeys.joined() { try body(SnapshotCoding.encode(commandKeys: keys, of: device)) }
         for r in receipts { try body(SnapshotCoding.encode(r)) }
         if !zoneRules.isEmpty { try body(SnapshotCoding.encode(zoneRules: zoneRules)) }
     }
@@ -69,20 +70,19 @@ public struct RecoveryError: Error, Hashable, Sendable, CustomStringConvertible 
     public var description: String
 }
 
-/// A snapshot being taken a part at a time (``Engine/beginSnapshot()``): everything but the
-/// notifications frozen when it began, and the notifications copied so far.
+/// A snapshot being taken a part at a time (``Engine/beginSnapshot()``): what was frozen when it
+/// began, and the devices and notifications copied so far.
 struct SnapshotCapture {
-    let devices: [EngineSnapshot.Device]
     let nextVersion: UInt64
-    let commandKeys: [String: [(key: CommandKey, at: Int64)]]
-    let receipts: [FrozenReceipts]
+    let commandKeys: [[String: [(key: CommandKey, at: Int64)]]]
     let zoneRules: [ZoneRulesRecord]
-    /// The devices whose notifications are walked, and where the walk is: the next device, and
-    /// the position in its ``DeviceState/order`` when it has one.
-    let walk: [DeviceState]
+    var devices: [EngineSnapshot.Device] = []
+    var receipts: [FrozenReceipts] = []
+    var notifications: [(notification: StoredNotification, state: DurableState)] = []
+    /// Where the walk is: the next device in ``Engine/deviceOrder``, and the position in its
+    /// ``DeviceState/order`` when it has one.
     var nextDevice = 0
     var position = 0
-    var notifications: [(notification: StoredNotification, state: DurableState)] = []
 }
 
 extension Engine {
@@ -93,6 +93,11 @@ extension Engine {
         return continueSnapshot(budget: .max)!
     }
 
+    /// The devices and notifications a turn of the worker's loop copies into a snapshot being
+    /// taken: a few milliseconds of them on a small machine, so that taking one never holds the
+    /// loop for long (`chime-bench snapshot-steps` measures it).
+    public static let snapshotStep = 16_384
+
     /// Whether a snapshot is being taken (between ``beginSnapshot()`` and the
     /// ``continueSnapshot(budget:)`` that returns it).
     public var isTakingSnapshot: Bool { capture != nil }
@@ -100,60 +105,44 @@ extension Engine {
     /// Begins a snapshot of the durable state as of now, to be finished by
     /// ``continueSnapshot(budget:)`` while the engine goes on.
     ///
-    /// Everything but the notifications is copied now, and the devices to walk are listed. The
-    /// notifications are copied by ``continueSnapshot(budget:)`` a part at a time. One whose
-    /// durable state changes, or that is detached, before the walk reaches it is copied first
-    /// (``willChange(_:)``), as it was when the snapshot began. Notifications attached later are
-    /// marked as copied, so they stay out.
+    /// What costs little to freeze is frozen now: the next version, the zones' rules and the
+    /// command keys (256 copy-on-write tables, of which a change after this copies one,
+    /// ``CommandKeyWindow/shards``). The devices and their notifications are copied by
+    /// ``continueSnapshot(budget:)`` a part at a time. One whose durable state changes, or that is
+    /// removed, before the walk reaches it is copied first (``willChange(_:)``), as it was when the
+    /// snapshot began. Those added later are marked as copied, so they stay out.
     public func beginSnapshot() {
         precondition(capture == nil, "one snapshot at a time")
         snapshotParity.toggle()
-        var list: [EngineSnapshot.Device] = []
-        var receipts: [FrozenReceipts] = []
-        var walk: [DeviceState] = []
-        list.reserveCapacity(devices.count)
-        walk.reserveCapacity(devices.count)
-        var count = 0
-        for device in devices.values {
-            list.append(
-                .init(id: device.id, timeZone: device.timeZone, badge: device.badge, quietHours: device.quietHours)
-            )
-            if !device.notifications.isEmpty { walk.append(device) }
-            count += device.notifications.count
-            if let r = device.receipts, !r.isEmpty {
-                receipts.append(
-                    FrozenReceipts(
-                        deviceId: device.id,
-                        receipts: r.receipts,
-                        history: r.history,
-                        inbox: r.inbox,
-                        entries: r.entries,
-                        dropped: r.dropped
-                    )
-                )
-            }
-        }
         capture = SnapshotCapture(
-            devices: list,
             nextVersion: nextVersion,
-            commandKeys: commandKeys.devices,
-            receipts: receipts,
-            zoneRules: zonesInUse.map { ZoneRulesRecord(zone: $0.identifier, fingerprint: $0.rulesFingerprint) },
-            walk: walk
+            commandKeys: commandKeys.shards,
+            zoneRules: zonesInUse.map { ZoneRulesRecord(zone: $0.identifier, fingerprint: $0.rulesFingerprint) }
         )
-        capture!.notifications.reserveCapacity(count)
+        // Sized once: growing a list of millions would copy it in one turn. (Pages not written to
+        // cost no memory.)
+        capture!.devices.reserveCapacity(devices.count)
+        capture!.receipts.reserveCapacity(devices.count)
+        capture!.notifications.reserveCapacity(heldCount)
     }
 
-    /// Copies about `budget` more notifications into the snapshot being taken (a device smaller
-    /// than ``DeviceState/orderedFrom`` whole, a larger one a part of it at a time).
-    /// - Returns: the snapshot, once every notification is in it; nil before that, and when none
-    ///   is being taken.
+    /// Copies about `budget` more devices and notifications into the snapshot being taken (a
+    /// device's notifications whole when it has fewer than ``DeviceState/orderedFrom``, else a part
+    /// at a time).
+    /// - Returns: the snapshot, once everything is in it; nil before that, and when none is
+    ///   being taken.
     public func continueSnapshot(budget: Int) -> EngineSnapshot? {
         guard var c = capture else { return nil }
         capture = nil
         var left = budget
-        while left > 0, c.nextDevice < c.walk.count {
-            let device = c.walk[c.nextDevice]
+        while left > 0, c.nextDevice < deviceOrder.count {
+            let device = deviceOrder[c.nextDevice]
+            left -= 1
+            if device.dropped {
+                c.nextDevice += 1
+                continue
+            }
+            take(device, into: &c)
             if let order = device.order {
                 let end = c.position + min(left, order.count - c.position)
                 for i in c.position..<end where !order[i].removed { take(order[i], into: &c.notifications) }
@@ -167,7 +156,7 @@ extension Engine {
             c.nextDevice += 1
             c.position = 0
         }
-        guard c.nextDevice == c.walk.count else {
+        guard c.nextDevice == deviceOrder.count else {
             capture = c
             return nil
         }
@@ -191,12 +180,40 @@ extension Engine {
         list.append((n, n.durable))
     }
 
+    /// Copies a device's own state (its zone, badge, quiet hours and receipts) into a snapshot
+    /// unless it is there already.
+    private func take(_ device: DeviceState, into c: inout SnapshotCapture) {
+        guard device.snapshotMark != snapshotParity else { return }
+        device.snapshotMark = snapshotParity
+        c.devices.append(
+            .init(id: device.id, timeZone: device.timeZone, badge: device.badge, quietHours: device.quietHours)
+        )
+        if let r = device.receipts, !r.isEmpty {
+            c.receipts.append(
+                FrozenReceipts(
+                    deviceId: device.id,
+                    receipts: r.receipts,
+                    history: r.history,
+                    inbox: r.inbox,
+                    entries: r.entries,
+                    dropped: r.dropped
+                )
+            )
+        }
+    }
+
     /// Called before an attached notification's durable state changes, or it is detached: while a
     /// snapshot is being taken, its state as it is now (as it was when the snapshot began, since
     /// nothing changed it before) goes into the snapshot unless it is there already.
     func willChange(_ n: StoredNotification) {
         guard capture != nil else { return }
         take(n, into: &capture!.notifications)
+    }
+
+    /// ``willChange(_:)`` for a device's own state, before it changes or the device is dropped.
+    func willChange(_ device: DeviceState) {
+        guard capture != nil else { return }
+        take(device, into: &capture!)
     }
 
     /// Starts recovery: state is rebuilt with ``restore(snapshotEntry:)`` and ``apply(_:)``, then
@@ -206,10 +223,13 @@ extension Engine {
         arming = true
         capture = nil
         devices = [:]
+        deviceOrder = []
+        deviceOrderDropped = 0
         commandKeys.removeAll()
         heap.removeAll()
         inflight = [:]
         pendingCount = 0
+        heldCount = 0
         zoneFingerprints = [:]
     }
 

@@ -88,6 +88,12 @@ public final class Engine {
     /// During recovery: notifications to arm when it ends (`finishRecovery`), as the journal
     /// after the snapshot may still change them.
     var toArm: [StoredNotification] = []
+    /// Every device in the order it was created, a dropped one left in place until they are half
+    /// the list. Unlike the table's, these positions stay put as devices come and go, so a snapshot
+    /// walks the devices a part at a time.
+    var deviceOrder: [DeviceState] = []
+    /// How many in ``deviceOrder`` are dropped.
+    var deviceOrderDropped = 0
     /// The snapshot being taken a part at a time (``beginSnapshot()``), if one is.
     var capture: SnapshotCapture?
     /// Flipped as each snapshot begins: a notification whose ``StoredNotification/snapshotMark``
@@ -95,6 +101,8 @@ public final class Engine {
     var snapshotParity = false
     /// How many listed notifications are held, over all devices.
     public internal(set) var pendingCount = 0
+    /// How many notifications the devices' tables hold, snoozes included.
+    var heldCount = 0
     /// The fingerprints of the zone rules recorded in the snapshot and the journal
     /// (``JournalEntry/zoneRules(at:zones:)``): what the engine last said it computes with.
     public internal(set) var zoneFingerprints: [String: UInt64] = [:]
@@ -125,12 +133,24 @@ public final class Engine {
         if let d = devices[id] { return d }
         let d = DeviceState(id: id)
         devices[id] = d
+        // Not the snapshot being taken's: it was not there when that began.
+        d.snapshotMark = snapshotParity
+        deviceOrder.append(d)
         return d
     }
 
     /// Drops a device that holds nothing any more.
     func dropIfEmpty(_ device: DeviceState) {
-        if device.isEmpty { devices.removeValue(forKey: device.id) }
+        guard device.isEmpty else { return }
+        willChange(device)
+        devices.removeValue(forKey: device.id)
+        device.dropped = true
+        deviceOrderDropped += 1
+        // Not while a snapshot walks it.
+        if capture == nil, deviceOrderDropped * 2 > deviceOrder.count {
+            deviceOrder.removeAll(where: \.dropped)
+            deviceOrderDropped = 0
+        }
     }
 
     // MARK: - Commands

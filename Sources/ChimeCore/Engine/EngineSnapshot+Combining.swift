@@ -35,7 +35,7 @@ extension EngineSnapshot {
         var zoneRules: [String: UInt64] = [:]
         for part in parts {
             for rule in part.zoneRules { zoneRules[rule.zone] = rule.fingerprint }
-            for (device, keys) in part.commandKeys where isIncluded(device) { commandKeys[device] = keys }
+            for (device, keys) in part.commandKeys.joined() where isIncluded(device) { commandKeys[device] = keys }
             for r in part.receipts where isIncluded(r.deviceId) { receipts[r.deviceId] = r }
             nextVersion = max(nextVersion, part.nextVersion)
             var fromPart: [String: [(notification: StoredNotification, state: DurableState)]] = [:]
@@ -51,7 +51,7 @@ extension EngineSnapshot {
             devices: Array(devices.values),
             notifications: notifications.values.flatMap { $0 },
             nextVersion: nextVersion,
-            commandKeys: commandKeys,
+            commandKeys: [commandKeys],
             receipts: Array(receipts.values),
             zoneRules: zoneRules.sorted { $0.key < $1.key }.map { ZoneRulesRecord(zone: $0.key, fingerprint: $0.value) }
         )

@@ -209,6 +209,7 @@ extension Engine {
     func applyAck(_ deviceId: String, at: Instant, fireIds: [String], badge: Badge?) -> ReplyResult {
         let (new, unknown) = ackOutcome(deviceId, fireIds, now: at.milliseconds)
         let device = device(deviceId)
+        willChange(device)
         if let r = device.receipts {
             let acknowledged = Set(new)
             r.inbox.removeAll { entry in

@@ -460,6 +460,11 @@ final class DeviceState {
     var index: UserInfoIndex?
     /// Receipts settings, inbox and history; nil for a device that uses none.
     var receipts: DeviceReceipts?
+    /// Whether the snapshot being taken holds this device's own state already (see
+    /// ``StoredNotification/snapshotMark``).
+    var snapshotMark = false
+    /// Taken out of the engine's table (``Engine/dropIfEmpty(_:)``); a device is never put back.
+    var dropped = false
 
     init(id: String) { self.id = id }
 

@@ -51,10 +51,9 @@ public struct WorkerStateMachine {
         public var resubscribeDelay: Int64 = 10_000
         /// The least time between two attempts at a snapshot after one failed or did not catch up.
         public var snapshotRetry: Int64 = 5000
-        /// Notifications copied into a snapshot being taken per turn of the loop (about 2 to 4 ms of
-        /// them on a small machine), so that taking one never holds the loop for long; a device
-        /// smaller than 4,096 is copied whole (``Engine/continueSnapshot(budget:)``).
-        public var snapshotStep = 16_384
+        /// Devices and notifications copied into a snapshot being taken per turn of the loop
+        /// (``Engine/continueSnapshot(budget:)``).
+        public var snapshotStep = Engine.snapshotStep
         /// Takeovers within ``takeoverWindow`` milliseconds after which the worker gives up: two
         /// workers with one id (or a client that took the id) would otherwise knock each other
         /// off for ever.
