@@ -141,7 +141,7 @@ public final class Engine {
 
     /// Drops a device that holds nothing any more.
     func dropIfEmpty(_ device: DeviceState) {
-        guard device.isEmpty else { return }
+        guard device.isEmpty, !device.dropped else { return }
         willChange(device)
         devices.removeValue(forKey: device.id)
         device.dropped = true
