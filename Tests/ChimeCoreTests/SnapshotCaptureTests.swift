@@ -177,6 +177,28 @@ import Testing
         #expect(got.set == expected.set)
     }
 
+    /// A big device dropped while the walk is part way through it: the next big device is walked
+    /// from its start.
+    @Test func aBigDeviceDroppedPartWayThroughItsWalkLeavesTheNextOneWhole() throws {
+        let twins = Twins()
+        for device in ["first", "second"] {
+            for part in stride(from: 0, to: 6000, by: 1000) {
+                twins.apply(Self.schedule(device, (part..<(part + 1000)).map { "n\($0)" }))
+            }
+        }
+        let expected = Self.entries(twins.reference.snapshot)
+        twins.engine.beginSnapshot()
+        #expect(twins.engine.continueSnapshot(budget: 2000) == nil)
+        let ids = Array(twins.engine.devices["first"]!.notifications.keys)
+        twins.engine.apply(.cancel(deviceId: "first", at: Self.start, ids: ids))
+        #expect(twins.engine.devices["first"] == nil, "dropped")
+        var frozen: EngineSnapshot?
+        while frozen == nil { frozen = twins.engine.continueSnapshot(budget: 2000) }
+        let got = Self.entries(try #require(frozen))
+        #expect(got.count == expected.count)
+        #expect(got.set == expected.set)
+    }
+
     @Test func cancellingMostOfABigDeviceDuringASnapshotKeepsItsOrderUntilTheSnapshotIsTaken() throws {
         let twins = Self.populated()
         let expected = Self.entries(twins.reference.snapshot)

@@ -138,20 +138,19 @@ extension Engine {
         while left > 0, c.nextDevice < deviceOrder.count {
             let device = deviceOrder[c.nextDevice]
             left -= 1
-            if device.dropped {
-                c.nextDevice += 1
-                continue
-            }
-            take(device, into: &c)
-            if let order = device.order {
-                let end = c.position + min(left, order.count - c.position)
-                for i in c.position..<end where !order[i].removed { take(order[i], into: &c.notifications) }
-                left -= end - c.position
-                c.position = end
-                guard end == order.count else { break }
-            } else {
-                for n in device.notifications.values { take(n, into: &c.notifications) }
-                left -= device.notifications.count
+            // A dropped device, perhaps part way through its walk, was copied before it was dropped.
+            if !device.dropped {
+                take(device, into: &c)
+                if let order = device.order {
+                    let end = c.position + min(left, order.count - c.position)
+                    for i in c.position..<end where !order[i].removed { take(order[i], into: &c.notifications) }
+                    left -= end - c.position
+                    c.position = end
+                    guard end == order.count else { break }
+                } else {
+                    for n in device.notifications.values { take(n, into: &c.notifications) }
+                    left -= device.notifications.count
+                }
             }
             c.nextDevice += 1
             c.position = 0
