@@ -2,10 +2,10 @@ import ChimeCore
 import Foundation
 
 /// How long the loop is held while a snapshot is taken, in process and without I/O: engines of
-/// the same number of notifications spread over 1 to a million devices (each device with a
-/// recent command key), and for each the time to begin a snapshot, the longest of the parts the
-/// loop copies a turn (`Policy.snapshotStep`), the first command applied while it is taken, and
-/// a copy in one go (what a snapshot used to hold the loop for).
+/// the same number of notifications spread over 1 device up to one device each (each device with
+/// a recent command key), and for each the time to begin a snapshot, the longest of the parts the
+/// loop copies a turn (``Engine/snapshotStep``), the slowest of 100 commands before it began and
+/// of 100 right after, and a copy in one go (what a snapshot used to hold the loop for).
 struct SnapshotStepsBenchmark {
     var quick: Bool
 

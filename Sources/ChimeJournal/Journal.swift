@@ -607,6 +607,7 @@ public final class Journal {
         }
         return Compaction(dir: dir, obsolete: obsolete)
     }
+
     /// Syncs whatever is unsynced (whatever the policy) and releases the directory.
     ///
     /// A snapshot still being written must be finished or abandoned first by its thread; the

@@ -25,7 +25,8 @@ final class PostgresStore: WorkerStore {
     /// The greatest sequence handed out, committed or not.
     private var highestSequence: UInt64
     private var bytesSinceSnapshot = 0
-    /// The snapshot being written: what it covers, and the bytes appended when it began.
+    /// The snapshot being written: what it covers, the bytes appended when it began, and whether
+    /// memory was ahead of the database then (it catches the database up).
     private var snapshot: (covered: UInt64, bytesAtBegin: Int, catchingUp: Bool)?
 
     static let connectTimeout = Duration.seconds(5)

@@ -230,9 +230,8 @@ extension Engine {
                 if let count = restoreReservations.removeValue(forKey: deviceId) {
                     device.notifications.reserveCapacity(device.notifications.count + count)
                     if device.notifications.count + count >= DeviceState.orderedFrom {
-                        var order = device.order ?? Array(device.notifications.values)
-                        order.reserveCapacity(device.notifications.count + count)
-                        device.order = order
+                        if device.order == nil { device.order = Array(device.notifications.values) }
+                        device.order!.reserveCapacity(device.notifications.count + count)
                     }
                 }
             }
