@@ -1,9 +1,16 @@
+import CCRC32C
+
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as used by iSCSI, ext4 and etcd.
 ///
-/// Slice-by-8 in software: eight bytes per step through eight 256-entry tables. This runs at
-/// well over a gigabyte per second in release builds, so checksumming never dominates recovery.
+/// With the processor's instruction where it has one (SSE 4.2 on x86-64, the CRC extension on
+/// ARM; `CCRC32C`), several gigabytes a second; elsewhere slice-by-8 in software, eight bytes per
+/// step through eight 256-entry tables, about a gigabyte a second. Every snapshot and journal
+/// byte recovery reads is checked, so at start-up this is a part of the read time.
 /// Known vector: `"123456789"` → `0xE3069283`.
 public enum CRC32C {
+    /// Whether ``checksum(_:continuing:)`` uses the processor's instruction.
+    public static let usesHardware = chime_crc32c_available() == 1
+
     /// The eight tables, 256 entries each, laid out one after the other.
     private static let table: [UInt32] = {
         var table = [UInt32](repeating: 0, count: 8 * 256)
@@ -24,6 +31,12 @@ public enum CRC32C {
 
     /// The checksum of `bytes`, continuing from `crc` (the result of an earlier call, or 0 to start).
     public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+        guard usesHardware, let base = bytes.baseAddress else { return software(bytes, continuing: crc) }
+        return ~chime_crc32c_update(~crc, base, bytes.count)
+    }
+
+    /// The same checksum in software, whatever the processor (tests compare the two).
+    public static func software(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         guard var pointer = bytes.baseAddress else { return crc }
         var remaining = bytes.count
         var c = ~crc

@@ -43,7 +43,7 @@ extension Engine {
         let engine = Engine(configuration: configuration)
         engine.beginRecovery()
         if let snapshot = recovery.snapshot {
-            engine.reserveCapacity(forSnapshotEntries: snapshot.entries)
+            engine.reserveCapacity(forSnapshotEntries: snapshot.entries, records: records.count)
             for (i, entry) in snapshot.entries.enumerated() {
                 do {
                     try engine.restore(snapshotEntry: entry)

@@ -183,6 +183,8 @@ public final class Worker: Sendable {
             (store, engine) = (joined, nil)
         } else {
             (store, engine) = try recover()
+            // What recovery read is freed by now, in pieces the allocator would otherwise keep.
+            Memory.releaseFree()
         }
 
         let inbox = self.inbox

@@ -72,7 +72,8 @@ import Testing
         var extras = NotificationSpec()
         extras.rrule = try? RecurrenceRule(parsing: "FREQ=DAILY")
         let stored = Mirror(reflecting: SpecExtras(extras)).children.compactMap(\.label)
-        #expect(stored == NotificationField.extras.map(\.wireName) + ["seed"])
+        // hasRule is derived from rrule (SpecExtras.hasRule).
+        #expect(stored == NotificationField.extras.map(\.wireName) + ["seed", "hasRule"])
     }
 
     @Test func userInfoIsTheTailOfTheContent() {

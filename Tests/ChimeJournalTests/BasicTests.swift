@@ -29,6 +29,29 @@ import Testing
             #expect(CRC32C.checksum(Array(bytes[split...]), continuing: first) == CRC32C.checksum(bytes))
         }
     }
+
+    /// The processor's instruction and the tables agree, whatever the length and alignment.
+    @Test func hardwareEqualsSoftware() {
+        #if arch(x86_64) || arch(arm64)
+        #expect(CRC32C.usesHardware, "every x86-64 and ARM server chimed runs on has the instruction")
+        #endif
+        var random = SplitMix64(seed: 32)
+        let bytes = (0..<4096).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        bytes.withUnsafeBytes { all in
+            for _ in 0..<500 {
+                let start = Int(random.next() % 64)
+                let end = start + Int(random.next() % UInt64(all.count - start))
+                let part = UnsafeRawBufferPointer(rebasing: all[start..<end])
+                let seed = UInt32(truncatingIfNeeded: random.next())
+                #expect(CRC32C.checksum(part, continuing: seed) == CRC32C.software(part, continuing: seed))
+            }
+        }
+        for text in ["", "a", "123456789"] {
+            Array(text.utf8).withUnsafeBytes {
+                #expect(CRC32C.software($0) == CRC32C.checksum($0))
+            }
+        }
+    }
 }
 
 @Suite struct FsyncPolicyTests {

@@ -269,6 +269,11 @@ extension Engine {
     /// Adds a notification to its device's table (and index).
     func attach(_ n: StoredNotification, to device: DeviceState) {
         device.notifications[n.id] = n
+        attached(n, to: device)
+    }
+
+    /// What ``attach(_:to:)`` does once the notification is in its device's table.
+    func attached(_ n: StoredNotification, to device: DeviceState) {
         heldCount += 1
         // Not the snapshot being taken's: it was not there when that began.
         n.snapshotMark = snapshotParity

@@ -140,15 +140,17 @@ enum SnapshotCoding {
 extension Engine {
     /// Before the entries of a snapshot are restored: finds how many notifications each larger
     /// device has (entries come device by device), so that its table is sized once instead of
-    /// growing again and again.
-    public func reserveCapacity<S: Sequence<ArraySlice<UInt8>>>(forSnapshotEntries entries: S) {
+    /// growing again and again, and sizes the timer heap for all of them and `records` more.
+    public func reserveCapacity<S: Sequence<ArraySlice<UInt8>>>(forSnapshotEntries entries: S, records: Int = 0) {
         var counts: [String: Int] = [:]
         var run: ArraySlice<UInt8> = []
         var count = 0
+        var all = 0
         func endRun() {
             if count > 64 { counts[String(decoding: run, as: UTF8.self), default: 0] += count }
         }
         for entry in entries where entry.first == SnapshotCoding.notification && entry.count >= 5 {
+            all += 1
             // The device id: a little-endian UInt32 length, then its bytes.
             let at = entry.startIndex
             let length =
@@ -165,6 +167,7 @@ extension Engine {
         }
         endRun()
         restoreReservations = counts
+        heap.reserveCapacity(all + records)
     }
 
     /// Reads a format 2 entry (see ``SnapshotCoding``).
@@ -299,8 +302,15 @@ extension Engine {
             n.done = flags & 8 != 0
             n.firedCount = firedCount
             n.lastFiredRaw = lastFired
-            if let old = device.notifications[id] { detach(old, from: device) }
-            attach(n, to: device)
+            // One probe of a table that may hold millions: a snapshot holds each id once.
+            if let old = device.notifications.updateValue(n, forKey: id) {
+                // Written twice all the same: the later one stands, as a second schedule would.
+                device.notifications[id] = old
+                detach(old, from: device)
+                attach(n, to: device)
+            } else {
+                attached(n, to: device)
+            }
             armRestored(n, device)
         default:
             throw RecoveryError(description: "unknown snapshot entry kind \(bytes.first ?? 0)")

@@ -31,9 +31,12 @@ final class SpecExtras: Sendable {
     let enabled: Bool?
     let keepAfterFiring: Bool?
     let seed: UInt64
+    /// `rrule != nil`, asked on every arming: reading the optional rule itself copies it.
+    let hasRule: Bool
 
     init(_ spec: NotificationSpec) {
         rrule = spec.rrule
+        hasRule = spec.rrule != nil
         count = spec.count
         until = spec.until
         exdates = spec.exdates
@@ -327,7 +330,7 @@ final class StoredNotification: @unchecked Sendable {
     /// (texts and userInfo, as delivered) and its schedule's extras (rule, exdates, ...),
     /// serialized. Computed, not stored, to keep the object small; the same at attach and detach.
     var storedBytes: Int { id.utf8.count + content.count + (extras.map { JSON.object($0.json).bytes.count } ?? 0) }
-    var isRepeating: Bool { repeatUnit != nil || extras?.rrule != nil }
+    var isRepeating: Bool { repeatUnit != nil || extras?.hasRule == true }
 
     var fireDate: DateTimeValue {
         fireIsLocal ? .local(LocalDateTime(secondsSinceEpoch: fire)) : .instant(Instant(milliseconds: fire))

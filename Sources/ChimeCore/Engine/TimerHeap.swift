@@ -47,6 +47,9 @@ struct TimerHeap {
 
     mutating func removeAll() { entries.removeAll() }
 
+    /// Makes room for `count` entries in all, so that filling it at recovery never copies it.
+    mutating func reserveCapacity(_ count: Int) { entries.reserveCapacity(count) }
+
     private func less(_ a: Int, _ b: Int) -> Bool {
         entries[a].due < entries[b].due
     }
