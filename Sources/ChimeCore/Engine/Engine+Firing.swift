@@ -266,7 +266,7 @@ extension Engine {
     ) -> [UInt8] {
         let fireDate = n.fireTime(o)
         var out: [UInt8] = []
-        out.reserveCapacity(256 + n.content.count)
+        out.reserveCapacity(256 + n.contentCount)
         func key(_ k: StaticString) {
             out.append(UInt8(ascii: ","))
             out.append(UInt8(ascii: "\""))
@@ -314,7 +314,7 @@ extension Engine {
             key("badge")
             out.append(contentsOf: String(badge).utf8)
         }
-        out.append(contentsOf: n.content)
+        n.withContent { out.append(contentsOf: $0) }
         out.append(UInt8(ascii: "}"))
         return out
     }

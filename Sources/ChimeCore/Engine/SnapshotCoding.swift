@@ -126,7 +126,7 @@ enum SnapshotCoding {
         w.u8(n.badgeKind)
         w.i32(n.badgeValue)
         w.i32(n.userInfoStart)
-        w.bytes(n.content)
+        n.withContent { w.bytes($0) }
         w.u64(state.version)
         w.i32(state.firedCount)
         w.i64(state.lastFiredAt ?? .min)
@@ -257,7 +257,7 @@ extension Engine {
             let badgeKind = try r.u8()
             let badgeValue = try r.i32()
             let userInfoStart = try r.i32()
-            let content = try r.bytes()
+            let content = try r.byteSlice()
             let version = try r.u64()
             let firedCount = try r.i32()
             let lastFired = try r.i64()
@@ -401,11 +401,16 @@ struct ByteReader {
     mutating func u32() throws(RecoveryError) -> UInt32 { try load(UInt32.self) }
 
     mutating func bytes() throws(RecoveryError) -> [UInt8] {
+        exactCopy(try byteSlice())
+    }
+
+    /// What ``bytes()`` reads, not copied.
+    mutating func byteSlice() throws(RecoveryError) -> ArraySlice<UInt8> {
         let n = Int(try i32())
         try check(n)
         defer { offset += n }
         let start = data.startIndex + offset
-        return exactCopy(data[start..<(start + n)])
+        return data[start..<(start + n)]
     }
 
     mutating func string() throws(RecoveryError) -> String {

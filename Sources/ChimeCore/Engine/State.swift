@@ -113,8 +113,11 @@ final class StoredNotification: @unchecked Sendable {
     let zone: ZoneBox?
     /// The content fields that were given (`alertTitle`, `alertBody`, `alertAction`,
     /// `hasAction`, `soundName`, `category`, then `userInfo`) as the members of a JSON object
-    /// written out, each preceded by a comma: one allocation, copied into deliveries as it is.
-    let content: [UInt8]
+    /// written out, each preceded by a comma, copied into deliveries as it is (``withContent(_:)``).
+    ///
+    /// One block of its own, freed with the object: a `UInt32` count, then the bytes. An array
+    /// would add its 32-byte header and, with malloc's rounding, 32 bytes a notification.
+    private let contentBlock: UnsafeMutableRawPointer
     let extras: SpecExtras?
     /// Where the `userInfo` value starts in `content`; -1 when there is none.
     let userInfoStart: Int32
@@ -204,7 +207,7 @@ final class StoredNotification: @unchecked Sendable {
         zoneIsDevice: Bool,
         repeatUnit: RepeatUnit?,
         leadTimeGiven: Int64,
-        content: [UInt8],
+        content: ArraySlice<UInt8>,
         userInfoStart: Int32,
         badgeKind: UInt8,
         badgeValue: Int32,
@@ -221,7 +224,12 @@ final class StoredNotification: @unchecked Sendable {
         self.zone = zone
         self.repeatUnit = repeatUnit
         self.leadTimeGiven = leadTimeGiven
-        self.content = content
+        let block = UnsafeMutableRawPointer.allocate(byteCount: 4 + content.count, alignment: 4)
+        block.storeBytes(of: UInt32(content.count), as: UInt32.self)
+        content.withUnsafeBytes { bytes in
+            if let from = bytes.baseAddress { (block + 4).copyMemory(from: from, byteCount: bytes.count) }
+        }
+        contentBlock = block
         self.userInfoStart = userInfoStart
         self.badgeKind = badgeKind
         self.badgeValue = badgeValue
@@ -257,8 +265,8 @@ final class StoredNotification: @unchecked Sendable {
         }
         var zone: ZoneBox?
         if case .named(let z)? = spec.timeZone { zone = zones.box(z) }
-        // Written into a reused scratch buffer, then copied into an exactly sized array: growing
-        // the array in place would leave a trail of freed buffers among long-lived objects.
+        // Written into a reused scratch buffer, then copied into an exactly sized block: growing
+        // one in place would leave a trail of freed buffers among long-lived objects.
         var content = zones.scratch
         content.removeAll(keepingCapacity: true)
         var userInfoStart: Int32 = -1
@@ -271,8 +279,7 @@ final class StoredNotification: @unchecked Sendable {
             if field == .userInfo { userInfoStart = Int32(content.count) }
             value.write(to: &content)
         }
-        let exact = exactCopy(content)
-        zones.scratch = content
+        defer { zones.scratch = content }
         var badgeKind: UInt8 = 0
         var badgeValue: Int32 = 0
         switch spec.badge {
@@ -294,7 +301,7 @@ final class StoredNotification: @unchecked Sendable {
             zoneIsDevice: spec.timeZone == .device,
             repeatUnit: spec.repeatInterval,
             leadTimeGiven: spec.leadTime ?? -1,
-            content: exact,
+            content: content[...],
             userInfoStart: userInfoStart,
             badgeKind: badgeKind,
             badgeValue: badgeValue,
@@ -310,17 +317,31 @@ final class StoredNotification: @unchecked Sendable {
     var deviceId: String { device.id }
     var leadTime: Int64 { max(0, leadTimeGiven) }
 
+    deinit { contentBlock.deallocate() }
+
+    /// How many bytes ``withContent(_:)`` passes.
+    var contentCount: Int { Int(contentBlock.load(as: UInt32.self)) }
+
+    /// Calls `body` with the content bytes, which live as long as this object.
+    func withContent<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try withExtendedLifetime(self) { () throws(E) -> R in
+            try body(UnsafeRawBufferPointer(start: contentBlock + 4, count: contentCount))
+        }
+    }
+
     /// The content fields as an object.
     var contentObject: JSONObject {
-        guard !content.isEmpty,
-            case .object(let o)? = try? JSON(parsing: [UInt8(ascii: "{")] + content.dropFirst() + [UInt8(ascii: "}")])
-        else { return [:] }
-        return o
+        withContent { content in
+            guard !content.isEmpty,
+                case .object(let o)? = try? JSON(parsing: [UInt8(ascii: "{")] + content.dropFirst() + [UInt8(ascii: "}")])
+            else { return [:] }
+            return o
+        }
     }
 
     /// `userInfo`, as the JSON text it was stored as.
-    var userInfoBytes: ArraySlice<UInt8>? {
-        userInfoStart < 0 ? nil : content[Int(userInfoStart)...]
+    var userInfoBytes: [UInt8]? {
+        userInfoStart < 0 ? nil : withContent { Array($0[Int(userInfoStart)...]) }
     }
 
     /// `alertBody`, for tests and logs.
@@ -329,7 +350,7 @@ final class StoredNotification: @unchecked Sendable {
     /// What the notification counts against `--max-bytes-per-device`: its id, its content
     /// (texts and userInfo, as delivered) and its schedule's extras (rule, exdates, ...),
     /// serialized. Computed, not stored, to keep the object small; the same at attach and detach.
-    var storedBytes: Int { id.utf8.count + content.count + (extras.map { JSON.object($0.json).bytes.count } ?? 0) }
+    var storedBytes: Int { id.utf8.count + contentCount + (extras.map { JSON.object($0.json).bytes.count } ?? 0) }
     var isRepeating: Bool { repeatUnit != nil || extras?.hasRule == true }
 
     var fireDate: DateTimeValue {
@@ -389,7 +410,7 @@ final class StoredNotification: @unchecked Sendable {
 
     /// The userInfo as an object, for selectors.
     var userInfoObject: JSONObject? {
-        guard let bytes = userInfoBytes, case .object(let o)? = try? JSON(parsing: Array(bytes)) else { return nil }
+        guard let bytes = userInfoBytes, case .object(let o)? = try? JSON(parsing: bytes) else { return nil }
         return o
     }
 }
