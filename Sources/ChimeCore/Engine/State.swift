@@ -333,7 +333,9 @@ final class StoredNotification: @unchecked Sendable {
     var contentObject: JSONObject {
         withContent { content in
             guard !content.isEmpty,
-                case .object(let o)? = try? JSON(parsing: [UInt8(ascii: "{")] + content.dropFirst() + [UInt8(ascii: "}")])
+                case .object(let o)? = try? JSON(
+                    parsing: [UInt8(ascii: "{")] + content.dropFirst() + [UInt8(ascii: "}")]
+                )
             else { return [:] }
             return o
         }
