@@ -267,7 +267,9 @@ final class StoredNotification: @unchecked Sendable {
         if case .named(let z)? = spec.timeZone { zone = zones.box(z) }
         // Written into a reused scratch buffer, then copied into an exactly sized block: growing
         // one in place would leave a trail of freed buffers among long-lived objects.
-        var content = zones.scratch
+        // Taken out, so that it is the only reference and clearing it keeps its buffer.
+        var content: [UInt8] = []
+        swap(&content, &zones.scratch)
         content.removeAll(keepingCapacity: true)
         var userInfoStart: Int32 = -1
         for field in NotificationField.content {
