@@ -13,6 +13,9 @@ struct PendingFigures {
     /// index is built by its first match (which took `firstMatchMs`).
     var perPending: Double
     var perPendingIndexed: Double
+    /// The same after the last recovery, once it served (the index is not built then): what a
+    /// restarted chimed holds.
+    var perPendingRecovered: Double
     var contentBytes: Int
     var rss: (before: Int, loaded: Int, indexed: Int)
     var firstMatchMs: Double
@@ -36,6 +39,7 @@ struct PendingFigures {
         [
             "pending": total, "loadSeconds": loadSeconds, "contentBytes": contentBytes,
             "bytesPerPendingBeyondContent": perPending, "bytesPerPendingWithIndex": perPendingIndexed,
+            "bytesPerPendingAfterRecovery": perPendingRecovered,
             "rssBefore": rss.before, "rssAfter": rss.loaded, "rssWithIndex": rss.indexed,
             "firstMatchMs": firstMatchMs,
             "cancelByTagMs": ["median": cancel.quantile(0.5), "p99": cancel.quantile(0.99)],
@@ -257,12 +261,28 @@ extension SystemBenchmark {
             times.append(served)
             logs.append([recoveryLine, readyLine])
         }
+        // Memory after the last recovery. What it holds is the big device's notifications less
+        // the cancelled ones (142 B of content each), and the journal tail's and the steady ones
+        // not yet delivered (a 100-byte body and an id of up to 7 bytes: 107 B at most), as many
+        // in all as its ready line says.
+        let recovered = logs.last?.last.flatMap { line in
+            line.split(separator: " ").first { $0.hasPrefix("notifications=") }.flatMap { Int($0.dropFirst(14)) }
+        }
+        guard let recovered, recovered > 0 else {
+            throw BenchError("recovery: no notification count in its ready line")
+        }
+        let bigLeft = min(recovered, bigCount - 10 * s.cancelSamples)
+        let recoveredContent = bigLeft * content + (recovered - bigLeft) * 107
+        let perPendingRecovered =
+            Double((residentBytes(pid: worker.process.pid) ?? 0) - rss0 - recoveredContent) / Double(recovered)
+        say(String(format: "  memory after the last recovery: %.0f B per pending beyond content", perPendingRecovered))
         stop(worker)
         return PendingFigures(
             total: total,
             loadSeconds: loadSeconds,
             perPending: perPending,
             perPendingIndexed: perPendingIndexed,
+            perPendingRecovered: perPendingRecovered,
             contentBytes: content,
             rss: (rss0, rss1, rss2),
             firstMatchMs: firstMs,

@@ -9,10 +9,10 @@ import Foundation
 /// `Engine.replaying` on it three times, as chimed recovers at start. No broker and no kill: the
 /// files are in the page cache, as they are after `kill -9` in `make bench-scale`.
 struct RecoveryBenchmark {
-    var quick: Bool
+    /// Notifications in all: 1,000,000, or 200,000 with `--quick`.
+    var total: Int
 
     func run() throws {
-        let total = quick ? 200_000 : 1_000_000
         let tail = total / 10
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("chime-recovery-\(getpid())").path
         //KEEP defer { try? FileManager.default.removeItem(atPath: directory) }

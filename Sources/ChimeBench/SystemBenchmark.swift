@@ -520,10 +520,11 @@ struct SystemBenchmark {
         rows.append(
             ("memory, with the userInfo index built", String(format: "%.0f B", f.perPendingIndexed), "", "≤ 400 B")
         )
+        rows.append(("memory after recovery", String(format: "%.0f B", f.perPendingRecovered), "", ""))
         results["memory"] = [
             "pending": f.total, "rssBefore": f.rss.before, "rssAfter": f.rss.loaded, "rssWithIndex": f.rss.indexed,
             "contentBytes": f.contentBytes, "bytesPerPendingBeyondContent": f.perPending,
-            "bytesPerPendingWithIndex": f.perPendingIndexed,
+            "bytesPerPendingWithIndex": f.perPendingIndexed, "bytesPerPendingAfterRecovery": f.perPendingRecovered,
         ]
         results["cancelByTag"] = [
             "pending": f.total, "medianMs": f.cancel.quantile(0.5), "firstMatchMs": f.firstMatchMs,

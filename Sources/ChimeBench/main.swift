@@ -7,7 +7,7 @@ let usage = """
     usage: chime-bench recurrence [--quick | --hostile]
            chime-bench ingest-cpu [--quick]  (a batch command's stages in process: µs a notification)
            chime-bench snapshot-steps [--quick]  (how long taking a snapshot holds the loop, in process)
-           chime-bench recovery [--quick]  (recovery from a snapshot and a journal tail, in process)
+           chime-bench recovery [--quick | --pending N]  (recovery from a snapshot and a journal tail, in process)
            chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,scale]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
                               [--store postgres]  (every chimed on a PostgreSQL of its own, fsync on)
@@ -32,7 +32,12 @@ do {
         guard let total = Int(arguments[4]) else { throw BenchError(usage) }
         try RecoveryBenchmark.recover(directory: arguments[2], expect: total)
     case "recovery":
-        try RecoveryBenchmark(quick: quick).run()
+        var total = quick ? 200_000 : 1_000_000
+        if let i = arguments.firstIndex(of: "--pending") {
+            guard i + 1 < arguments.count, let n = Int(arguments[i + 1]), n >= 10 else { throw BenchError(usage) }
+            total = n
+        }
+        try RecoveryBenchmark(total: total).run()
     case "system":
         var json = quick ? "bench-results/quick.json" : "bench-results/results.json"
         if let i = arguments.firstIndex(of: "--json"), i + 1 < arguments.count { json = arguments[i + 1] }
