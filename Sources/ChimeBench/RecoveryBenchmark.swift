@@ -6,8 +6,9 @@ import Foundation
 /// Recovery in process (issue 18's recovery target): a data directory with a snapshot of the
 /// `scale` workload's shape (one big device, ten notifications to a userInfo tag, a 100-byte
 /// body) and a journal tail of a tenth of it as single schedules, then `Journal.open` and
-/// `Engine.replaying` on it three times, as chimed recovers at start. No broker and no kill: the
-/// files are in the page cache, as they are after `kill -9` in `make bench-scale`.
+/// `Engine.replaying` on it five times, each in a process of its own, as chimed recovers at start.
+/// No broker and no kill: the files are in the page cache, as they are after `kill -9` in
+/// `make bench-scale`. The directory is removed at the end.
 struct RecoveryBenchmark {
     /// Notifications in all: 1,000,000, or 200,000 with `--quick`.
     var total: Int
@@ -15,7 +16,7 @@ struct RecoveryBenchmark {
     func run() throws {
         let tail = total / 10
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("chime-recovery-\(getpid())").path
-        //KEEP defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         say("recovery: \(total - tail) notifications in a snapshot and \(tail) records after it, in process")
 
         let at = Instant(milliseconds: wallMilliseconds())
