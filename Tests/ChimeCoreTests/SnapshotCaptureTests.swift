@@ -231,4 +231,39 @@ import Testing
         #expect(parts.count >= 12)
         #expect(parts.allSatisfy { $0 < 1000 + 274 })
     }
+
+    /// A snapshot holds each id once, but one that holds an id twice still restores: the later
+    /// entry stands, once, on a small device and on one big enough to keep an order.
+    @Test(arguments: [10, DeviceState.orderedFrom + 10])
+    func anIdRestoredTwiceIsHeldOnceAsTheLaterEntry(count: Int) throws {
+        func entries(body: String) -> [[UInt8]] {
+            let engine = Engine()
+            var spec = NotificationSpec()
+            spec.alertBody = body
+            let ids = (0..<count).map {
+                ResolvedNotification(id: "n\($0)", fireDate: .instant(Self.start.adding(seconds: 3600)), spec)
+            }
+            engine.apply(.schedule(deviceId: "d", at: Self.start, replaced: [], notifications: ids))
+            return engine.snapshot.entries
+        }
+        let first = entries(body: "first")
+        // A notification entry on device "d": N, the device id ("d", after its UInt32 length),
+        // then the id after its own length.
+        func id(_ entry: [UInt8]) -> String { String(decoding: entry[10..<(10 + Int(entry[6]))], as: UTF8.self) }
+        let later = entries(body: "later").filter { $0.first == UInt8(ascii: "N") && id($0).contains("7") }
+        let restored = Engine()
+        restored.beginRecovery()
+        for entry in first + later { try restored.restore(snapshotEntry: entry) }
+        restored.finishRecovery()
+        #expect(restored.pendingCount == count)
+        let device = try #require(restored.devices["d"])
+        #expect(device.notifications.count == count)
+        for (id, n) in device.notifications {
+            #expect(n.alertBody == (id.contains("7") ? "later" : "first"), "\(id)")
+        }
+        // Its next snapshot holds each once.
+        let again = restored.snapshot.entries.filter { $0.first == UInt8(ascii: "N") }
+        #expect(again.count == count)
+        #expect(again.filter { String(decoding: $0, as: UTF8.self).contains("later") }.count == later.count)
+    }
 }

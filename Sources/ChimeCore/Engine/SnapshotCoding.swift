@@ -304,8 +304,8 @@ extension Engine {
             n.lastFiredRaw = lastFired
             // One probe of a table that may hold millions: a snapshot holds each id once.
             if let old = device.notifications.updateValue(n, forKey: id) {
-                // Written twice all the same: the later one stands, as a second schedule would.
-                device.notifications[id] = old
+                // Written twice all the same: the later one stands, as a second schedule would
+                // (detaching the earlier one takes the id out of the table, attaching puts it back).
                 detach(old, from: device)
                 attach(n, to: device)
             } else {
