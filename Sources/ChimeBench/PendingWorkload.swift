@@ -133,7 +133,7 @@ extension SystemBenchmark {
         // (one in progress holds a frozen copy of the state).
         try snapshotsWritten(worker)
         let rss1 = residentBytes(pid: worker.process.pid) ?? 0
-        let content = Self.body.utf8.count + #"{"tag":"t12345","b":"two","c":true}"#.utf8.count + "g123456".utf8.count
+        let content = Self.taggedContentBytes
         let perPending = Double(rss1 - rss0) / Double(bigCount) - Double(content)
         say(
             String(
@@ -262,9 +262,8 @@ extension SystemBenchmark {
             logs.append([recoveryLine, readyLine])
         }
         // Memory after the last recovery. What it holds is the big device's notifications less
-        // the cancelled ones (142 B of content each), and the journal tail's and the steady ones
-        // not yet delivered (a 100-byte body and an id of up to 7 bytes: 107 B at most), as many
-        // in all as its ready line says.
+        // the cancelled ones, and the journal tail's and the steady ones not yet delivered
+        // (plainContentBytes), as many in all as its ready line says.
         let recovered = logs.last?.last.flatMap { line in
             line.split(separator: " ").first { $0.hasPrefix("notifications=") }.flatMap { Int($0.dropFirst(14)) }
         }
@@ -272,7 +271,7 @@ extension SystemBenchmark {
             throw BenchError("recovery: no notification count in its ready line")
         }
         let bigLeft = min(recovered, bigCount - 10 * s.cancelSamples)
-        let recoveredContent = bigLeft * content + (recovered - bigLeft) * 107
+        let recoveredContent = bigLeft * content + (recovered - bigLeft) * Self.plainContentBytes
         let perPendingRecovered =
             Double((residentBytes(pid: worker.process.pid) ?? 0) - rss0 - recoveredContent) / Double(recovered)
         say(String(format: "  memory after the last recovery: %.0f B per pending beyond content", perPendingRecovered))

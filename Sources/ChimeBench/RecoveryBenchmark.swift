@@ -40,7 +40,8 @@ struct RecoveryBenchmark {
         say(
             String(
                 format: "  scheduled in batches of 1,000 in this process: RSS beyond content %.0f B a notification",
-                Double((residentBytes(pid: getpid()) ?? 0) - rssBefore) / Double(total - tail) - 142
+                Double((residentBytes(pid: getpid()) ?? 0) - rssBefore) / Double(total - tail)
+                    - Double(SystemBenchmark.taggedContentBytes)
             )
         )
         let (journal, _) = try Journal.open(directory: directory, options: JournalOptions(fsync: .none))
@@ -100,11 +101,12 @@ struct RecoveryBenchmark {
         let all = ContinuousClock.now - started
         try journal.close()
         // What the engine holds once recovery's input is gone, beyond the content as make
-        // bench-scale counts it (id, body and userInfo: 142 bytes; 107 for the tail's, which have
-        // no userInfo and ids of 6 or 7 characters), before and after chimed hands the free
-        // memory back.
+        // bench-scale counts it (SystemBenchmark.taggedContentBytes; plainContentBytes for the
+        // tail's), before and after chimed hands the free memory back.
         recovery = Recovery(snapshot: nil, records: [], lastSequence: 0)
-        let content = Double((total - total / 10) * 142 + (total / 10) * 107)
+        let content = Double(
+            (total - total / 10) * SystemBenchmark.taggedContentBytes + (total / 10) * SystemBenchmark.plainContentBytes
+        )
         func perPending() -> Double {
             (Double((residentBytes(pid: getpid()) ?? 0) - rssBefore) - content) / Double(total)
         }

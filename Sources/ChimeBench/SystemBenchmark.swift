@@ -72,6 +72,13 @@ struct SystemBenchmark {
     }
 
     static let body = String(repeating: "b", count: 100)
+    /// The content of a pending workload's big-device notification as the memory figures count it:
+    /// its id, body and 3-key userInfo (142 bytes).
+    static let taggedContentBytes =
+        body.utf8.count + #"{"tag":"t12345","b":"two","c":true}"#.utf8.count + "g123456".utf8.count
+    /// The same for one with a body only and an id of up to 7 bytes (107 bytes at most): the
+    /// journal tail's and the steady ones.
+    static let plainContentBytes = body.utf8.count + "x123456".utf8.count
     static let userInfo = #"{"a":1,"b":"two","c":true}"#
     static let prefix = "chime"
 
