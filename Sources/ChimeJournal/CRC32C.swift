@@ -9,7 +9,7 @@ import CCRC32C
 /// Known vector: `"123456789"` → `0xE3069283`.
 public enum CRC32C {
     /// Whether ``checksum(_:continuing:)`` uses the processor's instruction.
-    public static let usesHardware = chime_crc32c_available() == 1
+    static let usesHardware = chime_crc32c_available() == 1
 
     /// The eight tables, 256 entries each, laid out one after the other.
     private static let table: [UInt32] = {
@@ -36,7 +36,7 @@ public enum CRC32C {
     }
 
     /// The same checksum in software, whatever the processor (tests compare the two).
-    public static func software(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+    static func software(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         guard var pointer = bytes.baseAddress else { return crc }
         var remaining = bytes.count
         var c = ~crc
