@@ -37,7 +37,8 @@ struct DirectoryScan: Sendable {
     var listing: DirectoryListing
     /// The snapshot recovery starts from.
     var usedSnapshot: (sequence: UInt64, name: String)?
-    var snapshotEntries = SnapshotEntries()
+    /// The snapshot recovery starts from, held open (with ``Mode/loadSnapshot``).
+    var snapshotFile: SnapshotFile?
     var snapshots: [SnapshotState] = []
     var segments: [SegmentScan] = []
     var warnings: [String] = []
@@ -55,7 +56,7 @@ struct DirectoryScan: Sendable {
 
     /// What to do with snapshots and records while scanning.
     struct Mode {
-        /// Keep the used snapshot's entries in `snapshotEntries`.
+        /// Keep the used snapshot open in `snapshotFile`, to be read again entry by entry.
         var loadSnapshot = false
         /// Read every snapshot, not only down to the first good one.
         var checkAllSnapshots = false
@@ -102,22 +103,13 @@ struct DirectoryScan: Sendable {
                 snapshots.insert(SnapshotState(name: name, sequence: sequence), at: 0)
                 continue
             }
-            let load = mode.loadSnapshot && usedSnapshot == nil
-            var entries = SnapshotEntries()
             do throws(ScanProblem) {
-                let count = try SnapshotReader.read(
-                    dir,
-                    name: name,
-                    expectedSequence: sequence,
-                    onSize: { if load { entries.reserveCapacity(bytes: $0) } }
-                ) { entry in
-                    if load { entries.append(entry) }
-                }
-                snapshots.insert(SnapshotState(name: name, sequence: sequence, entryCount: count), at: 0)
+                let file = try SnapshotFile(dir, name: name, sequence: sequence)
+                snapshots.insert(SnapshotState(name: name, sequence: sequence, entryCount: UInt64(file.count)), at: 0)
                 if usedSnapshot == nil {
                     usedSnapshot = (sequence, name)
                     baseSequence = sequence
-                    snapshotEntries = entries
+                    if mode.loadSnapshot { snapshotFile = file }
                 }
             } catch {
                 snapshots.insert(SnapshotState(name: name, sequence: sequence, problem: error), at: 0)

@@ -76,8 +76,6 @@ public struct SnapshotEntries: RandomAccessCollection, Hashable, Sendable {
         for entry in entries { entry.withUnsafeBytes { append($0) } }
     }
 
-    mutating func reserveCapacity(bytes count: Int) { bytes.reserveCapacity(count) }
-
     mutating func append(_ entry: UnsafeRawBufferPointer) {
         bytes.append(contentsOf: entry)
         ends.append(bytes.count)
@@ -93,17 +91,61 @@ public struct SnapshotEntries: RandomAccessCollection, Hashable, Sendable {
 /// What `Journal.open` found: the state to rebuild, in order.
 public struct Recovery: Sendable {
     /// A snapshot: the opaque entries that describe the state after `sequence`.
-    public struct Snapshot: Hashable, Sendable {
+    ///
+    /// One that `Journal.open` found stays in its file, checked and held open, and is read again
+    /// entry by entry: a snapshot of millions of notifications is gigabytes, and recovery needs
+    /// no copy of it in memory. One from another store (PostgreSQL) is held in memory.
+    public struct Snapshot: Sendable {
         public var sequence: UInt64
-        public var entries: SnapshotEntries
+        /// How many entries it holds.
+        public var count: Int { source.count }
+        private let source: Source
+
+        private enum Source: Sendable {
+            case memory(SnapshotEntries)
+            case file(SnapshotFile)
+
+            var count: Int {
+                switch self {
+                case .memory(let entries): entries.count
+                case .file(let file): file.count
+                }
+            }
+        }
 
         public init(sequence: UInt64, entries: SnapshotEntries) {
             self.sequence = sequence
-            self.entries = entries
+            self.source = .memory(entries)
         }
 
         public init(sequence: UInt64, entries: [[UInt8]]) {
             self.init(sequence: sequence, entries: SnapshotEntries(entries))
+        }
+
+        init(_ file: SnapshotFile) {
+            self.sequence = file.sequence
+            self.source = .file(file)
+        }
+
+        /// Hands each entry to `body`, in order. One in a file is read again, every frame
+        /// checked again.
+        /// - Throws: what `body` throws, or ``JournalError/corrupt`` if the file no longer reads
+        ///   as it did when `Journal.open` checked it.
+        public func forEachEntry(_ body: (ArraySlice<UInt8>) throws(JournalError) -> Void) throws(JournalError) {
+            switch source {
+            case .memory(let entries):
+                for entry in entries { try body(entry) }
+            case .file(let file):
+                try file.forEachEntry(body)
+            }
+        }
+
+        /// All the entries, in memory: for tools and tests.
+        public func loadEntries() throws(JournalError) -> SnapshotEntries {
+            if case .memory(let entries) = source { return entries }
+            var entries = SnapshotEntries()
+            try forEachEntry { entry in entry.withUnsafeBytes { entries.append($0) } }
+            return entries
         }
     }
 
@@ -346,9 +388,8 @@ public final class Journal {
             throw error
         }
         journal.lockFD = lockFD
-        let snapshot = scan.usedSnapshot.map { Recovery.Snapshot(sequence: $0.sequence, entries: scan.snapshotEntries) }
         let recovery = Recovery(
-            snapshot: snapshot,
+            snapshot: scan.snapshotFile.map(Recovery.Snapshot.init),
             records: records,
             warnings: warnings,
             lastSequence: scan.lastSequence

@@ -107,7 +107,7 @@ public enum JournalTools {
     ) throws(JournalError) -> Recovery {
         let (scan, records) = try DirectoryScan.forRecovery(DataDirectory(fs: fileSystem, path: directory))
         return Recovery(
-            snapshot: scan.usedSnapshot.map { Recovery.Snapshot(sequence: $0.sequence, entries: scan.snapshotEntries) },
+            snapshot: scan.snapshotFile.map(Recovery.Snapshot.init),
             records: records,
             warnings: scan.warnings,
             lastSequence: scan.lastSequence

@@ -43,14 +43,20 @@ extension Engine {
         let engine = Engine(configuration: configuration)
         engine.beginRecovery()
         if let snapshot = recovery.snapshot {
-            engine.reserveCapacity(forSnapshotEntries: snapshot.entries, records: records.count)
-            for (i, entry) in snapshot.entries.enumerated() {
+            // Two passes over the entries, neither holding them all: one to size the tables, one
+            // to restore.
+            var sizing = SnapshotSizing()
+            try snapshot.forEachEntry { sizing.count($0) }
+            engine.reserveCapacity(for: sizing, records: records.count)
+            var restored = 0
+            try snapshot.forEachEntry { entry throws(JournalError) in
                 do {
                     try engine.restore(snapshotEntry: entry)
                 } catch {
                     throw JournalError(.corrupt, "snapshot \(snapshot.sequence) in \(directory): \(error)")
                 }
-                if i & 0xFFF == 0 { progress("snapshot", i, snapshot.entries.count) }
+                if restored & 0xFFF == 0 { progress("snapshot", restored, snapshot.count) }
+                restored += 1
             }
         }
         decoding.wait()

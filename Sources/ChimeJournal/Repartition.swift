@@ -272,9 +272,13 @@ private func verifyOutput(
         throw RepartitionError("output \(path) does not open after writing: \(error.message)")
     }
     defer { try? journal.close() }
-    guard let snapshot = recovery.snapshot, snapshot.entries == SnapshotEntries(expected.entries),
-        recovery.records.isEmpty
-    else {
+    let written: SnapshotEntries?
+    do {
+        written = try recovery.snapshot?.loadEntries()
+    } catch {
+        throw RepartitionError("output \(path) cannot be read back: \(error.message)")
+    }
+    guard written == SnapshotEntries(expected.entries), recovery.records.isEmpty else {
         throw RepartitionError("output \(path) does not read back as written")
     }
     let engine = try replay(recovery, in: path)

@@ -170,25 +170,21 @@ enum SegmentReader {
     }
 }
 
-/// Reads a snapshot file in large chunks, checking every frame.
-enum SnapshotReader {
-    private static let chunkSize = 4 << 20
+/// A snapshot file whose every frame was checked, held open: it reads back the same even if it
+/// is deleted meanwhile (by a worker, when a tool read the directory without the lock).
+final class SnapshotFile: Sendable {
+    let dir: DataDirectory
+    let fd: FileDescriptor
+    let name: String
+    let size: Int
+    let sequence: UInt64
+    let count: Int
 
-    /// Reads and checks a whole snapshot.
+    /// Opens and checks a whole snapshot.
     ///
-    /// - Parameters:
-    ///   - expectedSequence: the sequence in the file name, which the header must repeat.
-    ///   - onSize: called with the file's size before any entry.
-    ///   - onEntry: called with each entry's bytes; nil only checks.
-    /// - Returns: the number of entries.
+    /// - Parameter sequence: the sequence in the file name, which the header must repeat.
     /// - Throws: ``ScanProblem`` for anything that keeps the snapshot from being used, including I/O errors.
-    static func read(
-        _ dir: DataDirectory,
-        name: String,
-        expectedSequence: UInt64,
-        onSize: (Int) -> Void = { _ in },
-        onEntry: ((UnsafeRawBufferPointer) -> Void)?
-    ) throws(ScanProblem) -> UInt64 {
+    init(_ dir: DataDirectory, name: String, sequence: UInt64) throws(ScanProblem) {
         let fd: FileDescriptor
         let size: Int
         do {
@@ -197,8 +193,60 @@ enum SnapshotReader {
         } catch {
             throw ScanProblem(file: name, offset: 0, message: error.description)
         }
-        defer { dir.closeQuietly(fd) }
-        onSize(size)
+        do throws(ScanProblem) {
+            count = Int(try SnapshotReader.read(dir, fd, name: name, size: size, expectedSequence: sequence))
+        } catch {
+            dir.closeQuietly(fd)
+            throw error
+        }
+        (self.dir, self.fd, self.name, self.size, self.sequence) = (dir, fd, name, size, sequence)
+    }
+
+    deinit { dir.closeQuietly(fd) }
+
+    /// Reads the snapshot again, a chunk at a time, checking every frame again, and hands each
+    /// entry to `body`: no buffer the size of the file.
+    /// - Throws: what `body` throws, or ``JournalError/corrupt`` if the file no longer reads as it did when checked.
+    func forEachEntry(_ body: (ArraySlice<UInt8>) throws(JournalError) -> Void) throws(JournalError) {
+        var failure: JournalError?
+        do throws(ScanProblem) {
+            _ = try SnapshotReader.read(dir, fd, name: name, size: size, expectedSequence: sequence) {
+                entry throws(ScanProblem) in
+                do throws(JournalError) {
+                    try body(entry)
+                } catch {
+                    failure = error
+                    throw ScanProblem(file: self.name, offset: 0, message: error.message)
+                }
+            }
+        } catch {
+            if let failure { throw failure }
+            throw JournalError(.corrupt, "\(dir.path(name)) no longer reads as it did at start-up: \(error.line)")
+        }
+    }
+}
+
+/// Reads a snapshot file in large chunks, checking every frame.
+enum SnapshotReader {
+    private static let chunkSize = 4 << 20
+
+    /// Reads and checks a whole snapshot from an open descriptor.
+    ///
+    /// - Parameters:
+    ///   - expectedSequence: the sequence in the file name, which the header must repeat.
+    ///   - onEntry: called with each entry's bytes, a slice of the read buffer that must not
+    ///     outlive the call.
+    /// - Returns: the number of entries.
+    /// - Throws: ``ScanProblem`` for anything that keeps the snapshot from being used, including
+    ///   I/O errors, or what `onEntry` throws.
+    static func read(
+        _ dir: DataDirectory,
+        _ fd: FileDescriptor,
+        name: String,
+        size: Int,
+        expectedSequence: UInt64,
+        onEntry: (ArraySlice<UInt8>) throws(ScanProblem) -> Void = { _ in }
+    ) throws(ScanProblem) -> UInt64 {
         var reader = ChunkReader(dir: dir, fd: fd, name: name, size: size, chunkSize: chunkSize)
 
         let header = JournalFormat.snapshotHeaderSize
@@ -236,11 +284,11 @@ enum SnapshotReader {
             guard length <= JournalFormat.maximumEntryBytes else {
                 throw ScanProblem(file: name, offset: frameOffset, message: "entry \(index): invalid length \(length)")
             }
-            try reader.next(length) { bytes throws(ScanProblem) in
-                guard CRC32C.checksum(bytes) == crc else {
+            try reader.nextSlice(length) { bytes throws(ScanProblem) in
+                guard bytes.withUnsafeBytes({ CRC32C.checksum($0) }) == crc else {
                     throw ScanProblem(file: name, offset: frameOffset, message: "entry \(index): CRC mismatch")
                 }
-                onEntry?(bytes)
+                try onEntry(bytes)
             }
         }
         let trailerOffset = reader.position
@@ -293,6 +341,23 @@ private struct ChunkReader {
     ) throws(ScanProblem)
         -> R
     {
+        try prepare(count)
+        let result = try buffer.withBytes { bytes throws(ScanProblem) in
+            try body(UnsafeRawBufferPointer(rebasing: bytes[start..<(start + count)]))
+        }
+        start += count
+        return result
+    }
+
+    /// Hands the next `count` bytes to `body` as a slice of the buffer, and moves past them.
+    mutating func nextSlice(_ count: Int, _ body: (ArraySlice<UInt8>) throws(ScanProblem) -> Void) throws(ScanProblem) {
+        try prepare(count)
+        try body(buffer[start..<(start + count)])
+        start += count
+    }
+
+    /// Makes sure the next `count` bytes are in the buffer.
+    private mutating func prepare(_ count: Int) throws(ScanProblem) {
         guard count <= size - position else {
             throw ScanProblem(
                 file: name,
@@ -301,11 +366,6 @@ private struct ChunkReader {
             )
         }
         if end - start < count { try fill(count) }
-        let result = try buffer.withBytes { bytes throws(ScanProblem) in
-            try body(UnsafeRawBufferPointer(rebasing: bytes[start..<(start + count)]))
-        }
-        start += count
-        return result
     }
 
     private mutating func fill(_ count: Int) throws(ScanProblem) {

@@ -105,7 +105,7 @@ public final class Worker: Sendable {
             logger.info(
                 "recovering",
                 [
-                    "snapshotSequence": "\(snapshot.sequence)", "snapshotEntries": "\(snapshot.entries.count)",
+                    "snapshotSequence": "\(snapshot.sequence)", "snapshotEntries": "\(snapshot.count)",
                     "records": "\(recovery.records.count)",
                 ]
             )

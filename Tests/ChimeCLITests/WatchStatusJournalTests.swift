@@ -264,7 +264,7 @@ import Testing
             // The output is a snapshot holding exactly the devices of partition k.
             let (journal, recovery) = try Journal.open(directory: outputs[k].path)
             try journal.close()
-            let snapshot = try EngineSnapshot(entries: try #require(recovery.snapshot).entries)
+            let snapshot = try EngineSnapshot(entries: try #require(recovery.snapshot).loadEntries())
             #expect(Set(snapshot.deviceIds) == Set(devices.filter(partition.owns)), "output \(k)")
         }
     }

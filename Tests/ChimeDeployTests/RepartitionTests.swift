@@ -251,7 +251,7 @@ private func snapshotEntries(_ directory: String) throws -> [[UInt8]] {
     guard let snapshot = recovery.snapshot, recovery.records.isEmpty else {
         throw HarnessError("\(directory) holds no snapshot alone")
     }
-    return snapshot.entries.map(Array.init)
+    return try snapshot.loadEntries().map(Array.init)
 }
 
 /// The devices a repartitioned directory's snapshot holds.

@@ -28,7 +28,8 @@ import Testing
 
         let (journal, recovery) = try Journal.open(directory: copy, options: Self.options)
         #expect(recovery.warnings.isEmpty)
-        #expect(recovery.snapshot == Recovery.Snapshot(sequence: 8, entries: Self.entries(8)))
+        #expect(recovery.snapshot?.sequence == 8)
+        #expect(try recovery.snapshot?.loadEntries() == SnapshotEntries(Self.entries(8)))
         #expect(recovery.records == (9...11).map(Self.record))
         #expect(recovery.lastSequence == 11)
         #expect(try journal.append(type: 0, payload: []) == 12)
@@ -44,7 +45,8 @@ import Testing
         // The older snapshot is whole too: damage the newest and the fallback gives the same state.
         Disk.flipBit(copy + "/" + JournalFormat.snapshotName(8), at: 40)
         let (again, fallback) = try Journal.open(directory: copy, options: Self.options)
-        #expect(fallback.snapshot == Recovery.Snapshot(sequence: 4, entries: Self.entries(4)))
+        #expect(fallback.snapshot?.sequence == 4)
+        #expect(try fallback.snapshot?.loadEntries() == SnapshotEntries(Self.entries(4)))
         #expect(fallback.records.prefix(7) == ArraySlice((5...11).map(Self.record)))
         try again.close()
     }

@@ -13,7 +13,7 @@ import Testing
     private static func workload(_ disk: SimulatedDisk, random: inout SplitMix64, committed: inout UInt64) {
         do {
             let (journal, recovery) = try Journal.open(directory: "/data", options: options, fileSystem: disk)
-            guard Content.state(recovery) == Content.entries(through: recovery.lastSequence) else { return }
+            guard try Content.state(recovery) == Content.entries(through: recovery.lastSequence) else { return }
             committed = max(committed, recovery.lastSequence)
             for _ in 0..<60 {
                 try journal.appendStandard(through: journal.lastSequence + UInt64(1 + random.below(4)))
@@ -43,7 +43,7 @@ import Testing
                 let (journal, recovery) = try Journal.open(directory: "/data", options: Self.options, fileSystem: disk)
                 #expect(recovery.lastSequence >= committed, "\(context): lost committed records")
                 #expect(
-                    Content.state(recovery) == Content.entries(through: recovery.lastSequence),
+                    try Content.state(recovery) == Content.entries(through: recovery.lastSequence),
                     "\(context): state is not an exact prefix"
                 )
                 #expect(!disk.names("/data").contains { $0.hasSuffix(".tmp") }, "\(context)")

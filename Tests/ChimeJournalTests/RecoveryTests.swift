@@ -171,7 +171,7 @@ private struct TwoSegments {
         let (journal, recovery) = try Journal.open(directory: directory, options: options)
         try journal.close()
         #expect(recovery.snapshot?.sequence == setup.last)
-        #expect(Content.state(recovery) == Content.entries(through: setup.last))
+        #expect(try Content.state(recovery) == Content.entries(through: setup.last))
         let report = try JournalTools.verify(directory: directory)
         #expect(report.problem?.file == setup.older, "\(report)")
 

@@ -85,8 +85,8 @@ enum Content {
     }
 
     /// The state a recovery describes, in the same form as `entries(through:)`.
-    static func state(_ recovery: Recovery) -> [[UInt8]] {
-        (recovery.snapshot?.entries.map(Array.init) ?? []) + recovery.records.map(\.payload)
+    static func state(_ recovery: Recovery) throws -> [[UInt8]] {
+        (try recovery.snapshot?.loadEntries().map(Array.init) ?? []) + recovery.records.map(\.payload)
     }
 }
 

@@ -286,7 +286,7 @@ enum ReadBackCheck {
     static func recovered(snapshot: [[UInt8]], records: [Record], _ how: String) throws(Violation) -> Engine {
         let engine = Engine(configuration: configuration)
         engine.beginRecovery()
-        engine.reserveCapacity(forSnapshotEntries: snapshot.lazy.map { $0[...] })
+        engine.reserveCapacity(for: SnapshotSizing(snapshot.lazy.map { $0[...] }))
         for entry in snapshot {
             do {
                 try engine.restore(snapshotEntry: entry)

@@ -185,7 +185,7 @@ struct JournalCommand: Command {
             )
         }
         console.out(
-            "replayed: \(recovery.snapshot?.entries.count ?? 0) snapshot entries and \(recovery.records.count) "
+            "replayed: \(recovery.snapshot?.count ?? 0) snapshot entries and \(recovery.records.count) "
                 + "records into \(engine.pendingCount) notifications on \(engine.deviceCount) devices"
         )
         console.out(verdict)

@@ -137,37 +137,53 @@ enum SnapshotCoding {
     }
 }
 
+/// How many notifications each larger device has in a snapshot, counted entry by entry before
+/// it is restored (entries come device by device), so that the device's table is sized once
+/// instead of growing again and again: see ``Engine/reserveCapacity(for:records:)``.
+public struct SnapshotSizing: Sendable {
+    fileprivate var counts: [String: Int] = [:]
+    fileprivate var all = 0
+    private var run: [UInt8] = []
+    private var runCount = 0
+
+    public init() {}
+
+    public init<S: Sequence<ArraySlice<UInt8>>>(_ entries: S) {
+        for entry in entries { count(entry) }
+    }
+
+    /// Counts one entry; the bytes need not outlive the call.
+    public mutating func count(_ entry: ArraySlice<UInt8>) {
+        guard entry.first == SnapshotCoding.notification && entry.count >= 5 else { return }
+        all += 1
+        // The device id: a little-endian UInt32 length, then its bytes.
+        let at = entry.startIndex
+        let length = Int(entry[at + 1]) | Int(entry[at + 2]) << 8 | Int(entry[at + 3]) << 16 | Int(entry[at + 4]) << 24
+        guard length <= entry.count - 5 else { return }
+        let id = entry[(at + 5)..<(at + 5 + length)]
+        if id.elementsEqual(run) {
+            runCount += 1
+        } else {
+            endRun()
+            run = Array(id)
+            runCount = 1
+        }
+    }
+
+    fileprivate mutating func endRun() {
+        if runCount > 64 { counts[String(decoding: run, as: UTF8.self), default: 0] += runCount }
+        runCount = 0
+    }
+}
+
 extension Engine {
-    /// Before the entries of a snapshot are restored: finds how many notifications each larger
-    /// device has (entries come device by device), so that its table is sized once instead of
-    /// growing again and again, and sizes the timer heap for all of them and `records` more.
-    public func reserveCapacity<S: Sequence<ArraySlice<UInt8>>>(forSnapshotEntries entries: S, records: Int = 0) {
-        var counts: [String: Int] = [:]
-        var run: ArraySlice<UInt8> = []
-        var count = 0
-        var all = 0
-        func endRun() {
-            if count > 64 { counts[String(decoding: run, as: UTF8.self), default: 0] += count }
-        }
-        for entry in entries where entry.first == SnapshotCoding.notification && entry.count >= 5 {
-            all += 1
-            // The device id: a little-endian UInt32 length, then its bytes.
-            let at = entry.startIndex
-            let length =
-                Int(entry[at + 1]) | Int(entry[at + 2]) << 8 | Int(entry[at + 3]) << 16 | Int(entry[at + 4]) << 24
-            guard length <= entry.count - 5 else { continue }
-            let id = entry[(at + 5)..<(at + 5 + length)]
-            if id.elementsEqual(run) {
-                count += 1
-            } else {
-                endRun()
-                run = id
-                count = 1
-            }
-        }
-        endRun()
-        restoreReservations = counts
-        heap.reserveCapacity(all + records)
+    /// Before the entries of a snapshot are restored: sizes each larger device's table for the
+    /// notifications `sizing` counted, and the timer heap for all of them and `records` more.
+    public func reserveCapacity(for sizing: SnapshotSizing, records: Int = 0) {
+        var sizing = sizing
+        sizing.endRun()
+        restoreReservations = sizing.counts
+        heap.reserveCapacity(sizing.all + records)
     }
 
     /// Reads a format 2 entry (see ``SnapshotCoding``).
