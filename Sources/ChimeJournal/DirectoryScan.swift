@@ -104,7 +104,12 @@ struct DirectoryScan: Sendable {
                 continue
             }
             do throws(ScanProblem) {
-                let file = try SnapshotFile(dir, name: name, sequence: sequence)
+                let file = try SnapshotFile(
+                    dir,
+                    name: name,
+                    sequence: sequence,
+                    sized: mode.loadSnapshot && usedSnapshot == nil
+                )
                 snapshots.insert(SnapshotState(name: name, sequence: sequence, entryCount: UInt64(file.count)), at: 0)
                 if usedSnapshot == nil {
                     usedSnapshot = (sequence, name)

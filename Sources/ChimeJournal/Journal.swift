@@ -1,3 +1,4 @@
+import ChimeCore
 import Glibc
 
 /// When `Journal.commit()` makes appended records durable.
@@ -137,6 +138,15 @@ public struct Recovery: Sendable {
                 for entry in entries { try body(entry) }
             case .file(let file):
                 try file.forEachEntry(body)
+            }
+        }
+
+        /// How many notifications each larger device has, for ``Engine/reserveCapacity(for:records:)``:
+        /// counted when `Journal.open` checked the file.
+        public var sizing: SnapshotSizing {
+            switch source {
+            case .memory(let entries): SnapshotSizing(entries)
+            case .file(let file): file.sizing
             }
         }
 

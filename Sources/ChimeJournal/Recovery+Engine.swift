@@ -43,11 +43,7 @@ extension Engine {
         let engine = Engine(configuration: configuration)
         engine.beginRecovery()
         if let snapshot = recovery.snapshot {
-            // Two passes over the entries, neither holding them all: one to size the tables, one
-            // to restore.
-            var sizing = SnapshotSizing()
-            try snapshot.forEachEntry { sizing.count($0) }
-            engine.reserveCapacity(for: sizing, records: records.count)
+            engine.reserveCapacity(for: snapshot.sizing, records: records.count)
             var restored = 0
             try snapshot.forEachEntry { entry throws(JournalError) in
                 do {

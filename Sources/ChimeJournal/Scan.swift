@@ -1,3 +1,5 @@
+import ChimeCore
+
 /// Damage found while reading the data directory: which file, where, and what.
 struct ScanProblem: Error, Hashable, Sendable {
     var file: String
@@ -179,12 +181,17 @@ final class SnapshotFile: Sendable {
     let size: Int
     let sequence: UInt64
     let count: Int
+    /// What the engine needs to know before restoring the entries, counted while they were
+    /// checked, so that recovery reads the file twice and not three times.
+    let sizing: SnapshotSizing
 
     /// Opens and checks a whole snapshot.
     ///
-    /// - Parameter sequence: the sequence in the file name, which the header must repeat.
+    /// - Parameters:
+    ///   - sequence: the sequence in the file name, which the header must repeat.
+    ///   - sized: count ``sizing``, for a snapshot that is to be restored (else it stays empty).
     /// - Throws: ``ScanProblem`` for anything that keeps the snapshot from being used, including I/O errors.
-    init(_ dir: DataDirectory, name: String, sequence: UInt64) throws(ScanProblem) {
+    init(_ dir: DataDirectory, name: String, sequence: UInt64, sized: Bool = false) throws(ScanProblem) {
         let fd: FileDescriptor
         let size: Int
         do {
@@ -193,13 +200,19 @@ final class SnapshotFile: Sendable {
         } catch {
             throw ScanProblem(file: name, offset: 0, message: error.description)
         }
+        var sizing = SnapshotSizing()
         do throws(ScanProblem) {
-            count = Int(try SnapshotReader.read(dir, fd, name: name, size: size, expectedSequence: sequence))
+            count = Int(
+                try SnapshotReader.read(dir, fd, name: name, size: size, expectedSequence: sequence) { entry in
+                    if sized { sizing.count(entry) }
+                }
+            )
         } catch {
             dir.closeQuietly(fd)
             throw error
         }
         (self.dir, self.fd, self.name, self.size, self.sequence) = (dir, fd, name, size, sequence)
+        self.sizing = sizing
     }
 
     deinit { dir.closeQuietly(fd) }

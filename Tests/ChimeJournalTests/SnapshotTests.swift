@@ -1,3 +1,4 @@
+import ChimeCore
 import ChimeTestSupport
 import Foundation
 import Testing
@@ -52,6 +53,37 @@ import Testing
         let error = try #require(throws: JournalError.self) { try changed.snapshot?.forEachEntry { _ in } }
         #expect(error.code == .corrupt)
         #expect(error.message.contains(name) && error.message.contains("no longer reads as it did"), "\(error)")
+    }
+
+    /// The snapshot to restore is sized while `Journal.open` checks it, so that recovery reads it
+    /// twice (check, restore) and not three times: the sizing equals one counted from the
+    /// entries, and the engine restored with it holds every notification.
+    @Test func theSnapshotToRestoreIsSizedWhileItIsChecked() throws {
+        let engine = Engine()
+        let start = Instant(milliseconds: 1_800_000_000_000)
+        for (device, count) in [("big", 200), ("small", 10)] {
+            let notifications = (0..<count).map {
+                ResolvedNotification(id: "n\($0)", fireDate: .instant(start.adding(seconds: 3600)), NotificationSpec())
+            }
+            engine.apply(.schedule(deviceId: device, at: start, replaced: [], notifications: notifications))
+        }
+        let entries = engine.snapshot.entries
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        let writer = try journal.beginSnapshot()
+        for entry in entries { try writer.append(entry) }
+        try writer.finish()
+        try journal.snapshotCompleted(writer)
+        try journal.close()
+
+        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
+        try again.close()
+        let snapshot = try #require(recovery.snapshot)
+        #expect(snapshot.sizing == SnapshotSizing(entries.lazy.map { $0[...] }))
+        #expect(snapshot.sizing != SnapshotSizing())
+        let restored = try Engine.replaying(recovery, directory: scratch.path)
+        #expect(restored.pendingCount == 210)
+        #expect(Set(restored.snapshot.deviceIds) == ["big", "small"])
     }
 
     /// The worker deletes what a snapshot made obsolete on another thread: recording the snapshot

@@ -140,7 +140,7 @@ enum SnapshotCoding {
 /// How many notifications each larger device has in a snapshot, counted entry by entry before
 /// it is restored (entries come device by device), so that the device's table is sized once
 /// instead of growing again and again: see ``Engine/reserveCapacity(for:records:)``.
-public struct SnapshotSizing: Sendable {
+public struct SnapshotSizing: Hashable, Sendable {
     fileprivate var counts: [String: Int] = [:]
     fileprivate var all = 0
     private var run: [UInt8] = []
