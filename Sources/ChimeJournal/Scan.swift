@@ -1,6 +1,4 @@
 import ChimeCore
-import Dispatch
-import Synchronization
 
 /// Damage found while reading the data directory: which file, where, and what.
 struct ScanProblem: Error, Hashable, Sendable {
@@ -220,137 +218,25 @@ final class SnapshotFile: Sendable {
     deinit { dir.closeQuietly(fd) }
 
     /// Reads the snapshot again, a chunk at a time, checking every frame again, and hands each
-    /// entry to `body`: no buffer the size of the file. Another thread reads and checks the
-    /// frames while `body` restores the ones before them, a few batches of entries ahead.
+    /// entry to `body`: no buffer the size of the file.
     /// - Throws: what `body` throws, or ``JournalError/corrupt`` if the file no longer reads as it did when checked.
     func forEachEntry(_ body: (ArraySlice<UInt8>) throws(JournalError) -> Void) throws(JournalError) {
-        let handoff = EntryHandoff()
-        DispatchQueue.global().async { [self] in
-            var batch = handoff.emptyBatch()
-            let outcome: ScanProblem?
-            do throws(ScanProblem) {
-                _ = try SnapshotReader.read(dir, fd, name: name, size: size, expectedSequence: sequence) {
-                    entry throws(ScanProblem) in
-                    batch.append(entry)
-                    if batch.bytes.count >= EntryHandoff.batchBytes {
-                        guard handoff.pass(batch) else { throw ScanProblem(file: "", offset: 0, message: "stopped") }
-                        batch = handoff.emptyBatch()
-                    }
-                }
-                outcome = nil
-            } catch {
-                outcome = error
-            }
-            _ = handoff.pass(batch)
-            handoff.finish(outcome)
-        }
         var failure: JournalError?
-        // Every batch is taken, even after `body` failed, so that the reader is never left waiting.
-        while let batch = handoff.next() {
-            if failure == nil {
+        do throws(ScanProblem) {
+            _ = try SnapshotReader.read(dir, fd, name: name, size: size, expectedSequence: sequence) {
+                entry throws(ScanProblem) in
                 do throws(JournalError) {
-                    for index in batch.ends.indices { try body(batch[index]) }
+                    try body(entry)
                 } catch {
                     failure = error
-                    handoff.stop()
+                    throw ScanProblem(file: self.name, offset: 0, message: error.message)
                 }
             }
-            handoff.recycle(batch)
-        }
-        if let failure { throw failure }
-        if let problem = handoff.problem {
-            throw JournalError(.corrupt, "\(dir.path(name)) no longer reads as it did at start-up: \(problem.line)")
+        } catch {
+            if let failure { throw failure }
+            throw JournalError(.corrupt, "\(dir.path(name)) no longer reads as it did at start-up: \(error.line)")
         }
     }
-}
-
-/// Entries passed from the thread that reads a snapshot to the one that restores it, in batches,
-/// at most ``depth`` of them in flight, their buffers reused.
-private final class EntryHandoff: Sendable {
-    static let batchBytes = 1 << 20
-    static let depth = 4
-
-    struct Batch: Sendable {
-        var bytes: [UInt8] = []
-        var ends: [Int] = []
-
-        mutating func append(_ entry: ArraySlice<UInt8>) {
-            bytes.append(contentsOf: entry)
-            ends.append(bytes.count)
-        }
-
-        subscript(index: Int) -> ArraySlice<UInt8> { bytes[(index == 0 ? 0 : ends[index - 1])..<ends[index]] }
-    }
-
-    private struct State {
-        var full: [Batch] = []
-        var free: [Batch] = []
-        var finished = false
-        var stopped = false
-        var problem: ScanProblem?
-    }
-
-    private let state = Mutex(State())
-    /// Signalled for each batch passed, and once at the end.
-    private let filled = DispatchSemaphore(value: 0)
-    /// How many more batches the reader may pass before one is recycled. Made with 0 and
-    /// signalled: libdispatch traps when a semaphore is freed below the value it was made with.
-    private let room = DispatchSemaphore(value: 0)
-
-    init() {
-        for _ in 0..<Self.depth { room.signal() }
-    }
-
-    /// Reader: a batch to fill, reusing a recycled buffer when there is one.
-    func emptyBatch() -> Batch {
-        var batch = state.withLock { $0.free.popLast() } ?? Batch()
-        batch.bytes.removeAll(keepingCapacity: true)
-        batch.ends.removeAll(keepingCapacity: true)
-        return batch
-    }
-
-    /// Reader: hands a batch over, waiting while ``depth`` are in flight. False once the restore stopped.
-    func pass(_ batch: Batch) -> Bool {
-        room.wait()
-        let stopped = state.withLock { state in
-            if !state.stopped { state.full.append(batch) }
-            return state.stopped
-        }
-        if !stopped { filled.signal() }
-        return !stopped
-    }
-
-    /// Reader: no more batches; `problem` if the file did not read back.
-    func finish(_ problem: ScanProblem?) {
-        state.withLock {
-            $0.finished = true
-            $0.problem = problem
-        }
-        filled.signal()
-    }
-
-    /// Restorer: the next batch in order, nil after the last.
-    func next() -> Batch? {
-        while true {
-            filled.wait()
-            let (batch, finished) = state.withLock { state in
-                (state.full.isEmpty ? nil : state.full.removeFirst(), state.finished)
-            }
-            if let batch { return batch }
-            if finished { return nil }
-        }
-    }
-
-    /// Restorer: gives a batch's buffers back to the reader.
-    func recycle(_ batch: Batch) {
-        state.withLock { $0.free.append(batch) }
-        room.signal()
-    }
-
-    /// Restorer: the reader passes nothing more (it stops at its next batch).
-    func stop() { state.withLock { $0.stopped = true } }
-
-    var problem: ScanProblem? { state.withLock { $0.problem } }
 }
 
 /// Reads a snapshot file in large chunks, checking every frame.
