@@ -55,6 +55,37 @@ import Testing
         #expect(error.message.contains(name) && error.message.contains("no longer reads as it did"), "\(error)")
     }
 
+    /// Reading the snapshot back a chunk at a time hands every entry over in order across many
+    /// chunks, and a restore that fails part-way (at the first entry, in the middle, at the last)
+    /// stops the read there and throws its own error, not one about the file.
+    @Test(arguments: [0, 1_000, 2_999])
+    func readingBackHandsEveryEntryInOrderAndStopsWhereTheRestoreFails(failingAt: Int) throws {
+        let entries = (0..<3_000).map { i in [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 4_000 + i) }
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        let writer = try journal.beginSnapshot()
+        for entry in entries { try writer.append(entry) }
+        try writer.finish()
+        try journal.snapshotCompleted(writer)
+        try journal.close()
+        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
+        try again.close()
+        let snapshot = try #require(recovery.snapshot)
+
+        var seen = 0
+        let error = try #require(throws: JournalError.self) {
+            try snapshot.forEachEntry { entry throws(JournalError) in
+                if seen == failingAt { throw JournalError(.corrupt, "entry \(seen) refused") }
+                seen += 1
+            }
+        }
+        #expect(error.message == "entry \(failingAt) refused")
+        #expect(seen == failingAt)
+        var read: [[UInt8]] = []
+        try snapshot.forEachEntry { read.append(Array($0)) }
+        #expect(read == entries)
+    }
+
     /// The snapshot to restore is sized while `Journal.open` checks it, so that recovery reads it
     /// twice (check, restore) and not three times: the sizing equals one counted from the
     /// entries, and the engine restored with it holds every notification.
