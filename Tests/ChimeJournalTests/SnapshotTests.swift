@@ -55,6 +55,19 @@ import Testing
         #expect(error.message.contains(name) && error.message.contains("no longer reads as it did"), "\(error)")
     }
 
+    /// What `Journal.open` recovers from a new directory holding one snapshot of `entries`.
+    private func recovered(fromSnapshotOf entries: [[UInt8]], in directory: String) throws -> Recovery {
+        let (journal, _) = try Journal.open(directory: directory, options: options)
+        let writer = try journal.beginSnapshot()
+        for entry in entries { try writer.append(entry) }
+        try writer.finish()
+        try journal.snapshotCompleted(writer)
+        try journal.close()
+        let (again, recovery) = try Journal.open(directory: directory, options: options)
+        try again.close()
+        return recovery
+    }
+
     /// Reading the snapshot back a chunk at a time hands every entry over in order across many
     /// chunks, and a restore that fails part-way (at the first entry, in the middle, at the last)
     /// stops the read there and throws its own error, not one about the file.
@@ -62,15 +75,7 @@ import Testing
     func readingBackHandsEveryEntryInOrderAndStopsWhereTheRestoreFails(failingAt: Int) throws {
         let entries = (0..<3_000).map { i in [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 4_000 + i) }
         let scratch = try TemporaryDirectory(prefix: "chime-journal")
-        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
-        let writer = try journal.beginSnapshot()
-        for entry in entries { try writer.append(entry) }
-        try writer.finish()
-        try journal.snapshotCompleted(writer)
-        try journal.close()
-        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
-        try again.close()
-        let snapshot = try #require(recovery.snapshot)
+        let snapshot = try #require(try recovered(fromSnapshotOf: entries, in: scratch.path).snapshot)
 
         var seen = 0
         let error = try #require(throws: JournalError.self) {
@@ -100,15 +105,7 @@ import Testing
         }
         let entries = engine.snapshot.entries
         let scratch = try TemporaryDirectory(prefix: "chime-journal")
-        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
-        let writer = try journal.beginSnapshot()
-        for entry in entries { try writer.append(entry) }
-        try writer.finish()
-        try journal.snapshotCompleted(writer)
-        try journal.close()
-
-        let (again, recovery) = try Journal.open(directory: scratch.path, options: options)
-        try again.close()
+        let recovery = try recovered(fromSnapshotOf: entries, in: scratch.path)
         let snapshot = try #require(recovery.snapshot)
         #expect(snapshot.sizing == SnapshotSizing(entries.lazy.map { $0[...] }))
         #expect(snapshot.sizing != SnapshotSizing())
