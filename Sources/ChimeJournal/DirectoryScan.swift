@@ -104,12 +104,7 @@ struct DirectoryScan: Sendable {
                 continue
             }
             do throws(ScanProblem) {
-                let file = try SnapshotFile(
-                    dir,
-                    name: name,
-                    sequence: sequence,
-                    sized: mode.loadSnapshot && usedSnapshot == nil
-                )
+                let file = try SnapshotFile(dir, name: name, sequence: sequence)
                 snapshots.insert(SnapshotState(name: name, sequence: sequence, entryCount: UInt64(file.count)), at: 0)
                 if usedSnapshot == nil {
                     usedSnapshot = (sequence, name)

@@ -185,13 +185,11 @@ final class SnapshotFile: Sendable {
     /// checked, so that recovery reads the file twice and not three times.
     let sizing: SnapshotSizing
 
-    /// Opens and checks a whole snapshot.
+    /// Opens and checks a whole snapshot, counting its ``sizing`` on the way.
     ///
-    /// - Parameters:
-    ///   - sequence: the sequence in the file name, which the header must repeat.
-    ///   - sized: count ``sizing``, for a snapshot that is to be restored (else it stays empty).
+    /// - Parameter sequence: the sequence in the file name, which the header must repeat.
     /// - Throws: ``ScanProblem`` for anything that keeps the snapshot from being used, including I/O errors.
-    init(_ dir: DataDirectory, name: String, sequence: UInt64, sized: Bool = false) throws(ScanProblem) {
+    init(_ dir: DataDirectory, name: String, sequence: UInt64) throws(ScanProblem) {
         let fd: FileDescriptor
         let size: Int
         do {
@@ -203,8 +201,8 @@ final class SnapshotFile: Sendable {
         var sizing = SnapshotSizing()
         do throws(ScanProblem) {
             count = Int(
-                try SnapshotReader.read(dir, fd, name: name, size: size, expectedSequence: sequence) { entry in
-                    if sized { sizing.count(entry) }
+                try SnapshotReader.read(dir, fd, name: name, size: size, expectedSequence: sequence) {
+                    sizing.count($0)
                 }
             )
         } catch {
