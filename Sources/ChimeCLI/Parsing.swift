@@ -97,9 +97,11 @@ enum Parse {
     static func badge(_ text: String) throws(UsageError) -> JSON {
         let digits = text.drop { $0 == "+" || $0 == "-" }
         guard text.count - digits.count <= 1, !digits.isEmpty, digits.count <= 7,
-            digits.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int64(digits)
+            digits.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int64(digits), n <= Badge.maximum
         else {
-            throw UsageError("--badge: expected N, +N or -N (such as 3, +1, -1), got \"\(text)\"")
+            throw UsageError(
+                "--badge: expected N, +N or -N with N up to \(Badge.maximum) (such as 3, +1, -1), got \"\(text)\""
+            )
         }
         return text.first == "+" || text.first == "-" ? .string("\(text.first!)\(n)") : .int(n)
     }

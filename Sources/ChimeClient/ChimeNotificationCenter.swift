@@ -470,7 +470,7 @@ public final class ChimeNotificationCenter: Sendable {
     ) async throws(ChimeClientError) -> DeviceSettings {
         var payload = JSONObject()
         if let timeZone { payload["timeZone"] = .string(timeZone) }
-        if let badge { payload["badge"] = .int(Int64(badge)) }
+        if let badge { payload["badge"] = try Badge.absolute(badge).json() }
         if let quietHours { payload["quietHours"] = quietHours.json }
         if let receipts { payload["receipts"] = .bool(receipts) }
         if let history { payload["history"] = .bool(history) }
@@ -493,7 +493,7 @@ public final class ChimeNotificationCenter: Sendable {
     @discardableResult
     public func ack(fireIds: [String], badge: Badge? = nil) async throws(ChimeClientError) -> AckResult {
         var payload: JSONObject = ["fireIds": .array(fireIds.map(JSON.string))]
-        if let badge { payload["badge"] = badge.json }
+        if let badge { payload["badge"] = try badge.json() }
         guard let result = try await send(ChimeCore.Operation.ack.rawValue, payload) else {
             return AckResult(acknowledged: 0, unknown: [])
         }

@@ -75,10 +75,22 @@ extension Badge {
     public static func decrement(_ n: Int = 1) -> Badge { .delta(-n) }
 
     /// The wire form: an integer, or `"+N"` / `"-N"`.
-    var json: JSON {
+    /// - Throws: `.invalidArgument` past ``Badge/maximum`` (or an absolute one below 0), as
+    ///   chimed would answer.
+    func json() throws(ChimeClientError) -> JSON {
         switch self {
-        case .absolute(let n): return .int(Int64(n))
-        case .delta(let d): return .string(d < 0 ? "-\(-d)" : "+\(d)")
+        case .absolute(let n):
+            try Self.check(n, 0...Self.maximum)
+            return .int(Int64(n))
+        case .delta(let d):
+            try Self.check(d, -Self.maximum...Self.maximum)
+            return .string(d < 0 ? "-\(-d)" : "+\(d)")
+        }
+    }
+
+    static func check(_ n: Int, _ range: ClosedRange<Int>) throws(ChimeClientError) {
+        guard range.contains(n) else {
+            throw .invalid("badge", "\(n) is past \(range.lowerBound)...\(range.upperBound) (Badge.maximum)")
         }
     }
 }
@@ -100,7 +112,7 @@ extension NotificationContent {
         case .hasAction: return hasAction.map(JSON.bool)
         case .soundName: return sound.map(JSON.string)
         case .category: return category.map(JSON.string)
-        case .badge: return badge?.json
+        case .badge: return try badge?.json()
         case .userInfo: return userInfo.map(JSON.object)
         case .expiresAfter:
             guard let expiresAfter else { return nil }

@@ -272,12 +272,20 @@ struct CalendarCase: Sendable, CustomTestStringConvertible {
         #expect(scheduleFields.isDisjoint(with: keys.subtracting(["after"])))
     }
 
-    @Test func badges() {
-        #expect(Badge.increment(1).json == "+1")
-        #expect(Badge.increment().json == "+1")
-        #expect(Badge.decrement(2).json == "-2")
-        #expect(Badge.absolute(3).json == 3)
-        #expect(Badge.absolute(0).json == 0)
+    @Test func badges() throws {
+        #expect(try Badge.increment(1).json() == "+1")
+        #expect(try Badge.increment().json() == "+1")
+        #expect(try Badge.decrement(2).json() == "-2")
+        #expect(try Badge.absolute(3).json() == 3)
+        #expect(try Badge.absolute(0).json() == 0)
+        #expect(try Badge.increment(Badge.maximum).json() == .string("+\(Badge.maximum)"))
+        // Past the maximum, or below 0, is refused before it is sent, as chimed would.
+        for past in [Badge.increment(Badge.maximum + 1), .decrement(Badge.maximum + 1), .absolute(-1)] {
+            #expect(throws: ChimeClientError(.invalidArgument)) { try past.json() }
+        }
+        #expect(throws: ChimeClientError(.invalidArgument)) {
+            try NotificationContent(body: "b", badge: .absolute(Badge.maximum + 1)).value(of: .badge)
+        }
     }
 
     @Test func selectors() {

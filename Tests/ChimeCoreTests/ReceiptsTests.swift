@@ -1,5 +1,7 @@
-import ChimeCore
+import ChimeTestSupport
 import Testing
+
+@testable import ChimeCore
 
 /// Receipts, the inbox and history (PROTOCOL.md section 3.9), through the worker's own loop.
 @Suite struct ReceiptsTests {
@@ -146,6 +148,117 @@ import Testing
         } while cursor != nil
         #expect(seen.map { String($0.prefix(2)) } == ["p0", "p1", "p2", "p3", "p4"])
         #expect(h.errorCode("d1", .inbox, #"{"cursor":"gone@2026-12-01T10:00:00Z"}"#) == "invalid_argument")
+    }
+
+    /// A `keepAfterFiring` one-shot resumed is delivered again with the same fireId, so the inbox
+    /// holds two entries of one fireId: paging one at a time still ends, each entry once, with
+    /// cursors that only go forward, before and after a restart.
+    @Test func pagingEndsWhenTwoEntriesShareAFireId() {
+        var h = Harness()
+        h.ok("d1", .device, #"{"receipts":true}"#)
+        h.ok("d1", .schedule, #"{"id":"k","after":1,"keepAfterFiring":true}"#)
+        let first = h.advance(seconds: 2)
+        h.ok("d1", .resume, #"{"id":"k"}"#)
+        let second = h.advance(seconds: 2)
+        #expect(first.count == 1 && second.count == 1)
+        #expect(first[0]["fireId"] == second[0]["fireId"], "the same occurrence, delivered again")
+        h.ok("d1", .schedule, #"{"id":"z","after":1}"#)
+        _ = h.advance(seconds: 2)
+
+        func pages(_ h: inout Harness) -> (fireIds: [String], cursors: [String]) {
+            var seen: [String] = []
+            var cursors: [String] = []
+            var cursor: String?
+            repeat {
+                let payload = cursor.map { #"{"limit":1,"cursor":\#(JSON.string($0).text)}"# } ?? #"{"limit":1}"#
+                let page = h.ok("d1", .inbox, payload)
+                seen += fireIds(page)
+                cursor = page["cursor"]?.stringValue
+                if let cursor { cursors.append(cursor) }
+            } while cursor != nil && cursors.count < 10
+            return (seen, cursors)
+        }
+        let before = pages(&h)
+        #expect(before.fireIds.count == 3)
+        #expect(before.cursors.count == 2)
+        #expect(before.cursors.compactMap { UInt64($0) } == before.cursors.compactMap { UInt64($0) }.sorted())
+        #expect(Set(before.cursors).count == before.cursors.count)
+        var restarted = h
+        restarted.engine = h.replayed()
+        #expect(pages(&restarted).fireIds == before.fireIds)
+        #expect(pages(&restarted).cursors == before.cursors)
+        // A cursor an older chimed gave (a fireId) still pages on, after its newest entry.
+        let old = h.ok("d1", .inbox, #"{"cursor":\#(JSON.string(before.fireIds[0]).text)}"#)
+        #expect(fireIds(old) == [before.fireIds[2]])
+        #expect(h.errorCode("d1", .inbox, #"{"cursor":"99999"}"#) == "invalid_argument")
+    }
+
+    /// A device at the largest caps (`--max-inbox-per-device` and `--history-per-device` 100,000):
+    /// each delivery recorded, each ack and each page costs what it touches, so 150,000
+    /// deliveries (the last 50,000 each dropping the oldest), acks of 1,000 fireIds, a snapshot
+    /// and the replay of it all take seconds, where a cost growing with the inbox took hours.
+    @Test(.timeLimit(.minutes(1))) func aDeviceAtTheLargestCapsCostsWhatItTouches() async throws {
+        var configuration = EngineConfiguration()
+        configuration.receipts.maxInboxPerDevice = 100_000
+        configuration.receipts.historyPerDevice = 100_000
+        configuration.receipts.maxInboxBytesPerDevice = 1 << 28
+        let engine = Engine(configuration: configuration)
+        engine.apply(.device(deviceId: "d1", at: instant("2026-12-01T10:00:00Z"), update: DeviceUpdate(receipts: true)))
+        let start = instant("2026-12-01T10:00:00Z").milliseconds
+        var journal: [JournalEntry] = []
+        func fireId(_ i: Int) -> String { "n\(i)@" + Instant(milliseconds: start + Int64(i)).rfc3339() }
+        for i in 0..<150_000 {
+            let at = Instant(milliseconds: start + Int64(i))
+            let record = OccurrenceRecord(
+                deviceId: "d1",
+                id: "n\(i)",
+                version: 1,
+                index: 0,
+                occurrence: at,
+                at: at,
+                last: true,
+                badge: nil,
+                receipt: ReceiptCapture(
+                    payload: Array(JSON.object(["fireId": .string(fireId(i))]).bytes),
+                    expiresAt: at.milliseconds + 86_400_000,
+                    late: false
+                )
+            )
+            journal.append(.delivered(record))
+            engine.apply(journal.last!)
+            // Lets the time limit stop a cost that grows with the inbox, rather than run for hours.
+            if i % 1_000 == 0 { try Task.checkCancellation() }
+            if i % 1_500 == 1_499 {
+                // Acknowledges 1,000 spread over what the inbox holds.
+                let ids = (0..<1_000).map { fireId(max(0, i - 99_999) + $0 * 97 % 100_000) }
+                journal.append(.ack(deviceId: "d1", at: at, fireIds: ids, badge: nil))
+                engine.apply(journal.last!)
+            }
+        }
+        var h = Harness(configuration: configuration)
+        h.engine = engine
+        let history = h.ok("d1", .history, #"{"limit":1000}"#)["deliveries"]?.arrayValue ?? []
+        #expect(history.count == 1_000)
+        #expect(history.first?.objectValue?["id"] == "n149999")
+        let page = h.ok("d1", .inbox, #"{"limit":1000}"#)
+        #expect(fireIds(page).count == 1_000)
+        #expect(page["dropped"] != 0 && page["dropped"] != nil)
+
+        // The journal replayed, and a snapshot of it restored, hold the same.
+        let replayed = Engine(configuration: configuration)
+        replayed.beginRecovery()
+        for entry in journal { replayed.apply(entry) }
+        replayed.finishRecovery()
+        let restored = Engine(configuration: configuration)
+        restored.beginRecovery()
+        try replayed.snapshot.forEachEntry { try restored.restore(snapshotEntry: $0) }
+        restored.finishRecovery()
+        for other in [replayed, restored] {
+            var again = Harness(configuration: configuration)
+            again.engine = other
+            #expect(again.ok("d1", .inbox, #"{"limit":1000}"#) == page)
+            #expect(again.ok("d1", .history, #"{"limit":1000}"#)["deliveries"]?.arrayValue ?? [] == history)
+        }
     }
 
     /// The largest ack there is: 1000 fireIds of the longest length, all unknown, is answered

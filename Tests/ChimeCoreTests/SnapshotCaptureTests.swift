@@ -95,7 +95,7 @@ import Testing
             // Emptied: a bare device is dropped.
             engine.apply(.device(deviceId: device, at: at, update: DeviceUpdate(badge: 0)))
         case 7:
-            guard let fireId = engine.devices[device]!.receipts?.inbox.first?.fireId else { return }
+            guard let fireId = engine.devices[device]!.receipts?.inbox.entries.first?.fireId else { return }
             engine.apply(.ack(deviceId: device, at: at, fireIds: [fireId], badge: .delta(-1)))
         default:
             guard let n = engine.devices[device]!.notifications[id] else { return }

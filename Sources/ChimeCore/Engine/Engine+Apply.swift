@@ -106,7 +106,7 @@ extension Engine {
         case .device(let deviceId, _, let update):
             let device = device(deviceId)
             willChange(device)
-            if let badge = update.badge { device.badge = badge }
+            if let badge = update.badge { device.badge = Badge.clamped(badge) }
             if let quiet = update.quietHours { device.quietHours = quiet }
             if update.receipts != nil || update.history != nil {
                 let r = device.receipts ?? DeviceReceipts()
@@ -114,10 +114,7 @@ extension Engine {
                 if let receipts = update.receipts { r.receipts = receipts }
                 if let history = update.history { r.history = history }
                 // Turning receipts off empties the inbox: nothing would ever acknowledge it.
-                if r.receipts == false {
-                    r.inbox.removeAll()
-                    r.inboxBytes = 0
-                }
+                if r.receipts == false { r.inbox.removeAll() }
             }
             let zoneChanged = update.timeZone != nil && update.timeZone != device.timeZone
             if let zone = update.timeZone { device.timeZone = zones.held(zone) }

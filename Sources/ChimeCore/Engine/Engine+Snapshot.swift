@@ -60,8 +60,8 @@ struct FrozenReceipts: Sendable {
     var deviceId: String
     var receipts: Bool?
     var history: Bool?
-    var inbox: [InboxEntry]
-    var entries: [HistoryEntry]
+    var inbox: Inbox
+    var log: DeliveryHistory
     var dropped: Int
 }
 
@@ -194,7 +194,7 @@ extension Engine {
                     receipts: r.receipts,
                     history: r.history,
                     inbox: r.inbox,
-                    entries: r.entries,
+                    log: r.log,
                     dropped: r.dropped
                 )
             )

@@ -42,48 +42,19 @@ public enum DeliveryState: String, Hashable, Sendable {
     case delivered
 }
 
-/// One delivery in a device's history.
-struct HistoryEntry: Hashable, Sendable {
-    var fireId: String
-    var id: String
-    var occurrence: Int64
-    var firedAt: Int64
-    var late: Bool
-    var acknowledgedAt: Int64?
-    /// Set once it leaves the inbox unacknowledged.
-    var leftAs: DeliveryState?
-    /// Nil without receipts.
-    var expiresAt: Int64?
-
-    func state(at now: Int64) -> DeliveryState {
-        if acknowledgedAt != nil { return .acknowledged }
-        if let leftAs { return leftAs }
-        guard let expiresAt else { return .delivered }
-        return now >= expiresAt ? .expired : .unacknowledged
-    }
-}
-
-/// One unacknowledged delivery, as it was published.
-struct InboxEntry: Hashable, Sendable {
-    var fireId: String
-    var payload: [UInt8]
-    var expiresAt: Int64
-}
-
 /// A device's receipts settings, inbox and history. Only devices that use them have one.
 final class DeviceReceipts {
     /// The `device` command's `receipts` and `history`; nil: the worker's default.
     var receipts: Bool?
     var history: Bool?
-    /// Oldest first.
-    var inbox: [InboxEntry] = []
-    var inboxBytes = 0
-    /// Oldest first, at most `--history-per-device`.
-    var entries: [HistoryEntry] = []
+    var inbox = Inbox()
+    /// At most `--history-per-device`. Its ``DeliveryHistory/nextSeq`` numbers the next delivery
+    /// kept, in the history and in the inbox alike.
+    var log = DeliveryHistory()
     /// Deliveries dropped from the inbox to make room, in all.
     var dropped = 0
 
-    var isEmpty: Bool { receipts == nil && history == nil && inbox.isEmpty && entries.isEmpty && dropped == 0 }
+    var isEmpty: Bool { receipts == nil && history == nil && inbox.isEmpty && log.isEmpty && dropped == 0 }
 }
 
 extension EngineConfiguration {
@@ -130,14 +101,16 @@ extension Engine {
         )
     }
 
-    /// A delivery was recorded: into the device's history, and its inbox with receipts.
+    /// A delivery was recorded: into the device's history, and its inbox with receipts. Costs
+    /// O(log n) amortised whatever the caps are (``Inbox``, ``DeliveryHistory``).
     func keep(_ capture: ReceiptCapture, of record: OccurrenceRecord, fireId: String, in device: DeviceState) {
         let r = device.receipts ?? DeviceReceipts()
         device.receipts = r
         let now = record.at.milliseconds
         expire(r, at: now)
         let limits = configuration.receipts
-        r.entries.append(
+        let seq = r.log.nextSeq
+        r.log.append(
             HistoryEntry(
                 fireId: fireId,
                 id: record.id,
@@ -149,53 +122,40 @@ extension Engine {
                 expiresAt: capture.payload == nil ? nil : capture.expiresAt
             )
         )
-        if r.entries.count > limits.historyPerDevice {
-            r.entries.removeFirst(r.entries.count - limits.historyPerDevice)
-        }
+        r.log.trim(to: limits.historyPerDevice)
         guard let payload = capture.payload else { return }
-        r.inbox.append(InboxEntry(fireId: fireId, payload: payload, expiresAt: capture.expiresAt))
-        r.inboxBytes += payload.count
-        while r.inbox.count > limits.maxInboxPerDevice || r.inboxBytes > limits.maxInboxBytesPerDevice {
-            let gone = r.inbox.removeFirst()
-            r.inboxBytes -= gone.payload.count
+        r.inbox.append(
+            InboxEntry(seq: seq, fireId: fireId, payload: payload, expiresAt: capture.expiresAt, historySeq: seq)
+        )
+        while r.inbox.count > limits.maxInboxPerDevice || r.inbox.bytes > limits.maxInboxBytesPerDevice,
+            let gone = r.inbox.removeOldest()
+        {
             r.dropped += 1
-            setLeft(r, gone.fireId, as: .dropped)
+            setLeft(r, gone, as: .dropped)
         }
     }
 
     /// Removes from the inbox what expired by `now` (history keeps saying so).
     func expire(_ r: DeviceReceipts, at now: Int64) {
-        guard r.inbox.contains(where: { $0.expiresAt <= now }) else { return }
-        r.inbox.removeAll { entry in
-            guard entry.expiresAt <= now else { return false }
-            r.inboxBytes -= entry.payload.count
-            setLeft(r, entry.fireId, as: .expired)
-            return true
-        }
+        for gone in r.inbox.removeExpired(at: now) { setLeft(r, gone, as: .expired) }
     }
 
-    private func setLeft(_ r: DeviceReceipts, _ fireId: String, as state: DeliveryState) {
-        if let i = r.entries.lastIndex(where: { $0.fireId == fireId }), r.entries[i].leftAs == nil {
-            r.entries[i].leftAs = state
-        }
+    private func setLeft(_ r: DeviceReceipts, _ entry: InboxEntry, as state: DeliveryState) {
+        guard let seq = entry.historySeq else { return }
+        r.log.update(seq) { if $0.leftAs == nil { $0.leftAs = state } }
     }
 
     /// Which of `fireIds` an `ack` at `now` would acknowledge for the first time, and which the
-    /// device does not know (neither in its inbox nor in its history).
+    /// device does not know (neither in its inbox nor in its history). Costs O(log n) per fireId.
     func ackOutcome(_ deviceId: String, _ fireIds: [String], now: Int64) -> (new: [String], unknown: [String]) {
         guard let r = devices[deviceId]?.receipts else { return ([], fireIds) }
-        // Sets, so that an ack costs its fireIds plus the device's inbox and history, whatever
-        // the caps are configured to.
-        let held = Set(r.inbox.lazy.filter { $0.expiresAt > now }.map(\.fireId))
-        var history: [String: HistoryEntry] = [:]
-        for entry in r.entries { history[entry.fireId] = entry }
         var new: [String] = []
         var unknown: [String] = []
         var seen = Set<String>()
         for id in fireIds where seen.insert(id).inserted {
-            if held.contains(id) {
+            if r.inbox.holds(id, at: now) {
                 new.append(id)
-            } else if let h = history[id] {
+            } else if let seq = r.log.seqs(of: id).last, let h = r.log[seq: seq] {
                 // Known: acknowledged already, left the inbox, or history only (recorded once).
                 if h.acknowledgedAt == nil && h.expiresAt == nil && h.leftAs == nil { new.append(id) }
             } else {
@@ -211,14 +171,9 @@ extension Engine {
         let device = device(deviceId)
         willChange(device)
         if let r = device.receipts {
-            let acknowledged = Set(new)
-            r.inbox.removeAll { entry in
-                guard acknowledged.contains(entry.fireId) else { return false }
-                r.inboxBytes -= entry.payload.count
-                return true
-            }
-            for i in r.entries.indices where acknowledged.contains(r.entries[i].fireId) {
-                r.entries[i].acknowledgedAt = at.milliseconds
+            for id in new {
+                _ = r.inbox.remove(fireId: id)
+                for seq in r.log.seqs(of: id) { r.log.update(seq) { $0.acknowledgedAt = at.milliseconds } }
             }
             expire(r, at: at.milliseconds)
         }
@@ -227,40 +182,54 @@ extension Engine {
         return .acknowledged(count: new.count, unknown: unknown)
     }
 
-    /// One page of the inbox at `now`: what has not expired, oldest first, after `cursor`.
+    /// One page of the inbox at `now`: what has not expired, oldest first, after `cursor` (the
+    /// sequence number of the last entry of the page before; a `fireId`, as chimed gave before
+    /// version 2 of the inbox, is read as its newest entry's). Costs the entries it passes.
     func inboxPage(_ deviceId: String, limit: Int, cursor: String?, now: Instant) throws(ChimeError) -> ReplyResult {
         guard let r = devices[deviceId]?.receipts else {
             return .inbox(ReplyResult.InboxPage(deliveries: [], cursor: nil, dropped: 0))
         }
-        var live = r.inbox.filter { $0.expiresAt > now.milliseconds }[...]
+        var after: UInt64?
         if let cursor {
-            guard let at = live.firstIndex(where: { $0.fireId == cursor }) else {
-                throw ChimeError(.invalidArgument, field: "cursor", "cursor: \(quoted(cursor)) is not in the inbox")
+            if cursor.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+                let seq = UInt64(cursor), seq < r.log.nextSeq
+            {
+                after = seq
+            } else if let seq = r.inbox.newestSeq(of: cursor) {
+                after = seq
+            } else {
+                throw ChimeError(
+                    .invalidArgument,
+                    field: "cursor",
+                    "cursor: \(quoted(cursor)) is not one this inbox gave (pass the previous page's cursor)"
+                )
             }
-            live = live[(at + 1)...]
         }
         var page: [JSON] = []
         var bytes = 0
-        // The entries this page went through (the cursor is the last of them).
-        var consumed = live.startIndex
-        for entry in live {
+        var last: UInt64?
+        let more = r.inbox.visit(after: after, at: now.milliseconds) { entry in
             // A page also ends by size, like `list`'s.
-            if page.count == limit || (!page.isEmpty && bytes + entry.payload.count > Self.maxListBytes) { break }
-            consumed += 1
+            if page.count == limit || (!page.isEmpty && bytes + entry.payload.count > Self.maxListBytes) {
+                return false
+            }
+            last = entry.seq
             // Written by the engine itself, so always JSON; one that were not is passed over.
-            guard let delivery = try? JSON(parsing: entry.payload) else { continue }
-            page.append(delivery)
-            bytes += entry.payload.count
+            if let delivery = try? JSON(parsing: entry.payload) {
+                page.append(delivery)
+                bytes += entry.payload.count
+            }
+            return true
         }
-        let cursor = consumed < live.endIndex && consumed > live.startIndex ? live[consumed - 1].fireId : nil
-        return .inbox(ReplyResult.InboxPage(deliveries: page, cursor: cursor, dropped: r.dropped))
+        let next = more ? last.map { String($0) } : nil
+        return .inbox(ReplyResult.InboxPage(deliveries: page, cursor: next, dropped: r.dropped))
     }
 
     /// The device's recent deliveries, newest first.
     func historyPage(_ deviceId: String, since: Instant?, limit: Int, now: Instant) -> ReplyResult {
         guard let r = devices[deviceId]?.receipts else { return .history([]) }
         var rows: [ReplyResult.HistoryRow] = []
-        for entry in r.entries.reversed() {
+        for entry in r.log.entries.reversed() {
             if let since, entry.firedAt < since.milliseconds { break }
             rows.append(
                 ReplyResult.HistoryRow(
@@ -280,7 +249,9 @@ extension Engine {
 }
 
 extension Engine {
-    /// Reads a snapshot's `R` entry (``SnapshotCoding/encode(_:)``).
+    /// Reads a snapshot's `R` entry (``SnapshotCoding/encode(_:)``). One written before the inbox
+    /// was numbered (no `historyFirst`) is numbered here: its inbox from 1, its history after it,
+    /// each inbox entry kept with the newest history entry of its `fireId`.
     func restoreReceipts(_ r: FieldReader) throws(ChimeError) {
         let all = Int64.min...Int64.max
         let device = device(try r.required(try r.string("device"), "device"))
@@ -288,25 +259,31 @@ extension Engine {
         receipts.receipts = try r.bool("receipts")
         receipts.history = try r.bool("history")
         receipts.dropped = Int(try r.integer("dropped", in: 0...Int64.max) ?? 0)
+        let numbered = try r.integer("historyFirst", in: 1...Int64.max)
+        var inbox: [InboxEntry] = []
         for (i, item) in (try r.array("inbox", maxCount: .max) ?? []).enumerated() {
             guard case .object(let o) = item else { throw .invalid("inbox[\(i)]", "not an object") }
             let e = FieldReader(o, path: "inbox[\(i)].")
-            let payload = Array(try e.required(try e.string("payload", maxLength: .max), "payload").utf8)
-            receipts.inbox.append(
+            var seq = UInt64(i + 1)
+            if numbered != nil { seq = UInt64(try e.required(try e.integer("seq", in: 1...Int64.max), "seq")) }
+            inbox.append(
                 InboxEntry(
+                    seq: seq,
                     fireId: try e.required(try e.string("fireId", maxLength: .max), "fireId"),
-                    payload: payload,
-                    expiresAt: try e.required(try e.integer("expires", in: all), "expires")
+                    payload: Array(try e.required(try e.string("payload", maxLength: .max), "payload").utf8),
+                    expiresAt: try e.required(try e.integer("expires", in: all), "expires"),
+                    historySeq: try e.integer("history", in: 1...Int64.max).map { UInt64($0) }
                 )
             )
-            receipts.inboxBytes += payload.count
+            if i > 0, inbox[i].seq <= inbox[i - 1].seq { throw .invalid("inbox[\(i)].seq", "not above the one before") }
         }
+        receipts.log = DeliveryHistory(firstSeq: numbered.map { UInt64($0) } ?? UInt64(inbox.count + 1))
         for (i, item) in (try r.array("deliveries", maxCount: .max) ?? []).enumerated() {
             guard case .object(let o) = item else { throw .invalid("deliveries[\(i)]", "not an object") }
             let e = FieldReader(o, path: "deliveries[\(i)].")
             var left: DeliveryState?
             if let name = try e.string("left") { left = try e.required(DeliveryState(rawValue: name), "left") }
-            receipts.entries.append(
+            receipts.log.append(
                 HistoryEntry(
                     fireId: try e.required(try e.string("fireId", maxLength: .max), "fireId"),
                     id: try e.required(try e.string("id", maxLength: .max), "id"),
@@ -318,6 +295,13 @@ extension Engine {
                     expiresAt: try e.integer("expires", in: all)
                 )
             )
+        }
+        if let last = inbox.last, last.seq >= receipts.log.nextSeq {
+            throw .invalid("inbox", "numbered past the history's next number \(receipts.log.nextSeq)")
+        }
+        for var entry in inbox {
+            if numbered == nil { entry.historySeq = receipts.log.seqs(of: entry.fireId).last }
+            receipts.inbox.append(entry)
         }
         device.receipts = receipts
     }

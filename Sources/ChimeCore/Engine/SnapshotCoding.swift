@@ -15,7 +15,8 @@ enum SnapshotCoding {
     /// as a `UInt64` and its receive time as an `Int64`, oldest first.
     static let commandKeys = UInt8(ascii: "K")
     /// A device's receipts settings, inbox and history (format 4): `R`, then a JSON object, as
-    /// few devices have one.
+    /// few devices have one. Since format 5 it numbers them (`historyFirst`, and each inbox
+    /// entry's `seq` and `history`); one without is numbered as it is read.
     static let receipts = UInt8(ascii: "R")
     /// The rules the engine computed with (format 5): a `UInt32` count, then each zone's identifier
     /// and the `UInt64` fingerprint of its rules (``Zone/rulesFingerprint``), so that a restart after a
@@ -39,21 +40,24 @@ enum SnapshotCoding {
         if let receipts = r.receipts { o.append("receipts", .bool(receipts)) }
         if let history = r.history { o.append("history", .bool(history)) }
         if r.dropped > 0 { o.append("dropped", .int(Int64(r.dropped))) }
+        o.append("historyFirst", .int(Int64(r.log.firstSeq)))
         o.append(
             "inbox",
             .array(
-                r.inbox.map {
-                    [
-                        "fireId": .string($0.fireId), "payload": .string(String(decoding: $0.payload, as: UTF8.self)),
-                        "expires": .int($0.expiresAt),
+                r.inbox.entries.map {
+                    var e: JSONObject = [
+                        "seq": .int(Int64($0.seq)), "fireId": .string($0.fireId),
+                        "payload": .string(String(decoding: $0.payload, as: UTF8.self)), "expires": .int($0.expiresAt),
                     ]
+                    if let seq = $0.historySeq { e.append("history", .int(Int64(seq))) }
+                    return .object(e)
                 }
             )
         )
         o.append(
             "deliveries",
             .array(
-                r.entries.map { h in
+                r.log.entries.map { h in
                     var e: JSONObject = [
                         "fireId": .string(h.fireId), "id": .string(h.id), "occurrence": .int(h.occurrence),
                         "firedAt": .int(h.firedAt),
@@ -203,7 +207,8 @@ extension Engine {
                 guard let z = Zone(identifier: zone) else { throw RecoveryError(description: "unknown zone \(zone)") }
                 device.timeZone = zones.held(z)
             }
-            device.badge = Int(try r.i64())
+            // Saturated: a counter written before it was bounded may be past the maximum.
+            device.badge = Badge.clamped(Int(clamping: try r.i64()))
             if try r.u8() == 1 {
                 var times: [TimeOfDay] = []
                 for _ in 0..<2 {

@@ -252,7 +252,7 @@ public struct CommandDecoder: Sendable {
                 }
                 update.timeZone = zone
             }
-            if let badge = try r.integer("badge", in: 0...1_000_000) { update.badge = Int(badge) }
+            if let badge = try r.integer("badge", in: 0...Int64(Badge.maximum)) { update.badge = Int(badge) }
             if let value = r.object["quietHours"] {
                 switch value {
                 case .null: update.quietHours = .some(nil)

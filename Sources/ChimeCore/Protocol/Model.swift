@@ -10,11 +10,19 @@ public enum Badge: Hashable, Sendable {
     case absolute(Int)
     case delta(Int)
 
-    /// Applies this badge to a counter; the counter never goes below 0.
+    /// The largest badge counter, and the largest number a badge sets or changes it by
+    /// (PROTOCOL.md section 3.8): a counter saturates there, whatever is applied to it, so every
+    /// client can hold it and no app icon shows more.
+    public static let maximum = 1_000_000
+
+    /// `n` brought into 0...``maximum``.
+    public static func clamped(_ n: Int) -> Int { min(max(n, 0), maximum) }
+
+    /// Applies this badge to a counter; the counter stays within 0...``maximum``.
     public func applied(to counter: Int) -> Int {
         switch self {
-        case .absolute(let n): return n
-        case .delta(let d): return max(0, counter + d)
+        case .absolute(let n): return Self.clamped(n)
+        case .delta(let d): return Self.clamped(counter + d)
         }
     }
 }

@@ -139,12 +139,14 @@ enum NotificationCoding {
         let problem = "expected an integer >= 0 or a string \"+N\" / \"-N\""
         switch value {
         case .int(let n):
-            guard (0...1_000_000).contains(n) else { throw .invalid(r.name("badge"), "\(problem), got \(n)") }
+            guard (0...Int64(Badge.maximum)).contains(n) else {
+                throw .invalid(r.name("badge"), "\(problem) up to \(Badge.maximum), got \(n)")
+            }
             return .absolute(Int(n))
         case .string(let s):
             guard let sign = s.first, sign == "+" || sign == "-", s.count >= 2, s.count <= 8,
-                s.dropFirst().allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(s.dropFirst())
-            else { throw .invalid(r.name("badge"), "\(problem), got \(quoted(s))") }
+                s.dropFirst().allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(s.dropFirst()), n <= Badge.maximum
+            else { throw .invalid(r.name("badge"), "\(problem) up to \(Badge.maximum), got \(quoted(s))") }
             return .delta(sign == "-" ? -n : n)
         default:
             throw .invalid(r.name("badge"), "\(problem), got \(value.typeDescription)")

@@ -318,7 +318,8 @@ public enum ReplyResult: Hashable, Sendable {
                 DeviceStatus(
                     deviceId: try r.required(try r.string("deviceId"), "deviceId"),
                     timeZone: zone,
-                    badge: Int(try r.required(try r.integer("badge", in: 0...Int64(Int32.max)), "badge")),
+                    // Saturated, as chimed does since it bounds the counter: an older one could send more.
+                    badge: Badge.clamped(Int(try r.required(try r.integer("badge", in: 0...Int64.max), "badge"))),
                     quietHours: quiet,
                     pending: Int(try r.required(try r.integer("pending", in: 0...Int64(Int32.max)), "pending")),
                     receipts: try r.bool("receipts") ?? false,

@@ -9,6 +9,7 @@ import pytest
 
 from chime_client import (
     ALL,
+    MAX_BADGE,
     Badge,
     CalendarTrigger,
     ChimeError,
@@ -223,3 +224,16 @@ def test_sync_and_async_centers_offer_the_same_operations() -> None:
         assert sync[name] == aio[name], name
     for name in aio.keys() - {"deliveries"}:
         assert inspect.iscoroutinefunction(getattr(AsyncNotificationCenter, name)), name
+
+
+def test_a_badge_past_the_maximum_is_refused_before_it_is_sent() -> None:
+    assert Badge.increment(MAX_BADGE).wire() == f"+{MAX_BADGE}"
+    assert Badge.to_wire(MAX_BADGE) == MAX_BADGE
+    for make in (lambda: Badge.increment(MAX_BADGE + 1), lambda: Badge.decrement(MAX_BADGE + 1),
+                 lambda: Badge.to_wire(MAX_BADGE + 1), lambda: Badge.to_wire(-1),
+                 lambda: NotificationContent(body="b", badge=MAX_BADGE + 1).wire()):
+        with pytest.raises(ValueError, match="badge"):
+            make()
+    from chime_client import _ops
+    with pytest.raises(ValueError, match="badge"):
+        next(_ops.ack("f", MAX_BADGE + 1))

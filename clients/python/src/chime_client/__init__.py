@@ -9,6 +9,7 @@ from .center import NotificationCenter
 from .errors import ChimeConnectionError, ChimeError, ChimeTimeoutError, ErrorCode
 from .models import (
     AckResult,
+    MAX_BADGE,
     Badge,
     Delivery,
     DeviceChanges,
@@ -31,6 +32,7 @@ __all__ = [
     "AckResult",
     "AllPending",
     "AsyncNotificationCenter",
+    "MAX_BADGE",
     "Badge",
     "CalendarTrigger",
     "ChimeConnectionError",

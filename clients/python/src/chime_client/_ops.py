@@ -144,7 +144,7 @@ def update(identifier: str, trigger: Trigger | None, fields: UpdateFields) -> Op
         wire_name = UPDATE_WIRE_NAMES.get(name)
         if wire_name is None:
             raise TypeError(f"update() got an unexpected field {name!r}")
-        payload[wire_name] = to_json(value)
+        payload[wire_name] = Badge.to_wire(value) if name == "badge" and value is not None else to_json(value)
     result = yield Call("update", payload)
     updated = result.get("updated")
     if not isinstance(updated, dict):
@@ -179,7 +179,7 @@ def device(changes: DeviceChanges) -> Ops[DeviceSettings]:
     for name, value in changes.items():
         if name not in names:
             raise TypeError(f"update_device_settings() got an unexpected field {name!r}")
-        payload[names[name]] = to_json(value)
+        payload[names[name]] = Badge.to_wire(value) if name == "badge" and value is not None else to_json(value)
     result = yield Call("device", payload)
     if result.get("duplicate"):
         result = yield Call("device", {})
@@ -189,7 +189,7 @@ def device(changes: DeviceChanges) -> Ops[DeviceSettings]:
 def ack(fire_ids: str | Sequence[str], badge: int | Badge | None) -> Ops[AckResult]:
     payload: dict[str, Any] = {"fireIds": [fire_ids] if isinstance(fire_ids, str) else list(fire_ids)}
     if badge is not None:
-        payload["badge"] = to_json(badge)
+        payload["badge"] = Badge.to_wire(badge)
     result = yield Call("ack", payload)
     return AckResult(int(result.get("acknowledged", 0)), [str(i) for i in result.get("unknown", [])])
 

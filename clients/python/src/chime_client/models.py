@@ -14,12 +14,21 @@ Misfire = Literal["coalesce", "skip", "all"]
 """What happens to occurrences missed while the worker or the broker was down."""
 
 
+#: The largest badge counter, and the largest number a badge sets or changes it by (PROTOCOL.md
+#: section 3.8): chimed saturates the counter there and refuses a larger badge.
+MAX_BADGE = 1_000_000
+
+
 @dataclass(frozen=True)
 class Badge:
     """A change of the device's badge counter when the notification fires (never below 0):
     ``Badge.increment(1)`` is ``"+1"`` on the wire. An absolute badge is a plain ``int``."""
 
     delta: int
+
+    def __post_init__(self) -> None:
+        if not -MAX_BADGE <= self.delta <= MAX_BADGE:
+            raise ValueError(f"badge: a change of {self.delta} is past {MAX_BADGE} either way")
 
     @classmethod
     def increment(cls, by: int = 1) -> Badge:
@@ -35,6 +44,15 @@ class Badge:
 
     def wire(self) -> str:
         return f"-{-self.delta}" if self.delta < 0 else f"+{self.delta}"
+
+    @staticmethod
+    def to_wire(value: int | Badge) -> int | str:
+        """A badge as the wire takes it; an absolute one must be from 0 to ``MAX_BADGE``."""
+        if isinstance(value, Badge):
+            return value.wire()
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BADGE:
+            raise ValueError(f"badge: expected an integer from 0 to {MAX_BADGE} or a Badge, got {value!r}")
+        return value
 
     @classmethod
     def parse(cls, value: Any) -> int | Badge | None:
@@ -66,7 +84,9 @@ class NotificationContent:
         return present({"alertTitle": self.title, "alertBody": self.body,
                         "alertBodies": list(self.alert_bodies) if self.alert_bodies is not None else None,
                         "alertAction": self.action, "hasAction": self.has_action, "soundName": self.sound,
-                        "category": self.category, "badge": self.badge, "userInfo": self.user_info})
+                        "category": self.category,
+                        "badge": None if self.badge is None else Badge.to_wire(self.badge),
+                        "userInfo": self.user_info})
 
     @classmethod
     def from_wire(cls, fields: Mapping[str, Any]) -> NotificationContent:
@@ -292,7 +312,7 @@ class DeviceSettings:
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> DeviceSettings:
         quiet = d.get("quietHours")
-        return cls(d["deviceId"], d.get("timeZone"), int(d.get("badge", 0)),
+        return cls(d["deviceId"], d.get("timeZone"), min(int(d.get("badge", 0)), MAX_BADGE),
                    QuietHours(quiet["start"], quiet["end"]) if isinstance(quiet, dict) else None,
                    int(d.get("pending", 0)), bool(d.get("receipts", False)), bool(d.get("history", False)))
 
