@@ -66,11 +66,18 @@ enum SegmentReader {
         guard bytes.le(20, as: UInt32.self) == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<20])) else {
             throw ScanProblem(file: name, offset: 20, message: "segment header CRC mismatch")
         }
-        guard firstSequence == nameSequence, firstSequence > 0 else {
+        guard firstSequence == nameSequence else {
             throw ScanProblem(
                 file: name,
                 offset: 12,
                 message: "header says first sequence \(firstSequence), file name says \(nameSequence)"
+            )
+        }
+        guard firstSequence > 0 else {
+            throw ScanProblem(
+                file: name,
+                offset: 12,
+                message: "segment starts at sequence 0, but sequences start at 1 (no journal writes a segment 0)"
             )
         }
 
