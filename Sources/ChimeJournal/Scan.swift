@@ -192,17 +192,18 @@ final class SnapshotFile: Sendable {
     /// checked, so that recovery reads the file twice and not three times.
     let sizing: SnapshotSizing
 
-    /// Opens and checks a whole snapshot, counting its ``sizing`` on the way.
+    /// Checks a whole snapshot, counting its ``sizing`` on the way.
     ///
-    /// - Parameter sequence: the sequence in the file name, which the header must repeat.
+    /// - Parameters:
+    ///   - fd: the snapshot, opened with ``DataDirectory/open(_:_:_:)``; closed when this throws.
+    ///   - sequence: the sequence in the file name, which the header must repeat.
     /// - Throws: ``ScanProblem`` for anything that keeps the snapshot from being used, including I/O errors.
-    init(_ dir: DataDirectory, name: String, sequence: UInt64) throws(ScanProblem) {
-        let fd: FileDescriptor
+    init(_ dir: DataDirectory, fd: FileDescriptor, name: String, sequence: UInt64) throws(ScanProblem) {
         let size: Int
         do {
-            fd = try dir.open(name, .readOnly)
             size = try dir.size(fd, name)
         } catch {
+            dir.closeQuietly(fd)
             throw ScanProblem(file: name, offset: 0, message: error.description)
         }
         var sizing = SnapshotSizing()
