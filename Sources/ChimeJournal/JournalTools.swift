@@ -69,13 +69,16 @@ public struct RepairReport: Hashable, Sendable, CustomStringConvertible {
     /// The directory after the repair.
     public var after: VerifyReport
 
-    public var description: String {
+    /// What repair did, without the report of the directory after it: the actions and where
+    /// the backup is, or that nothing was changed.
+    public var summary: [String] {
         var lines = actions
         if let backupDirectory { lines.append("backup: \(backupDirectory)") }
-        if actions.isEmpty { lines.append("nothing to repair") }
-        lines.append(after.description)
-        return lines.joined(separator: "\n")
+        if actions.isEmpty { lines.append("no damaged file found: nothing changed") }
+        return lines
     }
+
+    public var description: String { (summary + [after.description]).joined(separator: "\n") }
 }
 
 /// Offline tools behind `chime journal verify|dump|repair DIR`.
@@ -146,6 +149,10 @@ public enum JournalTools {
     /// - a damaged snapshot that recovery cannot use is moved to the backup.
     /// Finally temporary files are moved to the backup and a torn tail is truncated (after a
     /// copy), so `verify` reports clean.
+    ///
+    /// It only mends the structure that `verify` checks. A record that is whole but that the
+    /// engine cannot read (an unknown record type, from a newer chimed) is no damage to it and is
+    /// left as it is; `chime journal repair` replays the result to say so.
     ///
     /// - Throws: `.locked` while a worker has the directory open; `.corrupt` if no repair applies;
     ///   `.badDirectory`, before changing anything, when `LOCK`, a segment or a snapshot is a
