@@ -16,12 +16,58 @@ struct DataDirectory: Sendable {
         }
     }
 
+    /// Opens a file of the directory, which must be a regular file: never through a symbolic link
+    /// (`O_NOFOLLOW`: a link planted in the directory would have the journal write, truncate or
+    /// overwrite whatever it points to), never waiting for the other end of a FIFO (`O_NONBLOCK`),
+    /// and checked with `fstat` once open (a check of the name before opening would race with a
+    /// rename in between).
+    /// - Throws: `.badDirectory` naming the file when it is a symbolic link, a FIFO, a directory
+    ///   or anything else but a regular file; `.io` for any other failure.
     func open(_ name: String, _ access: FileAccess, _ options: OpenOptions = []) throws(JournalError) -> FileDescriptor
     {
+        let fd: FileDescriptor
         do {
-            return try fs.open(path(name), access: access, options: options)
+            fd = try fs.open(path(name), access: access, options: options.union([.noFollow, .nonBlocking]))
         } catch {
-            throw JournalError(.io, "cannot open \(path(name))", errno: error)
+            switch error {
+            case .symbolicLinkLoop: throw refusal(name, FileKind.symbolicLink.description)
+            case .isDirectory: throw refusal(name, FileKind.directory.description)
+            case .noDeviceOrAddress: throw refusal(name, "a FIFO or a socket")
+            default: throw JournalError(.io, "cannot open \(path(name))", errno: error)
+            }
+        }
+        let kind: FileKind
+        do {
+            kind = try fs.kind(of: fd)
+        } catch {
+            closeQuietly(fd)
+            throw JournalError(.io, "cannot stat \(path(name))", errno: error)
+        }
+        guard kind == .regular else {
+            closeQuietly(fd)
+            throw refusal(name, kind.description)
+        }
+        return fd
+    }
+
+    /// Refuses a file the journal would read or write if it were a regular file.
+    private func refusal(_ name: String, _ what: String) -> JournalError {
+        let why =
+            what == FileKind.symbolicLink.description
+            ? "and chimed follows no links in its data directory (put the file itself there)"
+            : "not a regular file"
+        return JournalError(.badDirectory, "refusing \(path(name)): it is \(what), \(why)")
+    }
+
+    /// Checks that `name`, if it exists, is a regular file the journal may open (as ``open(_:_:_:)``
+    /// would), without reading it: for files recovery lists but does not read now, so that a
+    /// symbolic link is refused whether or not it is read at this start.
+    /// - Throws: `.badDirectory` as ``open(_:_:_:)``; `.io`.
+    func checkRegularFile(_ name: String) throws(JournalError) {
+        do {
+            closeQuietly(try open(name, .readOnly))
+        } catch  where error.errno == .noSuchFile {
+            return  // removed since the listing (by a worker, when a tool reads without the lock)
         }
     }
 

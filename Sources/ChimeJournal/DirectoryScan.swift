@@ -79,7 +79,7 @@ struct DirectoryScan: Sendable {
         onRecord: (UInt64, UInt8, UnsafeRawBufferPointer, Bool) -> Void
     ) throws(JournalError) -> DirectoryScan {
         var scan = DirectoryScan(listing: DirectoryListing(try dir.list()))
-        scan.chooseSnapshot(dir, mode: mode)
+        try scan.chooseSnapshot(dir, mode: mode)
         if scan.problem == nil { try scan.scanSegments(dir, skipCovered: mode.skipCoveredSegments, onRecord: onRecord) }
         scan.lastSequence = max(scan.baseSequence, scan.lastRecordSequence ?? 0)
         if scan.problem == nil, let damaged = scan.snapshots.last(where: { $0.problem != nil }),
@@ -97,14 +97,25 @@ struct DirectoryScan: Sendable {
     }
 
     /// The newest snapshot that reads back whole; a damaged newer one is skipped with a warning.
-    private mutating func chooseSnapshot(_ dir: DataDirectory, mode: Mode) {
+    /// - Throws: `.badDirectory` when a snapshot is a symbolic link or not a regular file, read
+    ///   or not: that is no damage to skip, but a directory the journal refuses.
+    private mutating func chooseSnapshot(_ dir: DataDirectory, mode: Mode) throws(JournalError) {
         for (sequence, name) in listing.snapshots.reversed() {
             if usedSnapshot != nil && !mode.checkAllSnapshots {
+                try dir.checkRegularFile(name)
                 snapshots.insert(SnapshotState(name: name, sequence: sequence), at: 0)
                 continue
             }
+            let opened: Result<FileDescriptor, ScanProblem>
+            do {
+                opened = .success(try dir.open(name, .readOnly))
+            } catch  where error.code == .badDirectory {
+                throw error
+            } catch {
+                opened = .failure(ScanProblem(file: name, offset: 0, message: error.description))
+            }
             do throws(ScanProblem) {
-                let file = try SnapshotFile(dir, name: name, sequence: sequence)
+                let file = try SnapshotFile(dir, fd: try opened.get(), name: name, sequence: sequence)
                 snapshots.insert(SnapshotState(name: name, sequence: sequence, entryCount: UInt64(file.count)), at: 0)
                 if usedSnapshot == nil {
                     usedSnapshot = (sequence, name)
@@ -152,7 +163,9 @@ struct DirectoryScan: Sendable {
             }
             let next = index + 1 < listing.segments.count ? listing.segments[index + 1].sequence : nil
             if skipCovered, let next, next > sequence, next <= base + 1 {
-                // Every record here is at most `next - 1`, which the snapshot covers.
+                // Every record here is at most `next - 1`, which the snapshot covers. Not read,
+                // but refused all the same if it is a link: it is read when that snapshot fails.
+                try dir.checkRegularFile(name)
                 segments.append(
                     SegmentScan(name: name, firstSequence: sequence, lastSequence: next - 1, validEnd: 0, fileSize: 0)
                 )

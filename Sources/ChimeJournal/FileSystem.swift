@@ -24,6 +24,29 @@ public struct OpenOptions: OptionSet, Hashable, Sendable {
     public static let truncate = OpenOptions(rawValue: 4)
     /// `O_DIRECTORY`.
     public static let directory = OpenOptions(rawValue: 8)
+    /// `O_NOFOLLOW`: a symbolic link as the last component fails with `ELOOP` instead of being followed.
+    public static let noFollow = OpenOptions(rawValue: 16)
+    /// `O_NONBLOCK`: opening a FIFO returns at once instead of waiting for its other end (it has
+    /// no effect on reading or writing a regular file).
+    public static let nonBlocking = OpenOptions(rawValue: 32)
+}
+
+/// What an open descriptor refers to, from `fstat(2)`'s `st_mode`.
+public enum FileKind: Hashable, Sendable, CustomStringConvertible {
+    case regular, directory, symbolicLink, fifo, socket, characterDevice, blockDevice, unknown
+
+    public var description: String {
+        switch self {
+        case .regular: "a regular file"
+        case .directory: "a directory"
+        case .symbolicLink: "a symbolic link"
+        case .fifo: "a FIFO"
+        case .socket: "a socket"
+        case .characterDevice: "a character device"
+        case .blockDevice: "a block device"
+        case .unknown: "not a regular file"
+        }
+    }
 }
 
 /// The seam for fault injection: every system call the journal makes on the data directory
@@ -50,6 +73,8 @@ public protocol FileSystem: Sendable {
     func sync(_ fd: FileDescriptor) throws(Errno)
     /// `fstat(2)`'s `st_size`.
     func size(of fd: FileDescriptor) throws(Errno) -> Int
+    /// `fstat(2)`'s file type.
+    func kind(of fd: FileDescriptor) throws(Errno) -> FileKind
     /// `rename(2)`.
     func rename(_ source: String, to destination: String) throws(Errno)
     /// `unlink(2)`.
@@ -77,6 +102,8 @@ public struct SystemFileSystem: FileSystem {
         if options.contains(.exclusive) { flags |= O_EXCL }
         if options.contains(.truncate) { flags |= O_TRUNC }
         if options.contains(.directory) { flags |= O_DIRECTORY }
+        if options.contains(.noFollow) { flags |= O_NOFOLLOW }
+        if options.contains(.nonBlocking) { flags |= O_NONBLOCK }
         while true {
             let fd = Glibc.open(path, flags, 0o644)
             if fd >= 0 { return FileDescriptor(rawValue: fd) }
@@ -129,6 +156,21 @@ public struct SystemFileSystem: FileSystem {
         var info = stat()
         if fstat(fd.rawValue, &info) != 0 { throw Errno.current }
         return Int(info.st_size)
+    }
+
+    public func kind(of fd: FileDescriptor) throws(Errno) -> FileKind {
+        var info = stat()
+        if fstat(fd.rawValue, &info) != 0 { throw Errno.current }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: return .regular
+        case S_IFDIR: return .directory
+        case S_IFLNK: return .symbolicLink
+        case S_IFIFO: return .fifo
+        case S_IFSOCK: return .socket
+        case S_IFCHR: return .characterDevice
+        case S_IFBLK: return .blockDevice
+        default: return .unknown
+        }
     }
 
     public func rename(_ source: String, to destination: String) throws(Errno) {

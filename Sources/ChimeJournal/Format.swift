@@ -12,7 +12,9 @@
 /// | `*.tmp` | a snapshot being written; removed when the journal opens |
 /// | `backup-<UTC time>/` | copies made by `JournalTools.repair` before it changed anything |
 ///
-/// Anything else in the directory is ignored.
+/// Anything else in the directory is ignored. The files under these names must be regular files:
+/// the journal opens them with `O_NOFOLLOW | O_NONBLOCK` and checks them with `fstat`, and refuses
+/// a symbolic link, a FIFO, a directory or any other kind (`JournalError.Code.badDirectory`).
 ///
 /// ## Segment (`journal-….log`)
 ///

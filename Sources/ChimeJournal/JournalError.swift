@@ -27,6 +27,13 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
     public static let notDirectory = Errno(rawValue: ENOTDIR)
     /// `EACCES`: permission denied.
     public static let permissionDenied = Errno(rawValue: EACCES)
+    /// `ELOOP`: too many symbolic links; what `open` with `O_NOFOLLOW` reports for a link.
+    public static let symbolicLinkLoop = Errno(rawValue: ELOOP)
+    /// `EISDIR`: is a directory (opened for writing).
+    public static let isDirectory = Errno(rawValue: EISDIR)
+    /// `ENXIO`: no such device or address; what `open` reports for a socket, or for a FIFO opened
+    /// for writing with `O_NONBLOCK` that nobody reads.
+    public static let noDeviceOrAddress = Errno(rawValue: ENXIO)
 
     /// The calling thread's current `errno`.
     public static var current: Errno { Errno(rawValue: errno) }
@@ -61,7 +68,9 @@ public struct JournalError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let syncFailed = Code(.syncFailed)
         /// Any other failed system call (open, read, rename, ...).
         public static let io = Code(.io)
-        /// The data directory path cannot be created or is not a directory.
+        /// The data directory path cannot be created or is not a directory, or a name the journal
+        /// uses in it (`LOCK`, a segment, a snapshot) is a symbolic link, a FIFO, a directory or
+        /// anything else but a regular file, which the journal refuses to open.
         public static let badDirectory = Code(.badDirectory)
         /// An earlier failure left the journal unable to take writes; every later call throws this.
         public static let unusable = Code(.unusable)

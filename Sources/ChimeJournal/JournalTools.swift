@@ -69,13 +69,16 @@ public struct RepairReport: Hashable, Sendable, CustomStringConvertible {
     /// The directory after the repair.
     public var after: VerifyReport
 
-    public var description: String {
+    /// What repair did, without the report of the directory after it: the actions and where
+    /// the backup is, or that nothing was changed.
+    public var summary: [String] {
         var lines = actions
         if let backupDirectory { lines.append("backup: \(backupDirectory)") }
-        if actions.isEmpty { lines.append("nothing to repair") }
-        lines.append(after.description)
-        return lines.joined(separator: "\n")
+        if actions.isEmpty { lines.append("no damaged file found: nothing changed") }
+        return lines
     }
+
+    public var description: String { (summary + [after.description]).joined(separator: "\n") }
 }
 
 /// Offline tools behind `chime journal verify|dump|repair DIR`.
@@ -85,7 +88,9 @@ public struct RepairReport: Hashable, Sendable, CustomStringConvertible {
 /// directory and so takes the exclusive lock.
 public enum JournalTools {
     /// Reads everything in `directory` and reports what is there and the first problem.
-    /// - Throws: `.io`/`.badDirectory` when the directory or a segment cannot be read at all.
+    /// - Throws: `.io`/`.badDirectory` when the directory or a segment cannot be read at all;
+    ///   `.badDirectory` when `LOCK`, a segment or a snapshot is a symbolic link or not a regular
+    ///   file (which `open` refuses).
     public static func verify(
         directory: String,
         fileSystem: any FileSystem = SystemFileSystem()
@@ -94,6 +99,8 @@ public enum JournalTools {
     {
         let dir = DataDirectory(fs: fileSystem, path: directory)
         let scan = try DirectoryScan.scan(dir, mode: .init(checkAllSnapshots: true)) { _, _, _, _ in }
+        // `open` takes the lock in `LOCK`, which must be a regular file as much as any other.
+        try dir.checkRegularFile(JournalFormat.lockName)
         return report(scan)
     }
 
@@ -131,17 +138,25 @@ public enum JournalTools {
 
     /// Makes a damaged directory openable, losing as little as possible.
     ///
-    /// Takes the exclusive lock. Before changing a file it copies it to
-    /// `DIR/backup-<UTC time>/`. Then, until `verify` finds no problem:
+    /// Takes the exclusive lock. Before changing or removing a file it copies or moves it to
+    /// `DIR/backup-<UTC time>/` (once: the backup keeps the file as repair found it). Then, until
+    /// `verify` finds no problem:
     /// - damage in a segment that the newest good snapshot fully covers: that segment and the
     ///   older ones are removed (nothing current is lost);
     /// - damage elsewhere: the segment is truncated at the damage (removed if the header is
     ///   bad) and every later segment removed; if the snapshot in use reaches beyond the damage,
     ///   all segments go, as their remaining records are all covered;
     /// - a damaged snapshot that recovery cannot use is moved to the backup.
-    /// Finally torn tails are truncated and temporary files removed, so `verify` reports clean.
+    /// Finally temporary files are moved to the backup and a torn tail is truncated (after a
+    /// copy), so `verify` reports clean.
     ///
-    /// - Throws: `.locked` while a worker has the directory open; `.corrupt` if no repair applies.
+    /// It only mends the structure that `verify` checks. A record that is whole but that the
+    /// engine cannot read (an unknown record type, from a newer chimed) is no damage to it and is
+    /// left as it is; `chime journal repair` replays the result to say so.
+    ///
+    /// - Throws: `.locked` while a worker has the directory open; `.corrupt` if no repair applies;
+    ///   `.badDirectory`, before changing anything, when `LOCK`, a segment or a snapshot is a
+    ///   symbolic link or not a regular file (it never writes through a link).
     public static func repair(
         directory: String,
         fileSystem: any FileSystem = SystemFileSystem()
@@ -198,10 +213,16 @@ private struct Repair {
     var actions: [String] = []
     var backupPath: String?
     private var backupName: String?
+    /// Files already in the backup, as repair found them.
+    private var backedUp: Set<String> = []
 
     init(dir: DataDirectory) { self.dir = dir }
 
     mutating func run() throws(JournalError) {
+        // A link or other odd file is refused before anything changes, also one that the scan,
+        // which stops at the first damage, would not reach.
+        let listing = DirectoryListing(try dir.list())
+        for name in listing.segments.map(\.name) + listing.snapshots.map(\.name) { try dir.checkRegularFile(name) }
         // Each round removes at least one file or some bytes, so this ends; the bound is a guard.
         for _ in 0..<1000 {
             let scan = try DirectoryScan.scan(dir, mode: .init(checkAllSnapshots: true)) { _, _, _, _ in }
@@ -210,8 +231,21 @@ private struct Repair {
                 actions.append("moved damaged snapshot \(snapshot.name) to the backup")
             }
             guard let problem = scan.problem else {
-                if let last = scan.segments.last, last.tornTail != nil || last.tornHeader {
+                // What the next `open` would do by itself, done by the recovery that follows;
+                // the files it changes or removes are backed up here.
+                for name in scan.listing.temporaryFiles {
+                    try moveToBackup(name)
+                    actions.append("moved unfinished temporary file \(name) to the backup")
+                }
+                if let last = scan.segments.last, last.tornHeader {
                     try copyToBackup(last.name)
+                    actions.append("removed \(last.name) (incomplete header, \(last.fileSize) bytes)")
+                } else if let last = scan.segments.last, let torn = last.tornTail {
+                    try copyToBackup(last.name)
+                    actions.append(
+                        "truncated \(last.name) at offset \(torn.offset) (torn tail: \(torn.reason), "
+                            + "\(last.fileSize - torn.offset) bytes dropped)"
+                    )
                 }
                 return
             }
@@ -279,26 +313,35 @@ private struct Repair {
         return name
     }
 
-    /// Moves a file into the backup (a rename: cheap and atomic).
+    /// Moves a file into the backup (a rename: cheap and atomic). One copied there before it was
+    /// changed is removed instead, so the backup keeps it as it was.
     private mutating func moveToBackup(_ name: String) throws(JournalError) {
+        if backedUp.contains(name) {
+            try dir.unlink(name)
+            try dir.syncDirectory()
+            return
+        }
         let target = try backup() + "/" + name
         do {
             try dir.fs.rename(dir.path(name), to: dir.path(target))
         } catch {
             throw JournalError(.io, "cannot move \(dir.path(name)) to \(dir.path(target))", errno: error)
         }
+        backedUp.insert(name)
         try DataDirectory(fs: dir.fs, path: dir.path(try backup())).syncDirectory()
         try dir.syncDirectory()
     }
 
-    /// Copies a file into the backup before it is changed in place.
+    /// Copies a file into the backup before it is changed in place, unless it is there already.
     private mutating func copyToBackup(_ name: String) throws(JournalError) {
+        guard !backedUp.contains(name) else { return }
         let target = try backup() + "/" + name
         let bytes = try dir.readAll(name)
-        let fd = try dir.open(target, .writeOnly, [.create, .truncate])
+        let fd = try dir.open(target, .writeOnly, [.create, .exclusive])
         defer { dir.closeQuietly(fd) }
         try dir.writeAll(fd, target, bytes, at: 0)
         try dir.fsync(fd, target)
         try DataDirectory(fs: dir.fs, path: dir.path(try backup())).syncDirectory()
+        backedUp.insert(name)
     }
 }

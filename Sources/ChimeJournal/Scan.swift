@@ -66,11 +66,18 @@ enum SegmentReader {
         guard bytes.le(20, as: UInt32.self) == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<20])) else {
             throw ScanProblem(file: name, offset: 20, message: "segment header CRC mismatch")
         }
-        guard firstSequence == nameSequence, firstSequence > 0 else {
+        guard firstSequence == nameSequence else {
             throw ScanProblem(
                 file: name,
                 offset: 12,
                 message: "header says first sequence \(firstSequence), file name says \(nameSequence)"
+            )
+        }
+        guard firstSequence > 0 else {
+            throw ScanProblem(
+                file: name,
+                offset: 12,
+                message: "segment starts at sequence 0, but sequences start at 1 (no journal writes a segment 0)"
             )
         }
 
@@ -185,17 +192,18 @@ final class SnapshotFile: Sendable {
     /// checked, so that recovery reads the file twice and not three times.
     let sizing: SnapshotSizing
 
-    /// Opens and checks a whole snapshot, counting its ``sizing`` on the way.
+    /// Checks a whole snapshot, counting its ``sizing`` on the way.
     ///
-    /// - Parameter sequence: the sequence in the file name, which the header must repeat.
+    /// - Parameters:
+    ///   - fd: the snapshot, opened with ``DataDirectory/open(_:_:_:)``; closed when this throws.
+    ///   - sequence: the sequence in the file name, which the header must repeat.
     /// - Throws: ``ScanProblem`` for anything that keeps the snapshot from being used, including I/O errors.
-    init(_ dir: DataDirectory, name: String, sequence: UInt64) throws(ScanProblem) {
-        let fd: FileDescriptor
+    init(_ dir: DataDirectory, fd: FileDescriptor, name: String, sequence: UInt64) throws(ScanProblem) {
         let size: Int
         do {
-            fd = try dir.open(name, .readOnly)
             size = try dir.size(fd, name)
         } catch {
+            dir.closeQuietly(fd)
             throw ScanProblem(file: name, offset: 0, message: error.description)
         }
         var sizing = SnapshotSizing()

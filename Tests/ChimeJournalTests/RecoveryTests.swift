@@ -234,6 +234,22 @@ private struct TwoSegments {
         try expectRepairable(skip, keeping: setup.newestFirst)
     }
 
+    /// A segment named and headed sequence 0 is refused for what is wrong with it (the name and
+    /// the header agree): sequences start at 1.
+    @Test func segmentZeroSaysSequencesStartAtOne() throws {
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
+        let directory = scratch.appending("zero")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        let name = JournalFormat.segmentName(0)
+        Disk.write(directory + "/" + name, JournalFormat.segmentHeader(firstSequence: 0))
+        try expectCorrupt(
+            directory,
+            file: name,
+            offset: 12,
+            saying: "segment starts at sequence 0, but sequences start at 1"
+        )
+    }
+
     @Test func repairMakesDamagedDirectoryOpenable() throws {
         let setup = try TwoSegments()
         // Damage a middle record of the newest segment.

@@ -202,6 +202,12 @@ final class SimulatedDisk: FileSystem {
         try call { state throws(Errno) in state.inodes[try Self.inode(state, fd)]?.data.count ?? 0 }
     }
 
+    func kind(of fd: FileDescriptor) throws(Errno) -> FileKind {
+        try call { state throws(Errno) in
+            state.inodes[try Self.inode(state, fd)]?.isDirectory == true ? .directory : .regular
+        }
+    }
+
     func rename(_ source: String, to destination: String) throws(Errno) {
         try call { state throws(Errno) in
             let (from, fromName) = split(source)

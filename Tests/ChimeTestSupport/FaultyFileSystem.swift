@@ -15,7 +15,7 @@ import Synchronization
 /// ```
 public final class FaultyFileSystem: FileSystem {
     public enum Operation: Hashable, Sendable {
-        case open, close, read, write, truncate, dataSync, sync, size, rename, unlink, makeDirectory, list, lock
+        case open, close, read, write, truncate, dataSync, sync, size, kind, rename, unlink, makeDirectory, list, lock
     }
 
     /// One call as the fault rule sees it.
@@ -155,6 +155,11 @@ public final class FaultyFileSystem: FileSystem {
     public func size(of fd: FileDescriptor) throws(Errno) -> Int {
         try failIfAsked(.size, path(fd))
         return try real.size(of: fd)
+    }
+
+    public func kind(of fd: FileDescriptor) throws(Errno) -> FileKind {
+        try failIfAsked(.kind, path(fd))
+        return try real.kind(of: fd)
     }
 
     public func rename(_ source: String, to destination: String) throws(Errno) {

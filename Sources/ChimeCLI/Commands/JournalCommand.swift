@@ -25,7 +25,9 @@ struct JournalCommand: Command {
                       {"seq":N,"type":"schedule","entry":{...}}; a record that cannot be decoded shows
                       its payload in base64 with an "error". Safe while chimed runs.
           repair DIR  makes a damaged directory openable, losing as little as possible; every file it
-                      changes is first copied to DIR/backup-<time>/. Refuses while chimed runs.
+                      changes is first copied to DIR/backup-<time>/. Refuses while chimed runs. Then
+                      replays the result as verify does: a record chimed cannot read (an unknown type,
+                      from a newer chimed) is left as it is, and repair exits 1 saying so.
           repartition moves devices between partitions when their number changes: reads every old
                       worker's directory (--from, all of them, workers stopped) and writes one new
                       directory per new partition (--to, in partition order 0..N-1, empty). The
@@ -167,28 +169,33 @@ struct JournalCommand: Command {
             console.out(report.description)
             throw CLIFailure(.failed, "\(directory) is damaged: chimed will not open it; see `chime journal repair`")
         }
-        // The structure is sound; chimed must also be able to read every entry back. Rebuild the
-        // state as chimed's start-up does.
+        do {
+            try replay(console, report)
+        } catch {
+            throw CLIFailure(.failed, Self.unreplayable(directory, error))
+        }
+    }
+
+    /// Prints `report`, then replays the directory as chimed's start-up does, then prints the
+    /// report's verdict: the structure `JournalTools` checks is sound, and chimed must also be able
+    /// to read every entry back. `verify` and `repair` both end here, so they give one verdict.
+    /// - Throws: why chimed would not start from the directory; the verdict is then not printed.
+    func replay(_ console: Console, _ report: VerifyReport) throws(JournalError) {
         var lines = report.description.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        // The report ends with its verdict, which waits for the replay.
         let verdict = lines.removeLast()
         for line in lines { console.out(line) }
-        let recovery: Recovery
-        let engine: Engine
-        do {
-            recovery = try JournalTools.read(directory: directory)
-            engine = try Engine.replaying(recovery, directory: directory)
-        } catch {
-            throw CLIFailure(
-                .failed,
-                "\(directory) cannot be replayed, chimed will not start from it: \(error.message)"
-            )
-        }
+        let recovery = try JournalTools.read(directory: directory)
+        let engine = try Engine.replaying(recovery, directory: directory)
         console.out(
             "replayed: \(recovery.snapshot?.count ?? 0) snapshot entries and \(recovery.records.count) "
                 + "records into \(engine.pendingCount) notifications on \(engine.deviceCount) devices"
         )
         console.out(verdict)
+    }
+
+    /// The verdict on a directory whose structure is sound but whose state chimed cannot rebuild.
+    static func unreplayable(_ directory: String, _ error: JournalError) -> String {
+        "\(directory) cannot be replayed, chimed will not start from it: \(error.message)"
     }
 
     static func isPostgres(_ location: String) -> Bool {
@@ -255,9 +262,22 @@ struct JournalCommand: Command {
         } catch {
             throw CLIFailure(.failed, "journal repair: \(error.message)")
         }
-        console.out(report.description)
+        for line in report.summary { console.out(line) }
         if !report.after.isOpenable {
+            console.out(report.after.description)
             throw CLIFailure(.failed, "\(directory) is still damaged after the repair")
+        }
+        do {
+            try replay(console, report.after)
+        } catch {
+            // Repair cuts away damaged files and records; this one is whole, and may be the data
+            // of a newer chimed: it is not repair's to delete.
+            throw CLIFailure(
+                .failed,
+                Self.unreplayable(directory, error)
+                    + "; repair cannot fix this: the data is whole but this chimed cannot read it (an unknown "
+                    + "record type comes from a newer chimed: run that version), so it was left as it is"
+            )
         }
     }
 }
