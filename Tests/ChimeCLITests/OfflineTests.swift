@@ -625,6 +625,28 @@ import Testing
         #expect(Table.truncated("a\nb", 4) == "a b")
     }
 
+    @Test func controlCharactersAreEscapedForTheTerminal() {
+        #expect(TerminalText.escaped("plain text, ünïcödé 日本 🙂 \\e") == "plain text, ünïcödé 日本 🙂 \\e")
+        #expect(TerminalText.escaped("\u{1b}]0;pwned\u{07}") == #"\u{1B}]0;pwned\u{07}"#)
+        #expect(TerminalText.escaped("\u{1b}]52;c;cHduZWQ=\u{1b}\\") == #"\u{1B}]52;c;cHduZWQ=\u{1B}\"#)
+        #expect(TerminalText.escaped("a\u{7f}\u{80}\u{9b}\u{9f}\u{a0}b") == #"a\u{7F}\u{80}\u{9B}\u{9F}"# + "\u{a0}b")
+        #expect(TerminalText.escaped("\u{0}\t\r\n") == #"\u{00}\u{09}\u{0D}\u{0A}"#)
+        #expect(TerminalText.escaped("a\nb\r", keepingNewlines: true) == "a\nb" + #"\u{0D}"#)
+        #expect(TerminalText.escaped("abc\u{202e}fed\u{2066}") == #"abc\u{202E}fed\u{2066}"#)
+        // A combining mark after ESC does not hide it.
+        #expect(TerminalText.escaped("\u{1b}\u{301}[2J") == #"\u{1B}"# + "\u{301}[2J")
+        // Escaping twice changes nothing.
+        let once = TerminalText.escaped("\u{1b}[2J\u{9b}\\u{1B}")
+        #expect(TerminalText.escaped(once) == once)
+    }
+
+    @Test func tableCellsAreEscapedAndMeasuredSo() {
+        var table = Table(["ID", "BODY"])
+        table.append(["\u{1b}[2J", "x"])
+        table.append(["id", Table.truncated("\u{1b}]0;title\u{07} and\nmore", 20)])
+        #expect(table.lines == [#"ID         BODY"#, #"\u{1B}[2J  x"#, #"id         \u{1B}]0;title…"#])
+    }
+
     @Test(arguments: [(0, 1), (1, 3), (2, 3), (0, 7), (6, 7), (31, 32)] as [(UInt32, UInt32)])
     func theProbeDeviceBelongsToTheWorkersPartition(index: UInt32, count: UInt32) {
         let partition = Partition(index: index, count: count)

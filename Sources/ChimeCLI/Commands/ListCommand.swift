@@ -49,7 +49,7 @@ struct ListCommand: Command {
             if json {
                 // As chimed sent them.
                 let items = (raw["notifications"]?.arrayValue ?? []).compactMap(\.objectValue)
-                console.out(lines: items.map { JSON.object($0).text })
+                console.exact(lines: items.map { JSON.object($0).text })
             } else {
                 rows += page.notifications
             }

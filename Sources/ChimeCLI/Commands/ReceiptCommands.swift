@@ -47,7 +47,7 @@ struct InboxCommand: Command {
             (_, result) throws(CLIFailure) in
             guard case .inbox(let page) = result else { return (0, nil) }
             let items = page.deliveries.compactMap(\.objectValue)
-            if json { console.out(lines: items.map { JSON.object($0).text }) }
+            if json { console.exact(lines: items.map { JSON.object($0).text }) }
             deliveries += items
             dropped = page.dropped
             return (page.deliveries.count, page.cursor)
@@ -197,7 +197,7 @@ struct HistoryCommand: Command {
         let raw = try await broker.send(.history, device: device, payload)
         if json {
             // As chimed sent them.
-            console.out(lines: (raw["deliveries"]?.arrayValue ?? []).map(\.text))
+            console.exact(lines: (raw["deliveries"]?.arrayValue ?? []).map(\.text))
             return
         }
         guard case .history(let rows) = try Connection.typed(.history, raw) else { return }

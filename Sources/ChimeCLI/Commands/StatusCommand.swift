@@ -250,7 +250,7 @@ struct StatusCommand: Command {
             )
         }
         if json {
-            console.out(lines: workers.map { JSON.object(Self.json($0.key, $0.value)).text })
+            console.exact(lines: workers.map { JSON.object(Self.json($0.key, $0.value)).text })
         } else if workers.isEmpty {
             console.out("no worker has published a status or stats under \(broker.topics.prefix)/$worker/")
         } else {
