@@ -5,11 +5,57 @@ import Testing
 
 @testable import ChimeCLI
 
-/// What a device or a worker chose reaching the operator: control characters in human output.
+/// What a device or a worker chose reaching the operator: control characters in human output, a
+/// pager whose cursor never ends.
 @Suite(.serialized) struct HostileReplyTests {
     /// What a row of text shows: no character a terminal would act on.
     static func isInert(_ text: String) -> Bool {
         !text.unicodeScalars.contains { TerminalText.needsEscape($0, true) }
+    }
+
+    @Test func listAndInboxStopWhenAPageRepeatsTheCursor() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.stop() } }
+        let row: JSONObject = [
+            "id": "a", "fireDate": "2026-12-01T10:00:00Z", "alertBody": "hi", "nextFireDate": "2026-12-01T10:00:00Z",
+            "enabled": true, "firedCount": 0, "lastFiredAt": .null, "createdAt": "2026-11-01T10:00:00Z",
+            "updatedAt": "2026-11-01T10:00:00Z",
+        ]
+        let delivery: JSONObject = [
+            "deviceId": "d1", "id": "a", "fireId": "a@2026-12-01T10:00:00Z", "firedAt": "2026-12-01T10:00:00Z",
+            "alertBody": "hi",
+        ]
+        // Every page says there is more, after the same cursor (up to 100 replies: a pager that
+        // follows them all then waits in vain and exits 3).
+        let fake = try await FakeChimed.start(broker, limit: 100) { op, _ in
+            switch op {
+            case "device": return FakeChimed.ok(FakeChimed.device)
+            case "list": return FakeChimed.ok(["notifications": [.object(row)], "cursor": "again"])
+            case "inbox": return FakeChimed.ok(["deliveries": [.object(delivery)], "cursor": "again", "dropped": 0])
+            default: return nil
+            }
+        }
+        defer { Task { await fake.stop() } }
+        for op in ["list", "inbox"] {
+            for json in [false, true] {
+                let arguments = [op, "--device", "d1"] + (json ? ["--json"] : [])
+                let run = try await runChime(
+                    arguments + ["--timeout", "2s"],
+                    environment: ["CHIME_BROKER": broker.url]
+                )
+                #expect(run.status == 1, "\(arguments): \(run)")
+                #expect(
+                    run.err == [
+                        "chime: chimed sent \(op) page 2 with the cursor of an earlier page: "
+                            + "stopped, as the pages would never end"
+                    ],
+                    "\(arguments): \(run)"
+                )
+                // --json prints each page as it comes: the two read.
+                #expect(run.out.count == (json ? 2 : 0), "\(arguments): \(run)")
+            }
+        }
+        #expect(fake.answered["list"] == 4 && fake.answered["inbox"] == 4, "\(fake.answered)")
     }
 
     /// `history` shows what a worker sends: an id with escapes (which chimed itself never sends) is

@@ -647,6 +647,32 @@ import Testing
         #expect(table.lines == [#"ID         BODY"#, #"\u{1B}[2J  x"#, #"id         \u{1B}]0;title…"#])
     }
 
+    @Test func aPagerStopsAtARepeatedCursorAndAfterMorePagesThanADeviceFills() throws {
+        var trail = PageTrail(.list)
+        #expect(trail.maxPages == DeviceLimits.maxPendingPerDevice + 1)
+        #expect(PageTrail(.inbox).maxPages == DeviceLimits.maxInboxPerDevice + 1)
+        #expect(try trail.follow("a") == "a")
+        #expect(try trail.follow("b") == "b")
+        #expect(throws: CLIFailure.self) { try trail.follow("a") }
+        var last = PageTrail(.inbox)
+        #expect(try last.follow(nil) == nil)
+
+        // Three pages at most: two with a cursor, then one that ends the listing.
+        var bounded = PageTrail(.inbox, maxPages: 3)
+        #expect(try bounded.follow("1") == "1")
+        #expect(try bounded.follow("2") == "2")
+        do {
+            _ = try bounded.follow("3")
+            Issue.record("a fourth page was asked for")
+        } catch {
+            #expect(error.message.hasPrefix("chimed sent 3 inbox pages and a cursor for more"), "\(error)")
+        }
+        var ending = PageTrail(.inbox, maxPages: 3)
+        _ = try ending.follow("1")
+        _ = try ending.follow("2")
+        #expect(try ending.follow(nil) == nil)
+    }
+
     @Test(arguments: [(0, 1), (1, 3), (2, 3), (0, 7), (6, 7), (31, 32)] as [(UInt32, UInt32)])
     func theProbeDeviceBelongsToTheWorkersPartition(index: UInt32, count: UInt32) {
         let partition = Partition(index: index, count: count)

@@ -13,7 +13,7 @@ struct InboxCommand: Command {
         body. A last line counts the deliveries ever dropped from the inbox to make room. --json
         prints each delivery exactly as it was published, one JSON object a line (the dropped count
         goes to standard error). The inbox is empty unless the device has receipts (chime device
-        --receipts on).
+        --receipts on). Exits 1 when a page's cursor repeats an earlier one, or past \(PageTrail.maxPages(.inbox)) pages.
         """
     static let specs: [Flags.Spec] =
         [
