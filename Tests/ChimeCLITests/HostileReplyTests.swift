@@ -6,7 +6,7 @@ import Testing
 @testable import ChimeCLI
 
 /// What a device or a worker chose reaching the operator: control characters in human output, a
-/// pager whose cursor never ends.
+/// pager whose cursor never ends, a worker status with a partition of 2^32 - 1 parts.
 @Suite(.serialized) struct HostileReplyTests {
     /// What a row of text shows: no character a terminal would act on.
     static func isInert(_ text: String) -> Bool {
@@ -154,5 +154,38 @@ import Testing
         #expect(waiting.jsonLines.first?["alertTitle"] == .string(title), "\(waiting)")
         #expect(waiting.jsonLines.first?["userInfo"]?.objectValue?["k"] == .string(info), "\(waiting)")
         #expect(waiting.out.first?.unicodeScalars.contains("\u{7f}") == true, "\(waiting)")
+    }
+
+    /// A retained status of k/N with N = 2^32 - 1: the probe device comes from a bounded piece of
+    /// work, and the check ends within --timeout whether the worker answers or not.
+    @Test func theProbeOfAPartitionOf4294967295PartsEndsWithinItsTimeout() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        let status: JSONObject = ["state": "online", "workerId": "huge", "partition": "4294967294/4294967295"]
+        try await publishRetained(w.broker, "chime/$worker/huge/status", status)
+        // chimed (0/1) answers for every device, the probe's too.
+        let ready = try await runChime(
+            ["status", "--worker", "huge", "--timeout", "2s"],
+            environment: w.environment,
+            timeout: .seconds(15)
+        )
+        #expect(ready.status == 0, "\(ready)")
+        let device = try #require(ready.stdout.split(separator: " ").dropLast(3).last.map(String.init), "\(ready)")
+        #expect(Partition(index: 4_294_967_294, count: 4_294_967_295).owns(device), "\(ready)")
+        #expect(DeviceID.isValid(device), "\(ready)")
+
+        // Under a prefix no chimed serves, nobody answers: not ready, within --timeout.
+        try await publishRetained(w.broker, "silent/$worker/huge/status", status)
+        let silent = try await runChime(
+            ["status", "--worker", "huge", "--timeout", "2s", "--topic-prefix", "silent"],
+            environment: w.environment,
+            timeout: .seconds(15)
+        )
+        #expect(silent.status == 1, "\(silent)")
+        #expect(
+            silent.stderr.hasPrefix("chime: not ready: worker huge is online but did not answer a list for device ")
+                && silent.stderr.hasSuffix(" within 2s"),
+            "\(silent)"
+        )
     }
 }

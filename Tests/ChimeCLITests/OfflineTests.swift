@@ -625,6 +625,31 @@ import Testing
         #expect(Table.truncated("a\nb", 4) == "a b")
     }
 
+    @Test(
+        arguments: [
+            (0, 1), (1, 3), (2, 3), (0, 7), (6, 7), (31, 32), (99_999, 100_000), (0, 4_294_967_295),
+            (4_294_967_294, 4_294_967_295), (123_456_789, 3_000_000_000),
+        ] as [(UInt32, UInt32)]
+    )
+    func theProbeDeviceBelongsToTheWorkersPartition(index: UInt32, count: UInt32) {
+        let partition = Partition(index: index, count: count)
+        let device = StatusCommand.probeDevice(remainder: index, modulus: count)
+        #expect(partition.owns(device))
+        #expect(DeviceID.isValid(device))
+        if count <= 32 { #expect(device == "chime-probe" || device.hasPrefix("chime-probe-") && device.count <= 16) }
+    }
+
+    /// The 48 flips of the built probe device span all 32 bits of a CRC: every bit alone, and so
+    /// every CRC, is reached.
+    @Test func aProbeDeviceIsBuiltForEveryCRC() {
+        let targets: [UInt32] = [0, 1, .max, 0xDEAD_BEEF] + (0..<32).map { 1 << $0 }
+        for target in targets {
+            let device = StatusCommand.device(withCRC: target)
+            #expect(crc32(Array(device.utf8)) == target, "\(target): \(device)")
+            #expect(DeviceID.isValid(device) && device.count == 36, "\(device)")
+        }
+    }
+
     @Test func controlCharactersAreEscapedForTheTerminal() {
         #expect(TerminalText.escaped("plain text, ünïcödé 日本 🙂 \\e") == "plain text, ünïcödé 日本 🙂 \\e")
         #expect(TerminalText.escaped("\u{1b}]0;pwned\u{07}") == #"\u{1B}]0;pwned\u{07}"#)
@@ -671,14 +696,6 @@ import Testing
         _ = try ending.follow("1")
         _ = try ending.follow("2")
         #expect(try ending.follow(nil) == nil)
-    }
-
-    @Test(arguments: [(0, 1), (1, 3), (2, 3), (0, 7), (6, 7), (31, 32)] as [(UInt32, UInt32)])
-    func theProbeDeviceBelongsToTheWorkersPartition(index: UInt32, count: UInt32) {
-        let partition = Partition(index: index, count: count)
-        let device = StatusCommand.probeDevice(where: partition.owns)
-        #expect(partition.owns(device))
-        #expect(DeviceID.isValid(device))
     }
 
     @Test func slotRangesReadBackWhatTheyWrite() {
