@@ -199,9 +199,13 @@ extension UsageError {
 
 /// Where output goes: standard output for results, standard error for diagnostics. Each call
 /// writes whole lines at once, unbuffered, so that `watch` output appears as it happens.
+///
+/// `out` and `err` are for people: what a device or a worker chose may be in them, so control
+/// characters are escaped (``TerminalText``), line breaks kept. `exact` is for programs: JSON
+/// lines and payloads (`--json`, `--raw`), byte for byte.
 struct Console: Sendable {
     func out(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        exact(TerminalText.escaped(text, keepingNewlines: true))
     }
 
     func out(lines: [String]) {
@@ -209,7 +213,17 @@ struct Console: Sendable {
         out(lines.joined(separator: "\n"))
     }
 
+    /// Writes `text` as it is.
+    func exact(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    func exact(lines: [String]) {
+        guard !lines.isEmpty else { return }
+        exact(lines.joined(separator: "\n"))
+    }
+
     func err(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        FileHandle.standardError.write(Data((TerminalText.escaped(text, keepingNewlines: true) + "\n").utf8))
     }
 }

@@ -11,7 +11,11 @@ struct ConnectionOptions: Sendable {
     static let specs: [Flags.Spec] = [
         .init("broker", default: "mqtt://127.0.0.1:1883", "broker URL, mqtt:// or mqtts://, optional user:password@"),
         .init("topic-prefix", default: "chime", "the P of every topic"),
-        .init("timeout", default: "10s", "wait this long for the broker and for each reply (10s, 500ms)"),
+        .init(
+            "timeout",
+            default: "10s",
+            "wait this long for the broker and for each reply (10s, 500ms); status: for the whole command"
+        ),
         .init(
             "protocol",
             default: "5",
@@ -113,23 +117,32 @@ struct ConnectionOptions: Sendable {
 final class Connection: Sendable {
     let options: ConnectionOptions
     let requester: MQTTRequester
+    /// When the whole command must be done (`status`); nil: each wait has `--timeout` of its own.
+    let deadline: ContinuousClock.Instant?
 
-    private init(options: ConnectionOptions, requester: MQTTRequester) {
+    private init(options: ConnectionOptions, requester: MQTTRequester, deadline: ContinuousClock.Instant?) {
         self.options = options
         self.requester = requester
+        self.deadline = deadline
     }
 
-    /// Connects, waiting at most `--timeout`.
+    /// Connects, waiting at most `--timeout` (and not past `deadline`).
+    /// - Parameter deadline: when the whole command must be done; every wait of the connection
+    ///   ends by then (``waitLimit``).
     /// - Throws: ``CLIFailure`` `.unreachable` when the broker does not accept the connection in time.
-    static func open(_ options: ConnectionOptions) async throws(CLIFailure) -> Connection {
+    static func open(
+        _ options: ConnectionOptions,
+        deadline: ContinuousClock.Instant? = nil
+    ) async throws(CLIFailure) -> Connection {
         let requester: MQTTRequester
         do {
             requester = try MQTTRequester(options: options.mqtt)
         } catch {
             throw CLIFailure(.failed, "cannot set up the MQTT client: \(error.message)")
         }
+        let connection = Connection(options: options, requester: requester, deadline: deadline)
         do {
-            try await requester.connect(timeout: options.timeout)
+            try await requester.connect(timeout: connection.waitLimit)
         } catch {
             requester.stop()
             throw CLIFailure(
@@ -137,7 +150,13 @@ final class Connection: Sendable {
                 "cannot reach the broker at \(Self.redacted(options.brokerURL)) within \(options.timeoutText)"
             )
         }
-        return Connection(options: options, requester: requester)
+        return connection
+    }
+
+    /// How long the next wait may take: `--timeout`, and no later than the deadline.
+    var waitLimit: Duration {
+        guard let deadline else { return options.timeout }
+        return max(.zero, min(options.timeout, deadline - ContinuousClock.now))
     }
 
     deinit {
@@ -171,6 +190,8 @@ final class Connection: Sendable {
     /// most 1000 and the previous page's `cursor`, until a page has no cursor or `wanted` items came.
     /// - Parameter page: takes one page's result, as sent and as read; returns how many items it
     ///   held and its cursor.
+    /// - Throws: ``CLIFailure`` `.failed` when a page's cursor repeats an earlier one, or when more
+    ///   pages come than a device can fill (``PageTrail``): chimed would never end the listing.
     func follow(
         _ op: ChimeCore.Operation,
         device: String,
@@ -179,6 +200,7 @@ final class Connection: Sendable {
         page: (_ raw: JSONObject, _ typed: ReplyResult) throws(CLIFailure) -> (count: Int, cursor: String?)
     ) async throws(CLIFailure) {
         var count = 0
+        var trail = PageTrail(op)
         var cursor: String?
         repeat {
             var request = payload
@@ -187,7 +209,7 @@ final class Connection: Sendable {
             let raw = try await send(op, device: device, request)
             let (items, next) = try page(raw, try Self.typed(op, raw))
             count += items
-            cursor = next
+            cursor = try trail.follow(next)
         } while cursor != nil && count < wanted
     }
 
@@ -219,7 +241,7 @@ final class Connection: Sendable {
                     payload: JSON.object(payload).bytes,
                     responseTopic: options.replyTopic(for: device),
                     properties: properties,
-                    timeout: options.timeout
+                    timeout: waitLimit
                 )
             case .v311:
                 message = try await requestByRequestId(topic: topic, device: device, payload)
@@ -248,7 +270,7 @@ final class Connection: Sendable {
         let requestId = payload["requestId"]?.stringValue ?? "chime-cli-\(String(random.next() as UInt64, radix: 36))"
         payload["requestId"] = .string(requestId)
         let repliesTopic = topics.replies(device)
-        try await requester.subscribe(repliesTopic, qos: 1, timeout: options.timeout)
+        try await requester.subscribe(repliesTopic, qos: 1, timeout: waitLimit)
         let expectation = requester.expectMessage { message in
             guard message.topic == repliesTopic, case .object(let reply)? = try? JSON(parsing: message.payload)
             else { return false }
@@ -258,12 +280,12 @@ final class Connection: Sendable {
             topic: topic,
             payload: JSON.object(payload).bytes,
             qos: 1,
-            timeout: options.timeout
+            timeout: waitLimit
         )
         if code >= 0x80 {
             throw CLIFailure(.failed, "the broker refused the command on \(topic) (reason code \(code))")
         }
-        return try await expectation.value(timeout: options.timeout)
+        return try await expectation.value(timeout: waitLimit)
     }
 
     /// The device's time zone, read with an empty `device` command; nil when it has none.
@@ -280,5 +302,50 @@ final class Connection: Sendable {
         let credentials = url[scheme.upperBound..<at]
         guard let colon = credentials.firstIndex(of: ":") else { return url }
         return url.replacingCharacters(in: colon..<at, with: ":***")
+    }
+}
+
+/// The cursors a pager followed. chimed's cursors are opaque, but each page holds at least one row
+/// (PROTOCOL.md 3.4, 3.8) and moves past it: a cursor that comes back, or more pages than the largest
+/// device can fill, means the listing would never end, and stops it.
+struct PageTrail: Sendable {
+    let op: ChimeCore.Operation
+    /// The most pages a worker can send for `op`: one a row of the largest device chimed allows
+    /// (``DeviceLimits``), and a last one.
+    let maxPages: Int
+    private var seen: Set<String> = []
+    private(set) var pages = 0
+
+    init(_ op: ChimeCore.Operation, maxPages: Int? = nil) {
+        self.op = op
+        self.maxPages = maxPages ?? Self.maxPages(op)
+    }
+
+    static func maxPages(_ op: ChimeCore.Operation) -> Int {
+        (op == .inbox ? DeviceLimits.maxInboxPerDevice : DeviceLimits.maxPendingPerDevice) + 1
+    }
+
+    /// Takes the cursor of the page that just came.
+    /// - Returns: the cursor to ask for next; nil after the last page.
+    /// - Throws: ``CLIFailure`` `.failed` when the cursor was seen before, or a next page would be
+    ///   past ``maxPages``.
+    mutating func follow(_ cursor: String?) throws(CLIFailure) -> String? {
+        pages += 1
+        guard let cursor else { return nil }
+        guard seen.insert(cursor).inserted else {
+            throw CLIFailure(
+                .failed,
+                "chimed sent \(op.rawValue) page \(pages) with the cursor of an earlier page: "
+                    + "stopped, as the pages would never end"
+            )
+        }
+        guard pages < maxPages else {
+            throw CLIFailure(
+                .failed,
+                "chimed sent \(pages) \(op.rawValue) pages and a cursor for more, more than a device can fill: "
+                    + "stopped, as the pages would never end"
+            )
+        }
+        return cursor
     }
 }

@@ -33,7 +33,7 @@ struct DeviceRequest: Sendable {
         defer { broker.close() }
         let result = try await broker.send(op, device: device, payload)
         if raw {
-            console.out(JSON.object(result).text)
+            console.exact(JSON.object(result).text)
         } else {
             try await show(broker, try Connection.typed(op, result))
         }
@@ -65,7 +65,7 @@ extension DeviceRequest {
             ) ?? payload
         let result = try await broker.send(op, device: device, payload)
         if raw {
-            console.out(JSON.object(result).text)
+            console.exact(JSON.object(result).text)
         } else {
             show(try Connection.typed(op, result), namedZone ?? deviceZone)
         }

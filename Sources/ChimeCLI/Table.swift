@@ -1,7 +1,8 @@
 import Foundation
 
 /// Text in aligned columns: each column as wide as its widest cell, two spaces between columns,
-/// the last column not padded. An empty header shows no header line.
+/// the last column not padded. An empty header shows no header line. Cells are shown with their
+/// control characters escaped, line breaks too (``TerminalText``), and measured so.
 struct Table: Sendable {
     var header: [String]
     var rows: [[String]] = []
@@ -15,7 +16,7 @@ struct Table: Sendable {
     }
 
     var lines: [String] {
-        let all = header.isEmpty ? rows : [header] + rows
+        let all = (header.isEmpty ? rows : [header] + rows).map { $0.map { TerminalText.escaped($0) } }
         let columns = all.map(\.count).max() ?? 0
         var widths = [Int](repeating: 0, count: columns)
         for row in all {
@@ -33,10 +34,15 @@ struct Table: Sendable {
         }
     }
 
-    /// `text` cut to `width` characters, ending in `…` when cut.
+    /// `text` on one line (line breaks as spaces, control characters escaped) cut to `width`
+    /// characters, ending in `…` when cut, never inside an escape.
     static func truncated(_ text: String, _ width: Int) -> String {
-        let flat = text.replacingOccurrences(of: "\n", with: " ")
+        let flat = TerminalText.escaped(text.replacingOccurrences(of: "\n", with: " "))
         guard flat.count > width else { return flat }
-        return String(flat.prefix(width - 1)) + "…"
+        var cut = flat.prefix(width - 1)
+        if let open = cut.range(of: "\\u{", options: .backwards), !cut[open.upperBound...].contains("}") {
+            cut = cut[..<open.lowerBound]
+        }
+        return cut + "…"
     }
 }

@@ -275,10 +275,13 @@ public final class ChimeNotificationCenter: Sendable {
     /// through all pages (``Configuration/pageSize`` a page)
     /// (`UNUserNotificationCenter.pendingNotificationRequests()`).
     /// - Parameter userInfo: only those whose `userInfo` has each of these keys, with equal values.
+    /// - Throws: `.invalidReply` when a page's cursor repeats an earlier one, or more pages come
+    ///   than a device can fill (100000001): the pages would never end.
     public func pendingNotificationRequests(
         matchingUserInfo userInfo: JSONObject? = nil
     ) async throws(ChimeClientError) -> [PendingNotificationRequest] {
         var pending: [PendingNotificationRequest] = []
+        var trail = PageTrail(.list)
         var cursor: String?
         repeat {
             var payload: JSONObject = ["limit": .int(Int64(configuration.pageSize))]
@@ -288,7 +291,7 @@ public final class ChimeNotificationCenter: Sendable {
                 case .listed(let page) = try Self.typed(.list, result)
             else { throw Self.unexpected(.list) }
             pending += page.notifications.map(PendingNotificationRequest.init)
-            cursor = page.cursor
+            cursor = try trail.follow(page.cursor)
         } while cursor != nil
         return pending
     }
@@ -505,9 +508,12 @@ public final class ChimeNotificationCenter: Sendable {
 
     /// The deliveries the device has not acknowledged, oldest first, following `inbox`'s cursor
     /// through all pages. Empty for a device without receipts.
+    /// - Throws: `.invalidReply` when a page's cursor repeats an earlier one, or more pages come
+    ///   than an inbox can fill (100001): the pages would never end.
     public func inbox() async throws(ChimeClientError) -> ChimeInbox {
         var deliveries: [ChimeDelivery] = []
         var dropped = 0
+        var trail = PageTrail(.inbox)
         var cursor: String?
         repeat {
             var payload: JSONObject = ["limit": .int(Int64(configuration.pageSize))]
@@ -522,7 +528,7 @@ public final class ChimeNotificationCenter: Sendable {
                 deliveries.append(try ChimeDelivery(json: object))
             }
             dropped = page.dropped
-            cursor = page.cursor
+            cursor = try trail.follow(page.cursor)
         } while cursor != nil
         return ChimeInbox(deliveries: deliveries, dropped: dropped)
     }

@@ -166,7 +166,7 @@ public struct WorkerConfiguration: Sendable {
         self.fsync = fsync
         engine = EngineConfiguration(
             minRepeatSeconds: Int64(try flags.integer("min-repeat-seconds", in: 1...31_536_000)),
-            maxPendingPerDevice: try flags.integer("max-pending-per-device", in: 1...100_000_000),
+            maxPendingPerDevice: try flags.integer("max-pending-per-device", in: 1...DeviceLimits.maxPendingPerDevice),
             maxBytesPerDevice: try flags.integer("max-bytes-per-device", in: 1024...(1 << 40))
         )
         switch flags["receipts"] ?? "false" {
@@ -175,7 +175,10 @@ public struct WorkerConfiguration: Sendable {
         case let other: throw UsageError("--receipts must be true or false, got \"\(other)\"")
         }
         engine.receipts.inboxTTL = Int64(try flags.integer("inbox-ttl", in: 1...3_153_600_000)) * 1000
-        engine.receipts.maxInboxPerDevice = try flags.integer("max-inbox-per-device", in: 1...100_000)
+        engine.receipts.maxInboxPerDevice = try flags.integer(
+            "max-inbox-per-device",
+            in: 1...DeviceLimits.maxInboxPerDevice
+        )
         engine.receipts.maxInboxBytesPerDevice = try flags.integer("max-inbox-bytes-per-device", in: 1024...(1 << 34))
         engine.receipts.historyPerDevice = try flags.integer("history-per-device", in: 1...100_000)
         limits = CommandLimits(

@@ -625,12 +625,77 @@ import Testing
         #expect(Table.truncated("a\nb", 4) == "a b")
     }
 
-    @Test(arguments: [(0, 1), (1, 3), (2, 3), (0, 7), (6, 7), (31, 32)] as [(UInt32, UInt32)])
+    @Test(
+        arguments: [
+            (0, 1), (1, 3), (2, 3), (0, 7), (6, 7), (31, 32), (99_999, 100_000), (0, 4_294_967_295),
+            (4_294_967_294, 4_294_967_295), (123_456_789, 3_000_000_000),
+        ] as [(UInt32, UInt32)]
+    )
     func theProbeDeviceBelongsToTheWorkersPartition(index: UInt32, count: UInt32) {
         let partition = Partition(index: index, count: count)
-        let device = StatusCommand.probeDevice(where: partition.owns)
+        let device = StatusCommand.probeDevice(remainder: index, modulus: count)
         #expect(partition.owns(device))
         #expect(DeviceID.isValid(device))
+        if count <= 32 { #expect(device == "chime-probe" || device.hasPrefix("chime-probe-") && device.count <= 16) }
+    }
+
+    /// The 48 flips of the built probe device span all 32 bits of a CRC: every bit alone, and so
+    /// every CRC, is reached.
+    @Test func aProbeDeviceIsBuiltForEveryCRC() {
+        let targets: [UInt32] = [0, 1, .max, 0xDEAD_BEEF] + (0..<32).map { 1 << $0 }
+        for target in targets {
+            let device = StatusCommand.device(withCRC: target)
+            #expect(crc32(Array(device.utf8)) == target, "\(target): \(device)")
+            #expect(DeviceID.isValid(device) && device.count == 36, "\(device)")
+        }
+    }
+
+    @Test func controlCharactersAreEscapedForTheTerminal() {
+        #expect(TerminalText.escaped("plain text, ünïcödé 日本 🙂 \\e") == "plain text, ünïcödé 日本 🙂 \\e")
+        #expect(TerminalText.escaped("\u{1b}]0;pwned\u{07}") == #"\u{1B}]0;pwned\u{07}"#)
+        #expect(TerminalText.escaped("\u{1b}]52;c;cHduZWQ=\u{1b}\\") == #"\u{1B}]52;c;cHduZWQ=\u{1B}\"#)
+        #expect(TerminalText.escaped("a\u{7f}\u{80}\u{9b}\u{9f}\u{a0}b") == #"a\u{7F}\u{80}\u{9B}\u{9F}"# + "\u{a0}b")
+        #expect(TerminalText.escaped("\u{0}\t\r\n") == #"\u{00}\u{09}\u{0D}\u{0A}"#)
+        #expect(TerminalText.escaped("a\nb\r", keepingNewlines: true) == "a\nb" + #"\u{0D}"#)
+        #expect(TerminalText.escaped("abc\u{202e}fed\u{2066}") == #"abc\u{202E}fed\u{2066}"#)
+        // A combining mark after ESC does not hide it.
+        #expect(TerminalText.escaped("\u{1b}\u{301}[2J") == #"\u{1B}"# + "\u{301}[2J")
+        // Escaping twice changes nothing.
+        let once = TerminalText.escaped("\u{1b}[2J\u{9b}\\u{1B}")
+        #expect(TerminalText.escaped(once) == once)
+    }
+
+    @Test func tableCellsAreEscapedAndMeasuredSo() {
+        var table = Table(["ID", "BODY"])
+        table.append(["\u{1b}[2J", "x"])
+        table.append(["id", Table.truncated("\u{1b}]0;title\u{07} and\nmore", 20)])
+        #expect(table.lines == [#"ID         BODY"#, #"\u{1B}[2J  x"#, #"id         \u{1B}]0;title…"#])
+    }
+
+    @Test func aPagerStopsAtARepeatedCursorAndAfterMorePagesThanADeviceFills() throws {
+        var trail = PageTrail(.list)
+        #expect(trail.maxPages == DeviceLimits.maxPendingPerDevice + 1)
+        #expect(PageTrail(.inbox).maxPages == DeviceLimits.maxInboxPerDevice + 1)
+        #expect(try trail.follow("a") == "a")
+        #expect(try trail.follow("b") == "b")
+        #expect(throws: CLIFailure.self) { try trail.follow("a") }
+        var last = PageTrail(.inbox)
+        #expect(try last.follow(nil) == nil)
+
+        // Three pages at most: two with a cursor, then one that ends the listing.
+        var bounded = PageTrail(.inbox, maxPages: 3)
+        #expect(try bounded.follow("1") == "1")
+        #expect(try bounded.follow("2") == "2")
+        do {
+            _ = try bounded.follow("3")
+            Issue.record("a fourth page was asked for")
+        } catch {
+            #expect(error.message.hasPrefix("chimed sent 3 inbox pages and a cursor for more"), "\(error)")
+        }
+        var ending = PageTrail(.inbox, maxPages: 3)
+        _ = try ending.follow("1")
+        _ = try ending.follow("2")
+        #expect(try ending.follow(nil) == nil)
     }
 
     @Test func slotRangesReadBackWhatTheyWrite() {

@@ -229,7 +229,7 @@ struct JournalCommand: Command {
     func dump(_ console: Console) throws(CLIFailure) {
         do {
             try JournalTools.dump(directory: directory) { record in
-                console.out(JSON.object(Self.line(sequence: record.sequence, type: record.type, record.payload)).text)
+                console.exact(JSON.object(Self.line(sequence: record.sequence, type: record.type, record.payload)).text)
             }
         } catch {
             throw CLIFailure(.failed, "journal dump: \(error.message)")

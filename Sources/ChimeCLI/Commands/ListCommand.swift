@@ -10,6 +10,8 @@ struct ListCommand: Command {
         Lists the device's notifications ordered by id, following the cursor through all pages (or up to
         --limit). The next delivery is shown in the device's zone when it has one, and in UTC; "-" means
         paused or finished. --json prints each notification as chimed returns it, one JSON object a line.
+        Exits 1 when a page's cursor repeats an earlier one, or past \(PageTrail.maxPages(.list)) pages: the pages would
+        never end.
         """
     static let specs: [Flags.Spec] =
         [
@@ -49,7 +51,7 @@ struct ListCommand: Command {
             if json {
                 // As chimed sent them.
                 let items = (raw["notifications"]?.arrayValue ?? []).compactMap(\.objectValue)
-                console.out(lines: items.map { JSON.object($0).text })
+                console.exact(lines: items.map { JSON.object($0).text })
             } else {
                 rows += page.notifications
             }

@@ -94,7 +94,7 @@ struct NextCommand: Command {
                 throw error.labelled(subject.label)
             }
             if raw {
-                console.out(ExpansionFlags.raw(result.json, label: subject.label))
+                console.exact(ExpansionFlags.raw(result.json, label: subject.label))
             } else if case .previewed(let dates, let calendarDates) = result {
                 let zone = subject.namedZone ?? deviceZone
                 console.out(

@@ -209,7 +209,7 @@ struct PreviewCommand: Command {
         _ console: Console
     ) throws(CLIFailure) {
         if request.raw {
-            console.out(ExpansionFlags.raw(result, label: label))
+            console.exact(ExpansionFlags.raw(result, label: label))
         } else if case .previewed(let dates, let calendarDates) = try Connection.typed(.preview, result) {
             console.out(
                 lines: ExpansionFlags.lines(

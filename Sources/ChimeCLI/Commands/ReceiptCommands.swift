@@ -13,7 +13,7 @@ struct InboxCommand: Command {
         body. A last line counts the deliveries ever dropped from the inbox to make room. --json
         prints each delivery exactly as it was published, one JSON object a line (the dropped count
         goes to standard error). The inbox is empty unless the device has receipts (chime device
-        --receipts on).
+        --receipts on). Exits 1 when a page's cursor repeats an earlier one, or past \(PageTrail.maxPages(.inbox)) pages.
         """
     static let specs: [Flags.Spec] =
         [
@@ -47,7 +47,7 @@ struct InboxCommand: Command {
             (_, result) throws(CLIFailure) in
             guard case .inbox(let page) = result else { return (0, nil) }
             let items = page.deliveries.compactMap(\.objectValue)
-            if json { console.out(lines: items.map { JSON.object($0).text }) }
+            if json { console.exact(lines: items.map { JSON.object($0).text }) }
             deliveries += items
             dropped = page.dropped
             return (page.deliveries.count, page.cursor)
@@ -197,7 +197,7 @@ struct HistoryCommand: Command {
         let raw = try await broker.send(.history, device: device, payload)
         if json {
             // As chimed sent them.
-            console.out(lines: (raw["deliveries"]?.arrayValue ?? []).map(\.text))
+            console.exact(lines: (raw["deliveries"]?.arrayValue ?? []).map(\.text))
             return
         }
         guard case .history(let rows) = try Connection.typed(.history, raw) else { return }

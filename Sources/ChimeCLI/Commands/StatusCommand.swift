@@ -13,7 +13,8 @@ struct StatusCommand: Command {
     static let discussion = """
         Without --worker: reads every worker's retained status (P/$worker/+/status) and waits for
         --samples stats messages of each online worker (P/$worker/+/stats, published every
-        --stats-interval seconds of chimed, default 10), up to --timeout for each sample. Then prints
+        --stats-interval seconds of chimed, default 10), up to --timeout for each sample, connecting
+        included. Then prints
         each worker: state, partition, pid, uptime, the latest gauges, totals, commands and errors by
         kind, lateness and journal sync times, the journal, in slot mode the slots served (from the
         retained status) with lease renewal, slot load and hand-over times, per-second rates between
@@ -22,9 +23,10 @@ struct StatusCommand: Command {
         least one worker is online, 1 when none is.
 
         With --worker ID: exits 0 only when that worker is ready: its retained status is online AND it
-        answers a command. The probe is a read-only `list` (limit 1) for a device id that the worker's
-        own partition serves (chime-probe, or chime-probe-N chosen by the CRC-32 rule of --partition
-        k/N), so only that worker's partition can answer it; in slot mode (chimed --slots), for a
+        answers a command, all within --timeout. The probe is a read-only `list` (limit 1) for a device
+        id that the worker's own partition serves (chime-probe, or chime-probe-N chosen by the CRC-32
+        rule of --partition k/N, or for a large N a name built to have CRC-32 k), so only that
+        worker's partition can answer it; in slot mode (chimed --slots), for a
         device in the first slot the worker's retained status says it serves (a worker that serves
         none is ready once online). Exits 1 when the worker is unknown,
         offline or does not answer within --timeout, 3 when the broker cannot be reached. Use it as a
@@ -71,7 +73,10 @@ struct StatusCommand: Command {
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
-        let broker = try await Connection.open(connection)
+        // The whole command, connecting included, waits at most --timeout (the check), or
+        // --timeout for each sample (the overview).
+        let deadline = ContinuousClock.now + connection.timeout * (worker == nil ? samples : 1)
+        let broker = try await Connection.open(connection, deadline: deadline)
         defer { broker.close() }
         if let worker {
             try await probe(worker, broker, console)
@@ -91,12 +96,57 @@ struct StatusCommand: Command {
         return (count, serving)
     }
 
-    /// The first of `chime-probe`, `chime-probe-1`, ... that the worker serves.
-    static func probeDevice(where serves: (String) -> Bool) -> String {
+    /// How many of `chime-probe-1`, `chime-probe-2`, ... the probe tries before it builds a name.
+    static let probeTries = 1000
+
+    /// A device whose CRC-32 modulo `modulus` is `remainder` (a partition k/N, or a slot of S):
+    /// `chime-probe` or the first such of `chime-probe-1` ... `chime-probe-1000`, else one built
+    /// to have `remainder` as its CRC-32 (``device(withCRC:)``). The work is bounded whatever the
+    /// modulus, up to 2^32 - 1.
+    static func probeDevice(remainder: UInt32, modulus: UInt32) -> String {
+        func serves(_ device: String) -> Bool { modulus == 1 || crc32(Array(device.utf8)) % modulus == remainder }
         if serves("chime-probe") { return "chime-probe" }
-        var n = 1
-        while !serves("chime-probe-\(n)") { n += 1 }
-        return "chime-probe-\(n)"
+        if let n = (1...probeTries).first(where: { serves("chime-probe-\($0)") }) { return "chime-probe-\(n)" }
+        return device(withCRC: remainder)
+    }
+
+    /// `chime-probe-` and 24 letters of d, e, f and g, chosen so that the CRC-32 of the whole is
+    /// `target`. CRC-32 is affine over GF(2): flipping a bit of a message of a given length changes
+    /// its CRC by a vector that does not depend on the other bits. The two low bits of each letter
+    /// give 48 such vectors, which span all 32 bits (a test checks it); Gaussian elimination finds
+    /// the flips whose vectors sum to what `target` needs.
+    static func device(withCRC target: UInt32) -> String {
+        let prefix = Array("chime-probe-".utf8)
+        var letters = [UInt8](repeating: UInt8(ascii: "d"), count: 24)
+        let base = crc32(prefix + letters)
+        // basis[b]: a vector whose highest bit is b, and the flips that sum to it.
+        var basis = [(vector: UInt32, flips: UInt64)?](repeating: nil, count: 32)
+        for flip in 0..<(2 * letters.count) {
+            var message = prefix + letters
+            message[prefix.count + flip / 2] ^= 1 << (flip % 2)
+            var vector = crc32(message) ^ base
+            var flips: UInt64 = 1 << flip
+            while vector != 0 {
+                let bit = 31 - vector.leadingZeroBitCount
+                guard let row = basis[bit] else {
+                    basis[bit] = (vector, flips)
+                    break
+                }
+                vector ^= row.vector
+                flips ^= row.flips
+            }
+        }
+        var needed = target ^ base
+        var flips: UInt64 = 0
+        while needed != 0 {
+            let row = basis[31 - needed.leadingZeroBitCount]!
+            needed ^= row.vector
+            flips ^= row.flips
+        }
+        for flip in 0..<(2 * letters.count) where flips & (1 << flip) != 0 {
+            letters[flip / 2] ^= 1 << (flip % 2)
+        }
+        return String(decoding: prefix + letters, as: UTF8.self)
     }
 
     func probe(_ worker: String, _ broker: Connection, _ console: Console) async throws(CLIFailure) {
@@ -105,8 +155,8 @@ struct StatusCommand: Command {
         let expectation = requester.expectMessage { $0.topic == topic }
         let message: MQTTMessage
         do {
-            try await requester.subscribe(topic, qos: 1, timeout: connection.timeout)
-            message = try await expectation.value(timeout: connection.timeout)
+            try await requester.subscribe(topic, qos: 1, timeout: broker.waitLimit)
+            message = try await expectation.value(timeout: broker.waitLimit)
         } catch {
             throw CLIFailure(
                 .failed,
@@ -133,14 +183,14 @@ struct StatusCommand: Command {
                 console.out("ready: worker \(worker) is online and serves none of the \(slotCount) slots now")
                 return
             }
-            device = Self.probeDevice { Int(crc32(Array($0.utf8)) % UInt32(slotCount)) == first }
+            device = Self.probeDevice(remainder: UInt32(first), modulus: UInt32(slotCount))
             serves = "slots \(servingText) of \(slotCount)"
         } else {
             let partitionText = status["partition"]?.stringValue ?? "0/1"
             guard let partition = Partition(parsing: partitionText) else {
                 throw CLIFailure(.failed, "not ready: worker \(worker) reports partition \"\(partitionText)\", not k/N")
             }
-            device = Self.probeDevice(where: partition.owns)
+            device = Self.probeDevice(remainder: partition.index, modulus: partition.count)
             serves = "partition \(partition)"
         }
         let started = ContinuousClock.now
@@ -219,15 +269,19 @@ struct StatusCommand: Command {
         let requester = broker.requester
         let collector = Collector(topics: broker.topics)
         let stream = requester.messages
-        let gathering = Task {
-            for await message in stream { collector.take(message) }
-        }
-        // Up to --timeout for each sample: stats come once per --stats-interval.
+        // Up to --timeout for each sample: stats come once per --stats-interval. Nothing is read
+        // after the deadline, however many messages wait.
         let started = ContinuousClock.now
-        let deadline = started + connection.timeout * samples
+        let deadline = broker.deadline ?? started + connection.timeout * samples
+        let gathering = Task {
+            for await message in stream {
+                if ContinuousClock.now >= deadline { break }
+                collector.take(message)
+            }
+        }
         do {
-            try await requester.subscribe(broker.topics.workerStatus("+"), qos: 1, timeout: connection.timeout)
-            try await requester.subscribe(broker.topics.workerStats("+"), qos: 0, timeout: connection.timeout)
+            try await requester.subscribe(broker.topics.workerStatus("+"), qos: 1, timeout: broker.waitLimit)
+            try await requester.subscribe(broker.topics.workerStats("+"), qos: 0, timeout: broker.waitLimit)
         } catch {
             throw CLIFailure(.unreachable, "cannot subscribe to the worker topics: \(error.message)")
         }
@@ -250,7 +304,7 @@ struct StatusCommand: Command {
             )
         }
         if json {
-            console.out(lines: workers.map { JSON.object(Self.json($0.key, $0.value)).text })
+            console.exact(lines: workers.map { JSON.object(Self.json($0.key, $0.value)).text })
         } else if workers.isEmpty {
             console.out("no worker has published a status or stats under \(broker.topics.prefix)/$worker/")
         } else {

@@ -84,7 +84,7 @@ struct WatchCommand: Command {
             // Replies to our own acks (on MQTT 3.1.1, P/{device}/replies) are not deliveries.
             guard let deviceId = deviceId(of: message.topic) else { continue }
             if json {
-                console.out(String(decoding: message.payload, as: UTF8.self))
+                console.exact(String(decoding: message.payload, as: UTF8.self))
             } else {
                 console.out(line(message))
             }
@@ -130,8 +130,13 @@ struct WatchCommand: Command {
         }
     }
 
-    /// `2026-12-01 18:00:03 CST  phone-1  med  #3  late  Take it`.
+    /// `2026-12-01 18:00:03 CST  phone-1  med  #3  late  Take it`: one line, whatever the
+    /// delivery holds (control characters and line breaks escaped, ``TerminalText``).
     func line(_ message: MQTTMessage) -> String {
+        TerminalText.escaped(text(of: message))
+    }
+
+    private func text(of message: MQTTMessage) -> String {
         guard case .object(let d)? = try? JSON(parsing: message.payload) else {
             return "\(message.topic): \(String(decoding: message.payload, as: UTF8.self))"
         }

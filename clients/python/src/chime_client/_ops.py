@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from ._wire import Seconds, format_datetime, optional_datetime, parse_datetime, seconds, to_json
+from .errors import ChimeError, ErrorCode
 from .models import (
     TRIGGER_WIRE_NAMES,
     UPDATE_WIRE_NAMES,
@@ -110,8 +111,49 @@ def add_all(requests: Sequence[NotificationRequest], replacing: Selector | None)
     return [_scheduled(entry) for entry in result["scheduled"]]
 
 
+#: chimed's largest ``--max-pending-per-device`` (Sources/ChimeSupport/DeviceLimits.swift; a test
+#: keeps the two equal).
+MAX_PENDING_PER_DEVICE = 100_000_000
+#: chimed's largest ``--max-inbox-per-device``.
+MAX_INBOX_PER_DEVICE = 100_000
+#: The most pages of ``list`` and of ``inbox`` a worker can send: a page holds at least one row
+#: (PROTOCOL.md 3.8), so one a row of the largest device, and a last one.
+MAX_LIST_PAGES = MAX_PENDING_PER_DEVICE + 1
+MAX_INBOX_PAGES = MAX_INBOX_PER_DEVICE + 1
+
+
+class _PageTrail:
+    """The cursors a pager followed. chimed's cursors are opaque, but each page moves past at least
+    one row: a cursor that comes back, or more pages than the largest device can fill, means the
+    listing would never end, and raises :class:`ChimeError` ``invalid_reply`` instead of looping."""
+
+    def __init__(self, op: str, max_pages: int) -> None:
+        self.op = op
+        self.max_pages = max_pages
+        self.pages = 0
+        self.seen: set[str] = set()
+
+    def follow(self, cursor: Any) -> str | None:
+        """The cursor to ask for next, None after the last page."""
+        self.pages += 1
+        if cursor is None:
+            return None
+        if not isinstance(cursor, str):
+            raise ChimeError(ErrorCode.INVALID_REPLY, f"{self.op} page {self.pages} has a cursor that is not a "
+                             "string", op=self.op)
+        if cursor in self.seen:
+            raise ChimeError(ErrorCode.INVALID_REPLY, f"{self.op} page {self.pages} has the cursor of an earlier "
+                             "page: the pages would never end", op=self.op)
+        if self.pages >= self.max_pages:
+            raise ChimeError(ErrorCode.INVALID_REPLY, f"{self.pages} {self.op} pages and a cursor for more, more "
+                             "than a device can fill: the pages would never end", op=self.op)
+        self.seen.add(cursor)
+        return cursor
+
+
 def pending(matching: Mapping[str, Any] | None, page_size: int) -> Ops[list[PendingNotification]]:
     rows: list[PendingNotification] = []
+    trail = _PageTrail("list", MAX_LIST_PAGES)
     cursor: str | None = None
     while True:
         payload: dict[str, Any] = {"limit": page_size}
@@ -121,7 +163,7 @@ def pending(matching: Mapping[str, Any] | None, page_size: int) -> Ops[list[Pend
             payload["cursor"] = cursor
         result = yield Call("list", payload)
         rows.extend(PendingNotification.from_wire(n) for n in result["notifications"])
-        cursor = result.get("cursor")
+        cursor = trail.follow(result.get("cursor"))
         if cursor is None:
             return rows
 
@@ -196,6 +238,7 @@ def ack(fire_ids: str | Sequence[str], badge: int | Badge | None) -> Ops[AckResu
 
 def inbox(page_size: int) -> Ops[Inbox]:
     deliveries: list[Delivery] = []
+    trail = _PageTrail("inbox", MAX_INBOX_PAGES)
     cursor: str | None = None
     while True:
         payload: dict[str, Any] = {"limit": page_size}
@@ -203,7 +246,7 @@ def inbox(page_size: int) -> Ops[Inbox]:
             payload["cursor"] = cursor
         result = yield Call("inbox", payload)
         deliveries.extend(Delivery.from_wire(d) for d in result["deliveries"])
-        cursor = result.get("cursor")
+        cursor = trail.follow(result.get("cursor"))
         if cursor is None:
             return Inbox(deliveries, int(result.get("dropped", 0)))
 

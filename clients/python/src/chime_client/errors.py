@@ -6,7 +6,7 @@ from enum import StrEnum
 
 
 class ErrorCode(StrEnum):
-    """The protocol's error codes (PROTOCOL.md section 4), plus the client's own two.
+    """The protocol's error codes (PROTOCOL.md section 4), plus the client's own three.
 
     ``ChimeError.code`` is a plain ``str`` (a newer server may send a code this list lacks);
     these members compare equal to it: ``err.code == ErrorCode.NOT_FOUND``.
@@ -28,6 +28,9 @@ class ErrorCode(StrEnum):
     #: The broker could not be reached, refused us, or the center was closed:
     #: :class:`ChimeConnectionError`.
     TRANSPORT = "transport"
+    #: A reply this client cannot follow: a ``list`` or ``inbox`` page whose cursor repeats an
+    #: earlier one, or more pages than a device can fill (the pages would never end).
+    INVALID_REPLY = "invalid_reply"
 
 
 class ChimeError(Exception):
