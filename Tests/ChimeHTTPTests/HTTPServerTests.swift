@@ -245,6 +245,20 @@ import Testing
         }
     }
 
+    /// Every seed of the `http` fuzz target (`Fuzz/corpus/http/`) holds its properties
+    /// (``HTTPFuzzCheck``): answered or closed within the request time, and the server still answers.
+    @Test func everyFuzzSeedHoldsTheProperties() throws {
+        let seeds = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Fuzz/corpus/http").standardized.path
+        let names = try FileManager.default.contentsOfDirectory(atPath: seeds).filter { !$0.hasPrefix(".") }.sorted()
+        #expect(names.count >= 20)
+        for name in names {
+            let input = Array(try Data(contentsOf: URL(fileURLWithPath: seeds + "/" + name)))
+            let problem = HTTPFuzzCheck.check(input)
+            #expect(problem == nil, "\(name): \(problem ?? "")")
+        }
+    }
+
     @Test func aResponseComesWithoutDelay() throws {
         let server = try server()
         let started = ContinuousClock.now
