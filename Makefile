@@ -47,8 +47,8 @@ clean:
 	rm -rf .build
 
 ## libFuzzer targets (Fuzz/): the command decoder and engine, the RRULE parser and expansion, the
-## read-back of whatever is acknowledged (journal record, snapshot, replay), each
-## for FUZZ_SECONDS (default 60). New inputs stay in .build/fuzz/corpus, crashes in .build/fuzz/artifacts.
+## read-back of whatever is acknowledged (journal record, snapshot, replay), the metrics endpoint's
+## HTTP server (any bytes as a request), each for FUZZ_SECONDS (default 60). New inputs stay in .build/fuzz/corpus, crashes in .build/fuzz/artifacts.
 fuzz: bootstrap
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} scripts/fuzz
 

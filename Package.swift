@@ -147,7 +147,7 @@ let package = Package(
         .testTarget(
             name: "ChimeWorkerTests",
             dependencies: [
-                "ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimePostgres", "ChimeSupport",
+                "ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimePostgres", "ChimeSupport", "ChimeHTTP",
                 "ChimeTestSupport",
             ],
             resources: [.copy("Fixtures")],

@@ -139,6 +139,54 @@ import Testing
         #expect(!(try Repository.text("deploy/kubernetes/kustomization.yaml")).contains("servicemonitor"))
     }
 
+    /// The slot workers' NetworkPolicy admits their metrics port (which has no authentication)
+    /// from the scraper and the kubelet only: every ingress rule names where it admits from (one
+    /// without `from` admits anyone), on the port the pods listen on.
+    @Test func theSlotWorkersMetricsPortAdmitsOnlyTheScraperAndTheKubelet() throws {
+        let config = YAMLLines(try Repository.text("deploy/kubernetes/slots/chimed-slots-config.yaml"))
+        let listen = try #require(config.value("CHIME_METRICS_LISTEN"))
+        let port = try #require(listen.split(separator: ":").last.map(String.init))
+        let policy = try Repository.text("deploy/kubernetes/slots/chimed-slots-networkpolicy.yaml")
+        #expect(YAMLLines(policy).value("kind") == "NetworkPolicy")
+        #expect(YAMLLines(policy).value("policyTypes") == #"["Ingress"]"#)
+        let rules = Self.ingressRules(policy)
+        #expect(rules.count == 2, "\(rules.map(\.trimmed))")
+        for rule in rules {
+            #expect(!rule.block("from").lines.isEmpty, "admits anyone: \(rule.trimmed)")
+            #expect(rule.block("ports").trimmed == ["- port: \(port)", "protocol: TCP"], "\(rule.trimmed)")
+        }
+        // Prometheus' pods in its namespace: one entry with both selectors, which must both match
+        // (two entries would admit the whole namespace, and such pods anywhere).
+        let scraper = try #require(rules.first).block("from").trimmed
+        #expect(scraper.first == "- namespaceSelector:", "\(scraper)")
+        #expect(scraper.contains("podSelector:") && !scraper.contains("- podSelector:"), "\(scraper)")
+        #expect(scraper.contains("app.kubernetes.io/name: prometheus"), "\(scraper)")
+        // The kubelet's probes from the nodes' addresses.
+        let kubelet = try #require(rules.last).block("from").trimmed
+        #expect(kubelet.first == "- ipBlock:" && kubelet.contains { $0.hasPrefix("cidr: ") }, "\(kubelet)")
+
+        // The positive control: the rule it had, a port and no `from`, is seen to admit anyone.
+        let open = Self.ingressRules("spec:\n  ingress:\n    - ports:\n        - port: 9464\n")
+        #expect(open.count == 1 && open.allSatisfy { $0.block("from").lines.isEmpty })
+    }
+
+    /// The rules of a NetworkPolicy's `ingress`, each as its own lines, the `- ` that starts it
+    /// made spaces (so that ``YAMLLines/block(_:)`` finds its first key too).
+    static func ingressRules(_ text: String) -> [YAMLLines] {
+        let lines = YAMLLines(text).block("ingress").lines
+        guard let indent = lines.first?.prefix(while: { $0 == " " }).count else { return [] }
+        var rules: [[Substring]] = []
+        for line in lines {
+            let starts = line.prefix { $0 == " " }.count == indent && line.dropFirst(indent).hasPrefix("- ")
+            if starts {
+                rules.append([Substring(String(repeating: " ", count: indent + 2) + line.dropFirst(indent + 2))])
+            } else if !rules.isEmpty {
+                rules[rules.count - 1].append(line)
+            }
+        }
+        return rules.map { YAMLLines(lines: $0) }
+    }
+
     @Test func theLoopbackSetupsServeWherePrometheusScrapes() throws {
         let target = try #require(YAMLLines(try Repository.text(Self.prometheusConfig)).value("- targets"))
         let env = try Repository.text("deploy/systemd/chimed.env").split(separator: "\n")

@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeHTTP
 import ChimeTestSupport
 import Foundation
 import Testing
@@ -86,6 +87,30 @@ import Testing
         #expect(post.status == 405)
         // A stop is graceful with the endpoint open.
         #expect(await fixture.stopWorker() == .exited(0))
+    }
+
+    /// Issue #30: clients sending their requests a byte at a time hold every connection the
+    /// endpoint allows, from several addresses, and open more; its probes are answered all the same
+    /// (the kubelet would otherwise restart a healthy worker).
+    @Test func probesAreAnsweredWhileSlowClientsHoldTheEndpoint() async throws {
+        let (fixture, port) = try await start()
+        defer { Task { await fixture.stop() } }
+        // The positive control: answered before.
+        #expect(await eventually { status(port, "/readyz") == 200 })
+        let limits = HTTPServer.Limits()
+        var slow: [HTTPProbe.Connection] = []
+        for i in 0..<(limits.connections + limits.connectionsPerAddress) {
+            let connection = try HTTPProbe.Connection(
+                port: port,
+                from: "127.0.0.\(2 + i / limits.connectionsPerAddress)"
+            )
+            try connection.send(Array("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8))
+            slow.append(connection)
+        }
+        for path in ["/livez", "/readyz", "/livez"] {
+            #expect(status(port, path) == 200, "\(path)")
+        }
+        #expect(slow.count == limits.connections + limits.connectionsPerAddress)
     }
 
     @Test func anAddressThatIsNotHostAndPortIsAUsageError() async throws {
