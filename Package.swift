@@ -162,7 +162,7 @@ let package = Package(
         // The client library: its JSON mapping, and every call against a real broker and chimed.
         .testTarget(
             name: "ChimeClientTests",
-            dependencies: ["ChimeClient", "ChimeClientMQTT", "ChimeCore", "ChimeHarness", "ChimeMQTT", "ChimeSupport"],
+            dependencies: ["ChimeClient", "ChimeClientMQTT", "ChimeCore", "ChimeHarness", "ChimeMQTT"],
             swiftSettings: swiftSettings
         ),
         // ChimePostgres against a real PostgreSQL (TestPostgres).

@@ -209,7 +209,11 @@ final class Connection: Sendable {
             let raw = try await send(op, device: device, request)
             let (items, next) = try page(raw, try Self.typed(op, raw))
             count += items
-            cursor = try trail.follow(next)
+            do {
+                cursor = try trail.follow(next)
+            } catch {
+                throw CLIFailure(.failed, "\(error.message): stopped")
+            }
         } while cursor != nil && count < wanted
     }
 
@@ -302,50 +306,5 @@ final class Connection: Sendable {
         let credentials = url[scheme.upperBound..<at]
         guard let colon = credentials.firstIndex(of: ":") else { return url }
         return url.replacingCharacters(in: colon..<at, with: ":***")
-    }
-}
-
-/// The cursors a pager followed. chimed's cursors are opaque, but each page holds at least one row
-/// (PROTOCOL.md 3.4, 3.8) and moves past it: a cursor that comes back, or more pages than the largest
-/// device can fill, means the listing would never end, and stops it.
-struct PageTrail: Sendable {
-    let op: ChimeCore.Operation
-    /// The most pages a worker can send for `op`: one a row of the largest device chimed allows
-    /// (``DeviceLimits``), and a last one.
-    let maxPages: Int
-    private var seen: Set<String> = []
-    private(set) var pages = 0
-
-    init(_ op: ChimeCore.Operation, maxPages: Int? = nil) {
-        self.op = op
-        self.maxPages = maxPages ?? Self.maxPages(op)
-    }
-
-    static func maxPages(_ op: ChimeCore.Operation) -> Int {
-        (op == .inbox ? DeviceLimits.maxInboxPerDevice : DeviceLimits.maxPendingPerDevice) + 1
-    }
-
-    /// Takes the cursor of the page that just came.
-    /// - Returns: the cursor to ask for next; nil after the last page.
-    /// - Throws: ``CLIFailure`` `.failed` when the cursor was seen before, or a next page would be
-    ///   past ``maxPages``.
-    mutating func follow(_ cursor: String?) throws(CLIFailure) -> String? {
-        pages += 1
-        guard let cursor else { return nil }
-        guard seen.insert(cursor).inserted else {
-            throw CLIFailure(
-                .failed,
-                "chimed sent \(op.rawValue) page \(pages) with the cursor of an earlier page: "
-                    + "stopped, as the pages would never end"
-            )
-        }
-        guard pages < maxPages else {
-            throw CLIFailure(
-                .failed,
-                "chimed sent \(pages) \(op.rawValue) pages and a cursor for more, more than a device can fill: "
-                    + "stopped, as the pages would never end"
-            )
-        }
-        return cursor
     }
 }

@@ -291,9 +291,17 @@ public final class ChimeNotificationCenter: Sendable {
                 case .listed(let page) = try Self.typed(.list, result)
             else { throw Self.unexpected(.list) }
             pending += page.notifications.map(PendingNotificationRequest.init)
-            cursor = try trail.follow(page.cursor)
+            cursor = try Self.follow(&trail, page.cursor)
         } while cursor != nil
         return pending
+    }
+
+    private static func follow(_ trail: inout PageTrail, _ cursor: String?) throws(ChimeClientError) -> String? {
+        do {
+            return try trail.follow(cursor)
+        } catch {
+            throw ChimeClientError(.invalidReply, error.message)
+        }
     }
 
     /// Removes these notifications (and their snoozes). Ids the device does not hold are ignored.
@@ -528,7 +536,7 @@ public final class ChimeNotificationCenter: Sendable {
                 deliveries.append(try ChimeDelivery(json: object))
             }
             dropped = page.dropped
-            cursor = try trail.follow(page.cursor)
+            cursor = try Self.follow(&trail, page.cursor)
         } while cursor != nil
         return ChimeInbox(deliveries: deliveries, dropped: dropped)
     }

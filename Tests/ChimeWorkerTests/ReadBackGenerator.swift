@@ -278,7 +278,7 @@ struct ReadBackGenerator {
     mutating func zone() -> String {
         quote(chance(95) ? pick(Self.zones) : pick(["europe/paris", "Mars/Olympus", "", "Europe/Paris "]))
     }
-    static let badges = ["0", "3", "1000000", #""+1""#, #""-2""#, #""+9999999""#, "0", "1", #""+1""#, "7"]
+    static let badges = ["0", "3", "1000000", #""+1""#, #""-2""#, #""+1000000""#, "0", "1", #""+1""#, "7"]
     static let badBadges = ["1000001", "-1", #""+""#, "1.0", #""+12345678""#, "null"]
     static let quietHours = [
         #"{"start":"22:00","end":"07:00"}"#, "null", #"{"start":"00:00","end":"00:00"}"#,

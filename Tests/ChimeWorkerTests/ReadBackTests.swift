@@ -280,7 +280,8 @@ struct ReadBackWorstCase: Sendable, CustomTestStringConvertible {
         .init("after just past its bound", #"{"id":"w","after":315360000.001}"#, refused("invalid_argument")),
         .init("leadTime 5e-324 seconds", with(#""leadTime":5e-324"#), scheduled),
         .init("badge at its bound", with(#""badge":1000000"#), scheduled),
-        .init("a badge change of 7 digits", with(#""badge":"-9999999""#), scheduled),
+        .init("a badge change at its bound", with(#""badge":"-1000000""#), scheduled),
+        .init("a badge change of 7 digits past its bound", with(#""badge":"-9999999""#), refused("invalid_argument")),
 
         // Strings: up to 65536 characters, in any Unicode.
         .init(
