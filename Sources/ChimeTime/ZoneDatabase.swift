@@ -42,6 +42,9 @@ public final class ZoneDatabase: Sendable {
         public var changes: [Change] = []
         /// Zones whose file could not be read or parsed: they keep the rules they had.
         public var failures: [String: ZoneDataError] = [:]
+        /// The fingerprint of the rules the database has now for each zone asked about: a zone
+        /// missing here is one that no directory nor Foundation has (``Zone/isResolved``).
+        public var current: [String: UInt64] = [:]
     }
 
     private struct Entry {
@@ -103,19 +106,27 @@ public final class ZoneDatabase: Sendable {
     /// The fingerprint of a zone's current rules (see ``Zone/rulesFingerprint``).
     public func fingerprint(of identifier: String) -> UInt64? { table(for: identifier)?.fingerprint }
 
-    /// Reads these zones again (those not read yet are skipped: nothing computed with them), swaps in
-    /// the tables whose rules changed and reports them. A zone whose file became unreadable or corrupt
-    /// keeps the rules it had.
+    /// Reads these zones again, swaps in the tables whose rules changed and reports them. A zone whose
+    /// file became unreadable or corrupt keeps the rules it had. A zone not read yet (the zones a
+    /// worker asks about were, unless no directory nor Foundation had them) is looked up as on first
+    /// use.
     public func reload(_ identifiers: some Sequence<String>) -> Reload {
         var result = Reload()
         let directories = self.directories
         for identifier in Set(identifiers).sorted() {
-            guard let old = state.withLock({ $0.entries[identifier] }) else { continue }
+            guard let old = state.withLock({ $0.entries[identifier] }) else {
+                // Only names the database may look up: these come from journals and snapshots.
+                guard Zone.isIANAName(identifier), let table = table(for: identifier) else { continue }
+                result.current[identifier] = table.fingerprint
+                continue
+            }
+            result.current[identifier] = old.table.fingerprint
             let (entry, failure) = Self.lookUp(identifier, in: directories)
             if let failure { result.failures[identifier] = failure }
             guard failure == nil, let entry else { continue }
             guard entry.table.fingerprint != old.table.fingerprint else { continue }
             state.withLock { $0.entries[identifier] = entry }
+            result.current[identifier] = entry.table.fingerprint
             result.changes.append(
                 Change(
                     identifier: identifier,
@@ -133,9 +144,7 @@ public final class ZoneDatabase: Sendable {
     private static func lookUp(
         _ identifier: String,
         in directories: [String]
-    ) -> (
-        entry: Entry?, failure: ZoneDataError?
-    ) {
+    ) -> (entry: Entry?, failure: ZoneDataError?) {
         var failure: ZoneDataError?
         for directory in directories {
             let path = directory + "/" + identifier

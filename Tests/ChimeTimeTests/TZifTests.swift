@@ -268,18 +268,21 @@ import Testing
 
         // Nothing changed: a reload reports nothing.
         #expect(database.reload(["America/Asuncion", "Europe/Paris"]).changes.isEmpty)
-        // New rules on disk: only a reload sees them, and only zones already read are read again.
+        // New rules on disk: only a reload sees them; a zone not read yet is looked up as on first use.
         try ZicOutput.install(ZicOutput.shifting(offset: "-3:00"), into: directory)
         #expect(Zone(identifier: "America/Asuncion", database: database)?.rulesFingerprint == shifting.rulesFingerprint)
         let reload = database.reload(["America/Asuncion", "Europe/Paris", "Asia/Tokyo"])
         #expect(reload.changes.map(\.identifier) == ["America/Asuncion"])
         #expect(reload.changes.first?.oldFingerprint == shifting.rulesFingerprint)
+        #expect(reload.current["America/Asuncion"] == reload.changes.first?.newFingerprint)
+        #expect(reload.current["Europe/Paris"] == paris.rulesFingerprint)
         let moved = try #require(Zone(identifier: "America/Asuncion", database: database))
         #expect(moved.rulesFingerprint == reload.changes.first?.newFingerprint)
         #expect(moved.offset(at: at("2030-07-01T00:00:00Z")) == -10_800)
         // The zone made before keeps its rules.
         #expect(shifting.offset(at: at("2030-07-01T00:00:00Z")) == -14_400)
-        #expect(database.sources["Asia/Tokyo"] == nil)
+        #expect(database.sources["Asia/Tokyo"] == .foundation)
+        #expect(reload.current["Asia/Tokyo"] == Zone(identifier: "Asia/Tokyo", database: database)?.rulesFingerprint)
 
         // A file that became corrupt keeps the rules there were, and says why.
         try Data("TZif2 broken".utf8).write(to: URL(fileURLWithPath: directory + "/America/Asuncion"))
