@@ -91,6 +91,18 @@ import Testing
         #expect(String(decoding: device.encode(), as: UTF8.self).contains(#""timeZone":"America/Atlantis""#))
     }
 
+    /// A snapshot holds the zones as the engine does, unresolved ones included, and reads back.
+    @Test func aSnapshotKeepsUnresolvedZonesAndReadsBack() throws {
+        let engine = try Self.replayed()
+        let restored = Engine()
+        restored.beginRecovery()
+        for bytes in engine.snapshot.entries { try restored.restore(snapshotEntry: bytes) }
+        restored.finishRecovery()
+        Self.expectReplayed(restored)
+        // An unresolved zone has no rules to record.
+        #expect(engine.snapshot.zoneRules.map(\.zone).contains(Self.lost) == false)
+    }
+
     /// Format 1 (JSON) snapshot entries, as an earlier chimed wrote them.
     @Test func aJSONSnapshotNamingZonesThisMachineCannotResolveIsRestored() throws {
         let entries = [
