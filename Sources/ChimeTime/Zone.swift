@@ -16,8 +16,9 @@ public struct Zone: Hashable, Sendable, CustomStringConvertible {
     let table: ZoneTable
 
     /// A zone from its IANA identifier (`Europe/Paris`, `UTC`, `Etc/GMT+5`, `EST5EDT`, `US/Eastern`), or nil
-    /// when there is no such zone. Only names from the IANA database are accepted: Foundation also parses
-    /// `GMT+5`, `UTC+3`, Java's `IST` or `SystemV/AST4`, which are not zones a client can rely on elsewhere.
+    /// when there is no such zone. Only names from the IANA database, spelled as it spells them, are
+    /// accepted: Foundation also parses `GMT+5`, `UTC+3`, Java's `IST` or `SystemV/AST4`, and a zone
+    /// directory also opens `Europe//Paris`, which are not zones a client can rely on elsewhere.
     public init?(identifier: String) {
         self.init(identifier: identifier, database: .shared)
     }
@@ -28,6 +29,29 @@ public struct Zone: Hashable, Sendable, CustomStringConvertible {
         self.identifier = identifier
         self.table = table
     }
+
+    /// The zone a journal record or a snapshot names: it was accepted when it was recorded, so it is
+    /// never refused now, whatever zone database this machine has.
+    ///
+    /// A name that an earlier chimed accepted in a form that is not canonical (`Europe//Paris`, whose
+    /// file path resolved) is read as its canonical form (`Europe/Paris`), the file it named. A zone
+    /// that neither `database` nor Foundation has (one that another machine's tzdata had, or a
+    /// directory without it) is *unresolved*: it keeps its name and computes with UTC's offsets
+    /// (``isResolved`` is false) until rules for it are found.
+    public init(recorded name: String, database: ZoneDatabase = .shared) {
+        let canonical = Zone.canonicalName(name)
+        if let canonical, let table = database.table(for: canonical) {
+            self.identifier = canonical
+            self.table = table
+        } else {
+            self.identifier = canonical ?? name
+            self.table = .unresolved
+        }
+    }
+
+    /// False for a zone recorded under a name that no zone database here resolves (see
+    /// ``init(recorded:database:)``): its wall-clock times are read in UTC.
+    public var isResolved: Bool { table !== ZoneTable.unresolved }
 
     /// Identifies the rules this zone computes with: the same for the same offsets and transitions
     /// between 1800 and 2200, whichever file or library they came from.
@@ -115,11 +139,27 @@ public struct Zone: Hashable, Sendable, CustomStringConvertible {
         "Portugal", "ROC", "ROK", "Singapore", "Turkey", "UCT", "UTC", "Universal", "W-SU", "WET", "Zulu",
     ]
 
+    /// Whether `name` is spelled as the IANA database spells its zones: a top-level name, or an area
+    /// and one or more components separated by single slashes, each of ASCII letters, digits, `_`, `-`
+    /// and `+`, not starting with `-` (so no empty, `.` or `..` component, and no leading, trailing or
+    /// repeated slash). Only such a name is looked up: `Europe//Paris` names a file of the zone
+    /// directory, but nothing in a database without one (Foundation's, another machine's).
     static func isIANAName(_ name: String) -> Bool {
         guard !name.isEmpty, name.utf8.count <= 64 else { return false }
         if topLevel.contains(name) { return true }
-        guard let slash = name.firstIndex(of: "/") else { return false }
-        guard areas.contains(name[..<slash]), name != "Etc/Unknown" else { return false }
-        return name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/_-+".contains($0)) }
+        let components = name.split(separator: "/", omittingEmptySubsequences: false)
+        guard components.count >= 2, areas.contains(components[0]), name != "Etc/Unknown" else { return false }
+        return components.allSatisfy { component in
+            component.first.map { $0 != "-" } ?? false
+                && component.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-+".contains($0)) }
+        }
+    }
+
+    /// `name` when it is an IANA name; else the name its empty components dropped make, when that is
+    /// one (`Europe//Paris` is `Europe/Paris`: the same file); else nil.
+    static func canonicalName(_ name: String) -> String? {
+        if isIANAName(name) { return name }
+        let joined = name.split(separator: "/").joined(separator: "/")
+        return isIANAName(joined) ? joined : nil
     }
 }

@@ -42,6 +42,9 @@ public final class ZoneDatabase: Sendable {
         public var changes: [Change] = []
         /// Zones whose file could not be read or parsed: they keep the rules they had.
         public var failures: [String: ZoneDataError] = [:]
+        /// The fingerprint of the rules the database has now for each zone asked about: a zone
+        /// missing here is one that no directory nor Foundation has (``Zone/isResolved``).
+        public var current: [String: UInt64] = [:]
     }
 
     private struct Entry {
@@ -92,7 +95,7 @@ public final class ZoneDatabase: Sendable {
     func table(for identifier: String) -> ZoneTable? {
         let directories = state.withLock { s -> [String]? in s.entries[identifier] == nil ? s.directories : nil }
         guard let directories else { return state.withLock { $0.entries[identifier]?.table } }
-        guard let read = Self.read(identifier, in: directories).entry else { return nil }
+        guard let read = Self.lookUp(identifier, in: directories).entry else { return nil }
         return state.withLock { s in
             if let existing = s.entries[identifier] { return existing.table }
             s.entries[identifier] = read
@@ -103,19 +106,27 @@ public final class ZoneDatabase: Sendable {
     /// The fingerprint of a zone's current rules (see ``Zone/rulesFingerprint``).
     public func fingerprint(of identifier: String) -> UInt64? { table(for: identifier)?.fingerprint }
 
-    /// Reads these zones again (those not read yet are skipped: nothing computed with them), swaps in
-    /// the tables whose rules changed and reports them. A zone whose file became unreadable or corrupt
-    /// keeps the rules it had.
+    /// Reads these zones again, swaps in the tables whose rules changed and reports them. A zone whose
+    /// file became unreadable or corrupt keeps the rules it had. A zone not read yet (the zones a
+    /// worker asks about were, unless no directory nor Foundation had them) is looked up as on first
+    /// use.
     public func reload(_ identifiers: some Sequence<String>) -> Reload {
         var result = Reload()
         let directories = self.directories
         for identifier in Set(identifiers).sorted() {
-            guard let old = state.withLock({ $0.entries[identifier] }) else { continue }
-            let (entry, failure) = Self.read(identifier, in: directories)
+            guard let old = state.withLock({ $0.entries[identifier] }) else {
+                // Only names the database may look up: these come from journals and snapshots.
+                guard Zone.isIANAName(identifier), let table = table(for: identifier) else { continue }
+                result.current[identifier] = table.fingerprint
+                continue
+            }
+            result.current[identifier] = old.table.fingerprint
+            let (entry, failure) = Self.lookUp(identifier, in: directories)
             if let failure { result.failures[identifier] = failure }
             guard failure == nil, let entry else { continue }
             guard entry.table.fingerprint != old.table.fingerprint else { continue }
             state.withLock { $0.entries[identifier] = entry }
+            result.current[identifier] = entry.table.fingerprint
             result.changes.append(
                 Change(
                     identifier: identifier,
@@ -130,8 +141,10 @@ public final class ZoneDatabase: Sendable {
 
     /// A zone from the first directory that has its file, else from Foundation; with the error of a
     /// file that was there and could not be used.
-    private static func read(_ identifier: String, in directories: [String]) -> (entry: Entry?, failure: ZoneDataError?)
-    {
+    private static func lookUp(
+        _ identifier: String,
+        in directories: [String]
+    ) -> (entry: Entry?, failure: ZoneDataError?) {
         var failure: ZoneDataError?
         for directory in directories {
             let path = directory + "/" + identifier
@@ -147,21 +160,43 @@ public final class ZoneDatabase: Sendable {
         return (Entry(table: ZoneTable(timeZone: tz), source: .foundation), failure)
     }
 
-    /// The bytes of a regular file, at most ``TZifFile/maximumBytes`` + 1 of them; nil when there is no
+    /// The bytes of a zone file, at most ``TZifFile/maximumBytes`` + 1 of them; nil when there is no
     /// such file (or it is a directory).
+    ///
+    /// Opened without blocking, and refused unless the descriptor opened (symbolic links followed, as
+    /// tzdata's links are) is a regular file: opening a FIFO named like a zone would wait until
+    /// something writes to it, and a device may never end. A regular file is read to its end or the
+    /// bound, whichever comes first.
     static func readFile(_ path: String) throws(ZoneDataError) -> [UInt8]? {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
-            return nil
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            let code = errno
+            if code == ENOENT || code == ENOTDIR { return nil }
+            throw ZoneDataError(.unreadable, "cannot open: \(String(cString: strerror(code)))")
         }
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw ZoneDataError(.unreadable, "cannot open")
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else {
+            throw ZoneDataError(.unreadable, "cannot stat: \(String(cString: strerror(errno)))")
         }
-        defer { try? handle.close() }
-        do {
-            return [UInt8](try handle.read(upToCount: TZifFile.maximumBytes + 1) ?? Data())
-        } catch {
-            throw ZoneDataError(.unreadable, "\(error)")
+        switch status.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: return nil
+        default: throw ZoneDataError(.unreadable, "not a regular file")
         }
+        let limit = TZifFile.maximumBytes + 1
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while bytes.count < limit {
+            let wanted = min(chunk.count, limit - bytes.count)
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, wanted) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ZoneDataError(.unreadable, "cannot read: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { break }
+            bytes += chunk[..<count]
+        }
+        return bytes
     }
 }

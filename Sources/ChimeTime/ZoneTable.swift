@@ -38,9 +38,14 @@ final class ZoneTable: Sendable {
     static let lowerBound: Int64 = -5_364_662_400  // 1800-01-01T00:00:00Z
     static let upperBound: Int64 = 7_258_118_400  // 2200-01-01T00:00:00Z
 
+    /// What a zone no database resolves computes with (``Zone/isResolved``): UTC's offsets under a
+    /// fingerprint no table of rules has (0), so that rules found for it later differ from it.
+    static let unresolved = ZoneTable(initialOffset: 0, changes: [], far: .rule(nil), fingerprint: 0)
+
     /// A table from the offset in effect at 1800 and the changes after it (ascending; changes to the
     /// same offset and all but the last of changes at one instant are dropped).
-    init(initialOffset: Int32, changes: [(at: Int64, offset: Int32)], far: Far) {
+    /// - Parameter fingerprint: set only for ``unresolved``; computed from the offsets otherwise.
+    init(initialOffset: Int32, changes: [(at: Int64, offset: Int32)], far: Far, fingerprint: UInt64? = nil) {
         lower = Self.lowerBound
         upper = Self.upperBound
         self.far = far
@@ -78,7 +83,7 @@ final class ZoneTable: Sendable {
             mix(t)
             mix(Int64(o))
         }
-        fingerprint = hash
+        self.fingerprint = fingerprint ?? hash
     }
 
     /// The table of Foundation's zone (ICU's data).

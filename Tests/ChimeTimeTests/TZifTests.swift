@@ -1,5 +1,6 @@
 import ChimeTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import ChimeTime
@@ -267,18 +268,21 @@ import Testing
 
         // Nothing changed: a reload reports nothing.
         #expect(database.reload(["America/Asuncion", "Europe/Paris"]).changes.isEmpty)
-        // New rules on disk: only a reload sees them, and only zones already read are read again.
+        // New rules on disk: only a reload sees them; a zone not read yet is looked up as on first use.
         try ZicOutput.install(ZicOutput.shifting(offset: "-3:00"), into: directory)
         #expect(Zone(identifier: "America/Asuncion", database: database)?.rulesFingerprint == shifting.rulesFingerprint)
         let reload = database.reload(["America/Asuncion", "Europe/Paris", "Asia/Tokyo"])
         #expect(reload.changes.map(\.identifier) == ["America/Asuncion"])
         #expect(reload.changes.first?.oldFingerprint == shifting.rulesFingerprint)
+        #expect(reload.current["America/Asuncion"] == reload.changes.first?.newFingerprint)
+        #expect(reload.current["Europe/Paris"] == paris.rulesFingerprint)
         let moved = try #require(Zone(identifier: "America/Asuncion", database: database))
         #expect(moved.rulesFingerprint == reload.changes.first?.newFingerprint)
         #expect(moved.offset(at: at("2030-07-01T00:00:00Z")) == -10_800)
         // The zone made before keeps its rules.
         #expect(shifting.offset(at: at("2030-07-01T00:00:00Z")) == -14_400)
-        #expect(database.sources["Asia/Tokyo"] == nil)
+        #expect(database.sources["Asia/Tokyo"] == .foundation)
+        #expect(reload.current["Asia/Tokyo"] == Zone(identifier: "Asia/Tokyo", database: database)?.rulesFingerprint)
 
         // A file that became corrupt keeps the rules there were, and says why.
         try Data("TZif2 broken".utf8).write(to: URL(fileURLWithPath: directory + "/America/Asuncion"))
@@ -286,6 +290,67 @@ import Testing
         #expect(broken.changes.isEmpty)
         #expect(broken.failures["America/Asuncion"]?.code == .truncated)
         #expect(Zone(identifier: "America/Asuncion", database: database)?.rulesFingerprint == moved.rulesFingerprint)
+    }
+}
+
+extension TZifTests {
+    /// A FIFO named like a zone in the directory (or any file that is not a regular one) is refused
+    /// at once: opening it to read would wait for a writer, and the zone is looked up on the worker's
+    /// loop. The zone comes from Foundation instead, and a reload says why.
+    @Test func aFIFONamedLikeAZoneIsRefusedWithoutWaiting() throws {
+        let scratch = try TemporaryDirectory(prefix: "chime-fifo")
+        try FileManager.default.createDirectory(atPath: scratch.appending("America"), withIntermediateDirectories: true)
+        let fifo = scratch.appending("America/Asuncion")
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let database = ZoneDatabase(directories: [scratch.path])
+
+        let zone = try Self.returning(unblocking: fifo) { Zone(identifier: "America/Asuncion", database: database) }
+        #expect((zone ?? nil) != nil)
+        #expect(database.sources["America/Asuncion"] == .foundation)
+        let reload = try Self.returning(unblocking: fifo) { database.reload(["America/Asuncion"]) }
+        #expect(reload?.failures["America/Asuncion"]?.code == .unreadable)
+        #expect(reload?.failures["America/Asuncion"]?.message.contains("not a regular file") == true)
+        let read = try Self.returning(unblocking: fifo) {
+            Result { () throws(ZoneDataError) in try ZoneDatabase.readFile(fifo) }
+        }
+        #expect(throws: ZoneDataError(.unreadable, "")) { try read?.get() }
+    }
+
+    /// Links, as tzdata installs some zones (`posixrules`, `US/Eastern` on some systems), are
+    /// followed; a directory named like a zone is no zone.
+    @Test func symbolicLinksAreFollowedAndDirectoriesAreNoZone() throws {
+        let directory = try ZicOutput.directory(ZicOutput.shifting(offset: "-4:00"))
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/Europe", withIntermediateDirectories: true)
+        #expect(symlink("../America/Asuncion", directory + "/Europe/Lisbon") == 0)
+        try FileManager.default.createDirectory(atPath: directory + "/Asia/Tokyo", withIntermediateDirectories: true)
+        let database = ZoneDatabase(directories: [directory])
+        let linked = try #require(Zone(identifier: "Europe/Lisbon", database: database))
+        #expect(linked.offset(at: at("2030-07-01T00:00:00Z")) == -14_400)
+        #expect(try ZoneDatabase.readFile(directory + "/Asia/Tokyo") == nil)
+        #expect(Zone(identifier: "Asia/Tokyo", database: database) != nil)
+        #expect(database.sources["Asia/Tokyo"] == .foundation)
+    }
+
+    /// Runs `body` on a thread of its own and returns what it returned. A body that has not
+    /// returned within a minute is taken as blocked opening or reading the FIFO at `fifo`: the test
+    /// fails, and a writer is opened and closed on the FIFO until the body returns, so that the
+    /// test ends whatever the code under test does.
+    static func returning<T: Sendable>(unblocking fifo: String, _ body: @escaping @Sendable () -> T) throws -> T? {
+        let result = Mutex<T?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            let value = body()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + 60) == .timedOut else { return result.withLock { $0 } }
+        Issue.record("reading \(fifo) did not return: it waits for a writer")
+        while done.wait(timeout: .now() + 0.1) == .timedOut {
+            let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+            if writer >= 0 { close(writer) }
+        }
+        return nil
     }
 }
 

@@ -1,6 +1,7 @@
-import ChimeTime
 import Foundation
 import Testing
+
+@testable import ChimeTime
 
 @Suite struct ZoneTests {
     @Test(arguments: [
@@ -17,6 +18,52 @@ import Testing
     ])
     func rejectsOtherNames(_ name: String) {
         #expect(Zone(identifier: name) == nil)
+    }
+
+    /// Names a zone directory opens as a path (`Europe//Paris` is the file `Europe/Paris`) but no other
+    /// database knows: a name accepted from a client must resolve wherever the journal is replayed.
+    @Test(arguments: [
+        "Europe//Paris", "America/Argentina//Buenos_Aires", "Europe/Paris/", "/Europe/Paris", "Europe/./Paris",
+        "Europe/../Europe/Paris", "Europe/", "Europe/-Paris", "Etc//UTC",
+    ])
+    func rejectsSpellingsThatAreNotCanonical(_ name: String) {
+        #expect(Zone(identifier: name) == nil)
+    }
+
+    /// Every zone and link of the machine's tzdata source is a name the check accepts (`Factory` is
+    /// not a zone), so that the canonical rule refuses no real zone.
+    @Test func everyTzdataNameIsAccepted() throws {
+        let source = try String(contentsOfFile: "/usr/share/zoneinfo/tzdata.zi", encoding: .utf8)
+        var names: [String] = []
+        for line in source.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.count >= 2, parts[0] == "Z" { names.append(String(parts[1])) }
+            if parts.count >= 3, parts[0] == "L" { names.append(String(parts[2])) }
+        }
+        #expect(names.count > 500)
+        #expect(names.filter { $0 != "Factory" && !Zone.isIANAName($0) } == [])
+    }
+
+    /// A zone a journal or snapshot names is never refused: a spelling an earlier chimed accepted
+    /// is read as the file it named, a zone this machine lacks stays unresolved and reads in UTC.
+    @Test func recordedNamesAlwaysMakeAZone() {
+        let paris = Zone(recorded: "Europe//Paris")
+        #expect(paris.identifier == "Europe/Paris")
+        #expect(paris.isResolved)
+        #expect(paris.offset(at: at("2030-07-01T00:00:00Z")) == 7200)
+        #expect(Zone(recorded: "Europe/Paris").rulesFingerprint == zone("Europe/Paris").rulesFingerprint)
+
+        for name in ["America/Atlantis", "../../etc/passwd", "", "Mars/Olympus"] {
+            let unknown = Zone(recorded: name)
+            #expect(unknown.identifier == name)
+            #expect(!unknown.isResolved)
+            #expect(unknown.offset(at: at("2030-07-01T00:00:00Z")) == 0)
+            #expect(
+                unknown.instant(for: LocalDateTime(year: 2030, month: 7, day: 1, hour: 9)) == at("2030-07-01T09:00:00Z")
+            )
+            #expect(unknown.rulesFingerprint != Zone.utc.rulesFingerprint)
+        }
+        #expect(Zone(recorded: "Atlantis//Lost").identifier == "Atlantis//Lost")
     }
 
     /// The cached table answers exactly as Foundation does, at every transition and between them.

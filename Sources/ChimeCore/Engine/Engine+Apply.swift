@@ -192,7 +192,9 @@ extension Engine {
     /// whose rules the engine held differ: its own zone, or its device's when it follows the device
     /// (and what the device's quiet hours were holding). Absolute times do not move; occurrences keep
     /// their identity (`fireId` is the notification id and the occurrence's instant), and a series
-    /// resumes from its durable position (`pendingFrom`), exactly as a restart computes it.
+    /// resumes from its durable position (`pendingFrom`), exactly as a restart computes it. An
+    /// unresolved zone (``Zone/isResolved``) the database now has is resolved this way; one it still
+    /// lacks keeps computing in UTC.
     ///
     /// Returns, for each zone recomputed, how many notifications depend on it and how many of their
     /// next occurrences moved (during replay nothing is armed yet, so none moved).
@@ -204,7 +206,7 @@ extension Engine {
             guard let box = zones.boxes[record.zone], let now = Zone(identifier: record.zone),
                 now.rulesFingerprint != box.zone.rulesFingerprint
             else { continue }
-            box.replace(now)
+            zones.replace(box, with: now)
             fresh[record.zone] = now
         }
         var counts: [String: (notifications: Int, moved: Int)] = [:]
@@ -250,11 +252,39 @@ extension Engine {
     /// The zones the engine computes with.
     public var zonesInUse: [Zone] { zones.boxes.values.map(\.zone) }
 
+    /// The zones in use that no zone database here resolves (``Zone/isResolved``): named by journal
+    /// records or a snapshot written where they were known. Their wall-clock times are read in UTC
+    /// until the worker finds their rules (each zone check asks again).
+    public var unresolvedZones: Set<String> { zones.unresolved }
+
+    /// For each unresolved zone, the devices that depend on it (its own, or the zone of one of its
+    /// notifications) and how many notifications do: what the worker logs about them.
+    public func unresolvedZoneUse() -> [String: (devices: [String], notifications: Int)] {
+        let unresolved = zones.unresolved
+        var use: [String: (devices: [String], notifications: Int)] = [:]
+        guard !unresolved.isEmpty else { return use }
+        for device in devices.values {
+            var named = Set<String>()
+            if let zone = device.timeZone?.identifier, unresolved.contains(zone) { named.insert(zone) }
+            for n in device.notifications.values {
+                guard let zone = n.effectiveZone(deviceZone: device.timeZone)?.identifier, unresolved.contains(zone)
+                else { continue }
+                named.insert(zone)
+                use[zone, default: ([], 0)].notifications += 1
+            }
+            for zone in named { use[zone, default: ([], 0)].devices.append(device.id) }
+        }
+        for zone in use.keys { use[zone]?.devices.sort() }
+        return use
+    }
+
     /// Zones in use whose rules the snapshot and journal do not record as the ones held: the zones
     /// whose rules changed while chimed was stopped (`previous` is what was recorded), and those
-    /// never recorded (`previous` nil). The worker journals them at start and with each check.
+    /// never recorded (`previous` nil). The worker journals them at start and with each check. An
+    /// unresolved zone has no rules to record: what was recorded stays.
     public var unrecordedZoneRules: [(record: ZoneRulesRecord, previous: UInt64?)] {
         zones.boxes.values.compactMap { box in
+            guard box.zone.isResolved else { return nil }
             let fingerprint = box.zone.rulesFingerprint
             let previous = zoneFingerprints[box.identifier]
             guard previous != fingerprint else { return nil }

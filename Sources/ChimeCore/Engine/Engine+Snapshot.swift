@@ -117,7 +117,11 @@ extension Engine {
         capture = SnapshotCapture(
             nextVersion: nextVersion,
             commandKeys: commandKeys.shards,
-            zoneRules: zonesInUse.map { ZoneRulesRecord(zone: $0.identifier, fingerprint: $0.rulesFingerprint) }
+            // An unresolved zone has no rules of its own: what was recorded for it stays.
+            zoneRules: zonesInUse.compactMap { zone in
+                let fingerprint = zone.isResolved ? zone.rulesFingerprint : zoneFingerprints[zone.identifier]
+                return fingerprint.map { ZoneRulesRecord(zone: zone.identifier, fingerprint: $0) }
+            }
         )
         // Sized once: growing a list of millions would copy it in one turn. (Pages not written to
         // cost no memory.)
@@ -291,10 +295,7 @@ extension Engine {
                 attach(n, to: device)
                 arm(n, device)
             } else {
-                if let name = try r.string("timeZone") {
-                    guard let zone = Zone(identifier: name) else { throw .invalid("timeZone", "unknown zone \(name)") }
-                    device.timeZone = zones.held(zone)
-                }
+                if let name = try r.string("timeZone") { device.timeZone = zones.held(Zone(recorded: name)) }
                 device.badge = Int(try r.integer("badge", in: 0...Int64(Int32.max)) ?? 0)
                 if let q = try r.object("quietHours") {
                     let qr = FieldReader(q)

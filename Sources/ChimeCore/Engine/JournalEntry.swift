@@ -324,9 +324,8 @@ extension JournalEntry {
         case .device:
             let at = Instant(milliseconds: try required(try r.integer("at", in: limits), "at"))
             var update = DeviceUpdate()
-            if let name = try r.string("timeZone") {
-                update.timeZone = try required(Zone(identifier: name), "timeZone")
-            }
+            // Accepted once: a zone this machine cannot resolve is read all the same (Zone(recorded:)).
+            if let name = try r.string("timeZone") { update.timeZone = Zone(recorded: name) }
             if let badge = try r.integer("badge", in: 0...Int64(Int32.max)) { update.badge = Int(badge) }
             update.receipts = try r.bool("receipts")
             update.history = try r.bool("history")

@@ -203,10 +203,7 @@ extension Engine {
         case SnapshotCoding.device:
             let device = device(try r.string())
             let zone = try r.string()
-            if !zone.isEmpty {
-                guard let z = Zone(identifier: zone) else { throw RecoveryError(description: "unknown zone \(zone)") }
-                device.timeZone = zones.held(z)
-            }
+            if !zone.isEmpty { device.timeZone = zones.held(Zone(recorded: zone)) }
             // Saturated: a counter written before it was bounded may be past the maximum.
             device.badge = Badge.clamped(Int(clamping: try r.i64()))
             if try r.u8() == 1 {
@@ -269,12 +266,7 @@ extension Engine {
             let lead = try r.i64()
             let zoneName = try r.string()
             var zone: ZoneBox?
-            if !zoneName.isEmpty {
-                guard let z = Zone(identifier: zoneName) else {
-                    throw RecoveryError(description: "notification \(id): unknown zone \(zoneName)")
-                }
-                zone = zones.box(z)
-            }
+            if !zoneName.isEmpty { zone = zones.box(Zone(recorded: zoneName)) }
             let badgeKind = try r.u8()
             let badgeValue = try r.i32()
             let userInfoStart = try r.i32()

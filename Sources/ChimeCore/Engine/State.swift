@@ -432,6 +432,9 @@ func exactCopy<C: Collection<UInt8>>(_ bytes: C) -> [UInt8] {
 /// the boxes are the zones whose rules matter to it.
 struct ZoneInterner: Sendable {
     private(set) var boxes: [String: ZoneBox] = [:]
+    /// The boxes whose zone is not resolved (``Zone/isResolved``): few, and asked for by every
+    /// metrics export.
+    private(set) var unresolved: Set<String> = []
     var scratch: [UInt8] = []
 
     /// The shared box of `zone`. A box made with other rules of the same zone keeps its own: rules
@@ -440,11 +443,18 @@ struct ZoneInterner: Sendable {
         if let box = boxes[zone.identifier] { return box }
         let box = ZoneBox(zone)
         boxes[zone.identifier] = box
+        if !zone.isResolved { unresolved.insert(zone.identifier) }
         return box
     }
 
     /// `zone` with the rules the engine computes with (those of its box), registering it if new.
     mutating func held(_ zone: Zone) -> Zone { box(zone).zone }
+
+    /// Puts new rules for a zone in its box (``Engine/applyZoneRules(_:)``).
+    mutating func replace(_ box: ZoneBox, with zone: Zone) {
+        box.replace(zone)
+        if zone.isResolved { unresolved.remove(zone.identifier) }
+    }
 }
 
 /// What the engine holds for one device.

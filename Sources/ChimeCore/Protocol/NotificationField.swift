@@ -250,6 +250,9 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
             if let name = try r.string("timeZone", maxLength: 64) {
                 if name == "device" {
                     spec.timeZone = .device
+                } else if source.limits == nil {
+                    // Recorded: accepted once, so read whatever this machine's zones are.
+                    spec.timeZone = .named(Zone(recorded: name))
                 } else if let zone = Zone(identifier: name) {
                     spec.timeZone = .named(zone)
                 } else {

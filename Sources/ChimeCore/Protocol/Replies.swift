@@ -300,11 +300,8 @@ public enum ReplyResult: Hashable, Sendable {
         case .pause: self = .paused(ids: try strings("paused"))
         case .resume: self = .resumed(ids: try strings("resumed"))
         case .device:
-            var zone: Zone?
-            if let name = try r.string("timeZone") {
-                guard let z = Zone(identifier: name) else { throw .invalid("timeZone", "unknown zone \(quoted(name))") }
-                zone = z
-            }
+            // The worker's zone database may have zones this one lacks.
+            let zone = try r.string("timeZone").map { Zone(recorded: $0) }
             var quiet: QuietHours?
             if let q = try r.object("quietHours") {
                 let qr = FieldReader(q, path: "quietHours.")

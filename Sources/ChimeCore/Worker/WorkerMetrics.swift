@@ -17,6 +17,8 @@ public struct WorkerMetrics: Hashable, Sendable {
     public var at: Instant
     /// Slot mode: the slots served now, ascending; nil without slots.
     public var slots: [Int]? = nil
+    /// Zones in use that the zone database does not have (``Engine/unresolvedZones``).
+    public var unresolvedZones = 0
 
     public var ready: Bool { notReady.isEmpty }
 
@@ -67,6 +69,10 @@ public struct WorkerMetrics: Hashable, Sendable {
         ("chime_deliveries_in_flight", "gauge", "Deliveries published and not yet acknowledged."),
         ("chime_journal_unsnapshotted_bytes", "gauge", "Journal bytes written since the newest snapshot."),
         ("chime_journal_sequence", "gauge", "Sequence number of the last journal record."),
+        (
+            "chime_unresolved_zones", "gauge",
+            "Zones in use that the zone database lacks: their wall-clock times are read in UTC."
+        ),
         ("chime_broker_connected", "gauge", "1 while connected to the broker."),
         ("chime_ready", "gauge", "1 while serving commands: connected, subscribed, journal writable."),
         ("chime_start_time_seconds", "gauge", "When this process started, in seconds since the epoch."),
@@ -127,6 +133,7 @@ public struct WorkerMetrics: Hashable, Sendable {
             ("chime_deliveries_in_flight", Double(inflight)),
             ("chime_journal_unsnapshotted_bytes", Double(store.bytesSinceSnapshot)),
             ("chime_journal_sequence", Double(store.lastSequence)),
+            ("chime_unresolved_zones", Double(unresolvedZones)),
             ("chime_broker_connected", connected ? 1 : 0),
             ("chime_ready", ready ? 1 : 0),
             ("chime_start_time_seconds", Double(startedAt.milliseconds) / 1000),

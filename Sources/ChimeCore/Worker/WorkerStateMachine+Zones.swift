@@ -7,6 +7,12 @@
 /// and, once it is appended, computes its notifications again (``Engine/applyZoneRules(_:)``). At
 /// start (and when a slot is loaded) the rules the engine now computes with are compared with those
 /// its snapshot and journal recorded: a change made while chimed was stopped is journaled and logged.
+///
+/// A zone that the journal or snapshot names and the zone database here does not have is
+/// *unresolved* (``Zone/isResolved``): recovery never fails on it. It is logged when the engine is
+/// loaded, counted by the `chime_unresolved_zones` gauge, read in UTC, and asked for again with every
+/// check; once the database has it, it is resolved as changed rules are (journaled, then every
+/// notification that depends on it computed again).
 extension WorkerStateMachine {
     /// Asks the loop to read again the rules of every zone the engines use.
     mutating func checkZones(because reason: String, now: Instant, _ actions: inout [Action]) {
@@ -21,6 +27,17 @@ extension WorkerStateMachine {
     mutating func maybeCheckZones(now: Instant, _ actions: inout [Action]) {
         for slot in zoneRulesToCompare.sorted() {
             guard let engine = engines[slot] else { continue }
+            for (zone, use) in engine.unresolvedZoneUse().sorted(by: { $0.key < $1.key }) {
+                log(
+                    .warning,
+                    "zone not in the zone database; its wall-clock times are read in UTC until it is",
+                    [
+                        "zone": zone, "device": use.devices.first ?? "", "devices": "\(use.devices.count)",
+                        "notifications": "\(use.notifications)",
+                    ],
+                    into: &actions
+                )
+            }
             // Only changes: zones never recorded are recorded by the next snapshot or check.
             let changed = engine.unrecordedZoneRules.filter { $0.previous != nil }
             guard !changed.isEmpty else { continue }
@@ -70,6 +87,12 @@ extension WorkerStateMachine {
                 records.append(ZoneRulesRecord(zone: zone, fingerprint: change.newFingerprint))
                 mine.insert(zone)
             }
+            // Unresolved zones the database has now: applying their rules resolves them.
+            for zone in engine.unresolvedZones.sorted() {
+                guard let fingerprint = reload.current[zone] else { continue }
+                records.removeAll { $0.zone == zone }
+                records.append(ZoneRulesRecord(zone: zone, fingerprint: fingerprint))
+            }
             guard !records.isEmpty else { continue }
             journalZoneRules(records, changed: mine, slot: slot, now: now, &actions)
         }
@@ -105,12 +128,17 @@ extension WorkerStateMachine {
         _ actions: inout [Action]
     ) {
         guard let engine = engines[slot] else { return }
+        let unresolved = engine.unresolvedZones
         let counts = engine.applyZoneRules(records)
-        for zone in changed.sorted() {
+        let found = unresolved.subtracting(engine.unresolvedZones)
+        let lines =
+            found.map { ($0, "zone found in the zone database; next occurrences computed again with its rules") }
+            + changed.map { ($0, "zone rules changed; next occurrences computed again") }
+        for (zone, message) in lines.sorted(by: { $0.0 < $1.0 }) {
             let count = counts[zone] ?? (0, 0)
             log(
                 .notice,
-                "zone rules changed; next occurrences computed again",
+                message,
                 [
                     "zone": zone, "notifications": "\(count.notifications)", "moved": "\(count.moved)",
                     "rules": ZoneRulesRecord.hex(records.first { $0.zone == zone }?.fingerprint ?? 0),

@@ -1123,6 +1123,7 @@ public struct WorkerStateMachine {
             at: now
         )
         if policy.slots != nil { numbers.slots = engines.keys.sorted() }
+        numbers.unresolvedZones = engines.values.reduce(into: Set<String>()) { $0.formUnion($1.unresolvedZones) }.count
         return numbers
     }
 
