@@ -4,7 +4,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build release run test lint format bench bench-postgres bench-slots bench-scale bench-quick fuzz soak clean
+.PHONY: bootstrap build release run test lint format bench bench-baseline bench-postgres bench-slots bench-scale bench-quick fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -66,6 +66,14 @@ bench: release
 	scripts/nats-peer --install
 	.build/release/chime-bench system --json bench-results/results.json
 	scripts/plot-lateness bench-results/results.json bench-results/lateness.svg
+
+## This build against an earlier chimed in the same run (README, "Performance"): ingest, burst and
+## batch, round after round, each figure as this build ÷ the baseline. REF: any commit, tag or branch
+## (default: the chimed of 2026-11-30); scripts/build-baseline builds it once into .build/baseline.
+REF ?= e3c9362
+bench-baseline: release
+	.build/release/chime-bench system --only ingest,burst,batch --baseline "$$(scripts/build-baseline $(REF))" \
+		--json bench-results/baseline.json
 
 ## The same on PostgreSQL: ingest and burst on both stores in one run, then memory, cancel by tag,
 ## steady lateness and recovery of a million pending on PostgreSQL (README, "In PostgreSQL").

@@ -11,6 +11,8 @@ let usage = """
            chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,scale]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
                               [--store postgres]  (every chimed on a PostgreSQL of its own, fsync on)
+                              [--baseline PATH]  (ingest, burst and batch also run this earlier chimed, round
+                               after round, and print this build ÷ it: make bench-baseline REF=...)
                               (peer: NATS JetStream through scripts/nats-peer, installed by its --install;
                                slots, only when named: 1, 2 and 3 workers sharing 256 slots on one PostgreSQL;
                                scale, only when named: the steady workload at 1, 2, 5 and 10 million pending)
@@ -48,6 +50,14 @@ do {
         if let i = arguments.firstIndex(of: "--store"), i + 1 < arguments.count {
             guard arguments[i + 1] == "postgres" else { throw BenchError(usage) }
             bench.postgres = true
+        }
+        if let i = arguments.firstIndex(of: "--baseline") {
+            guard i + 1 < arguments.count, FileManager.default.isExecutableFile(atPath: arguments[i + 1]) else {
+                throw BenchError(
+                    "--baseline needs the path of a chimed (scripts/build-baseline REF prints one)\n" + usage
+                )
+            }
+            bench.baseline = arguments[i + 1]
         }
         if let i = arguments.firstIndex(of: "--metrics"), i + 1 < arguments.count {
             guard let port = Int(arguments[i + 1]) else { throw BenchError(usage) }

@@ -46,7 +46,7 @@ class Badge:
         return f"-{-self.delta}" if self.delta < 0 else f"+{self.delta}"
 
     @staticmethod
-    def to_wire(value: int | Badge) -> int | str:
+    def to_wire(value: object) -> int | str:
         """A badge as the wire takes it; an absolute one must be from 0 to ``MAX_BADGE``."""
         if isinstance(value, Badge):
             return value.wire()
