@@ -105,7 +105,9 @@ let package = Package(
         .target(name: "ChimeHarness", dependencies: ["ChimeMQTT"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "ChimeBench",
-            dependencies: ["ChimeTime", "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeHarness", "ChimeSupport"],
+            dependencies: [
+                "ChimeTime", "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeHarness", "ChimeSupport", "ChimeWorker",
+            ],
             swiftSettings: swiftSettings
         ),
 
