@@ -17,6 +17,8 @@ struct HotPathBenchmark {
     /// Where the recorded figures are (`--record` writes this run's there).
     var recordPath = "docs/bench/hot-path.json"
     var record = false
+    /// Only the workloads whose name starts with this (`single`, `batch`), for a profiler.
+    var only: String?
 
     /// A workload: commands as the broker hands them over, each with the device its topic names.
     struct Workload {
@@ -51,8 +53,8 @@ struct HotPathBenchmark {
             return message("b\(k % 2000)", k, #"{"notifications":[\#(items.joined(separator: ","))]}"#)
         }
         return [
-            Workload(name: "schedule, one notification", commands: single, notificationsPerCommand: 1),
-            Workload(name: "schedule, a batch of 100", commands: batches, notificationsPerCommand: 100),
+            Workload(name: "single schedule", commands: single, notificationsPerCommand: 1),
+            Workload(name: "batch of 100", commands: batches, notificationsPerCommand: 100),
         ]
     }
 
@@ -60,13 +62,13 @@ struct HotPathBenchmark {
         let count = quick ? 20_000 : 100_000
         say("hot path: the worker's loop in process (no broker, no disk), default flags, best of 5 passes")
         var figures: [String: Double] = [:]
-        for workload in Self.workloads(count: count) {
+        for workload in Self.workloads(count: count) where only.map({ workload.name.hasPrefix($0) }) ?? true {
             var best = Double.infinity
             for _ in 0..<5 { best = min(best, try pass(workload)) }
             figures[workload.name] = best * 1e6
             say(
                 String(
-                    format: "  %-28@ %7.2f µs CPU a command (%.2f a notification)",
+                    format: "  %-16@ %7.2f µs CPU a command (%.2f a notification)",
                     workload.name,
                     best * 1e6,
                     best * 1e6 / Double(workload.notificationsPerCommand)
@@ -154,7 +156,7 @@ struct HotPathBenchmark {
             let change = (now / then - 1) * 100
             say(
                 String(
-                    format: "  %-28@ %7.2f µs, recorded %7.2f µs: %+.1f %%%@",
+                    format: "  %-16@ %7.2f µs, recorded %7.2f µs: %+.1f %%%@",
                     name,
                     now,
                     then,

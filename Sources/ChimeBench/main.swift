@@ -5,8 +5,8 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let quick = arguments.contains("--quick")
 let usage = """
     usage: chime-bench recurrence [--quick | --hostile]
-           chime-bench hot-path [--quick] [--record]  (the loop's CPU a command in process, against
-                              docs/bench/hot-path.json; --record writes this run's figures there)
+           chime-bench hot-path [--quick] [--record] [--only single|batch]  (the loop's CPU a command in
+                              process, against docs/bench/hot-path.json; --record writes this run's figures there)
            chime-bench ingest-cpu [--quick]  (a batch command's stages in process: µs a notification)
            chime-bench snapshot-steps [--quick]  (how long taking a snapshot holds the loop, in process)
            chime-bench recovery [--quick | --pending N]  (recovery from a snapshot and a journal tail, in process)
@@ -29,7 +29,9 @@ do {
     case "recurrence":
         RecurrenceBenchmark(quick: quick).run()
     case "hot-path":
-        try HotPathBenchmark(quick: quick, record: arguments.contains("--record")).run()
+        var bench = HotPathBenchmark(quick: quick, record: arguments.contains("--record"))
+        if let i = arguments.firstIndex(of: "--only"), i + 1 < arguments.count { bench.only = arguments[i + 1] }
+        try bench.run()
     case "ingest-cpu":
         IngestCPUBenchmark(quick: quick).run()
     case "snapshot-steps":

@@ -17,12 +17,21 @@ extension Topics {
     /// Topics outside the prefix are left to the broker's ACL. A Response Topic that is not honoured
     /// is replaced by `P/{deviceId}/replies`, so the command still gets its one reply.
     public func acceptsResponseTopic(_ topic: String, forCommandOn deviceId: String) -> Bool {
-        guard topic.hasPrefix(prefix + "/") else { return true }
-        let rest = topic.dropFirst(prefix.count + 1)
-        let owner = rest.prefix { $0 != "/" }
-        let below = rest.dropFirst(owner.count)
-        if owner == "$reply" { return below.hasPrefix("/\(deviceId)/") }
-        guard owner == deviceId else { return false }
-        return below == "/replies" || below.hasPrefix("/replies/")
+        // On UTF-8 bytes: every command with a Response Topic comes through here.
+        var rest = topic.utf8[...]
+        guard rest.starts(with: prefix.utf8), rest.dropFirst(prefix.utf8.count).first == UInt8(ascii: "/") else {
+            return true
+        }
+        rest = rest.dropFirst(prefix.utf8.count + 1)
+        let owner = rest.prefix { $0 != UInt8(ascii: "/") }
+        var below = rest.dropFirst(owner.count)
+        if owner.elementsEqual("$reply".utf8) {
+            guard below.first == UInt8(ascii: "/") else { return false }
+            below = below.dropFirst()
+            return below.starts(with: deviceId.utf8) && below.dropFirst(deviceId.utf8.count).first == UInt8(ascii: "/")
+        }
+        guard owner.elementsEqual(deviceId.utf8), below.starts(with: "/replies".utf8) else { return false }
+        let after = below.dropFirst("/replies".utf8.count)
+        return after.isEmpty || after.first == UInt8(ascii: "/")
     }
 }

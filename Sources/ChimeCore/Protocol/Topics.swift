@@ -51,14 +51,30 @@ public struct Topics: Hashable, Sendable {
     }
 
     /// Parses `prefix/{deviceId}/cmd/{op}`; nil when the topic is not a command topic at all.
+    /// Every command goes through it: it reads the topic's UTF-8 once, without splitting it.
     public func parseCommand(_ topic: String) -> CommandAddress? {
-        guard topic.hasPrefix(prefix), topic.utf8.count > prefix.utf8.count + 1 else { return nil }
-        let rest = topic.dropFirst(prefix.count)
-        guard rest.first == "/" else { return nil }
-        let parts = rest.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[1] == "cmd" else { return nil }
-        let deviceId = parts[0]
-        let opName = String(parts[2])
+        let bytes = topic.utf8
+        let slash = UInt8(ascii: "/")
+        var i = bytes.startIndex
+        for p in prefix.utf8 {
+            guard i != bytes.endIndex, bytes[i] == p else { return nil }
+            bytes.formIndex(after: &i)
+        }
+        guard i != bytes.endIndex, bytes[i] == slash else { return nil }
+        bytes.formIndex(after: &i)
+        let deviceStart = i
+        while i != bytes.endIndex, bytes[i] != slash { bytes.formIndex(after: &i) }
+        let deviceId = topic[deviceStart..<i]
+        for c in "/cmd/".utf8 {
+            guard i != bytes.endIndex, bytes[i] == c else { return nil }
+            bytes.formIndex(after: &i)
+        }
+        let opStart = i
+        while i != bytes.endIndex {
+            guard bytes[i] != slash else { return nil }
+            bytes.formIndex(after: &i)
+        }
+        let opName = String(topic[opStart...])
         let op = Operation(rawValue: opName)
         var problem: ChimeError?
         if !DeviceID.isValid(deviceId) || deviceId.first == "$" {
