@@ -65,7 +65,33 @@ import Testing
             let typed = try ReplyResult(op: op, json: result)
             #expect(JSON.object(typed.json).text == expected, "\(op.rawValue) \(payload) read back")
             #expect(!typed.isDuplicate)
+            // A reply's bytes, written straight, are its object's.
+            for requestId in [nil, "r\"1"] {
+                let direct = Reply(op: op.rawValue, requestId: requestId, outcome: .success(typed))
+                #expect(direct.bytes == JSON.object(direct.json).bytes, "\(op.rawValue) \(payload)")
+            }
         }
+    }
+
+    /// Every shape of a `schedule` result, written straight into bytes, is what its object writes.
+    @Test func aScheduleReplyWrittenStraightIsItsObject() {
+        let results: [ReplyResult.Scheduled] = [
+            .init(scheduled: [], replaced: 0),
+            .init(scheduled: [.init(id: "a", nextFireDate: nil)], replaced: 3),
+            .init(
+                scheduled: [
+                    .init(id: #"q"uo\te é"#, nextFireDate: Instant(milliseconds: 1_796_119_200_123)),
+                    .init(id: "\u{1}", nextFireDate: Instant(milliseconds: -62_135_596_800_000)),
+                ],
+                replaced: 1000
+            ),
+        ]
+        for s in results {
+            let reply = Reply(op: "schedule", requestId: "r", outcome: .success(.scheduled(s)))
+            #expect(reply.bytes == JSON.object(reply.json).bytes, "\(s)")
+        }
+        let refusal = Reply(op: "schedule", requestId: nil, outcome: .failure(ChimeError(.invalidArgument, "x")))
+        #expect(refusal.bytes == JSON.object(refusal.json).bytes)
     }
 
     @Test func aRedeliveredCommandIsADuplicate() throws {

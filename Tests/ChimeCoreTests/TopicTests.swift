@@ -21,6 +21,32 @@ import Testing
         #expect(topics.parseCommand("chime/a.b:c@d-e_f/cmd/list")?.problem == nil)
     }
 
+    @Test func commandTopicsThatAreAlmostCommandsAreNot() {
+        for topic in [
+            "chime", "chime/", "chime/d1", "chime/d1/cmd", "chime/d1/cmdx/list", "chime/d1/cmd/list/x", "chimex/d1/cmd/list",
+            "chim/d1/cmd/list", "/chime/d1/cmd/list",
+        ] {
+            #expect(topics.parseCommand(topic) == nil, "\(topic)")
+        }
+        #expect(topics.parseCommand("chime/d1/cmd/")?.problem?.field == "op")
+        #expect(topics.parseCommand("chime/é/cmd/list")?.problem?.field == "deviceId")
+        #expect(Topics(prefix: "a/b").parseCommand("a/b/d1/cmd/inbox")?.op == .inbox)
+    }
+
+    /// PROTOCOL.md section 4: a Response Topic under the prefix is honoured only in the commanded
+    /// device's own reply spaces.
+    @Test(arguments: [
+        ("chime/d1/replies", true), ("chime/d1/replies/app-7", true), ("chime/$reply/d1/x", true),
+        ("chime/$reply/d1/", true), ("other/anything", true), ("chimex/d2/notifications", true),
+        ("chime/d1/repliesx", false), ("chime/d1/replie", false), ("chime/d1/notifications", false),
+        ("chime/d2/replies", false), ("chime/d10/replies", false), ("chime/d/replies", false),
+        ("chime/$reply/d2/x", false), ("chime/$reply/d1", false), ("chime/$reply/d10/x", false),
+        ("chime/$reply", false), ("chime/$worker/w1/status", false), ("chime/", false), ("chime/d1", false),
+    ])
+    func responseTopicsStayInTheDevicesOwnSpace(topic: String, accepted: Bool) {
+        #expect(topics.acceptsResponseTopic(topic, forCommandOn: "d1") == accepted)
+    }
+
     @Test func partitionsByZlibCRC32() {
         #expect(crc32(Array("123456789".utf8)) == 0xCBF4_3926)
         // Values from Python's zlib.crc32.

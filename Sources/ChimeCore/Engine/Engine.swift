@@ -238,7 +238,8 @@ public final class Engine {
             let path = batch ? "notifications[\(i)]." : ""
             let spec = try resolve(spec, path: path, deviceZone: device?.timeZone, now: now, random: &random)
             try checkFires(spec, path: path, deviceZone: device?.timeZone, now: now)
-            resolved.append(spec)
+            // Written once here for the quota, the journal and the engine's copy.
+            resolved.append(spec.encodedOnce())
         }
         let replaced = replace.map { selectedIds(request.deviceId, $0) } ?? []
         // Quota: what remains after `replace`, plus ids not already there.
@@ -259,7 +260,7 @@ public final class Engine {
         for id in Set(replaced).union(resolved.map(\.id)) {
             if let old = existing[id], old.isListed { bytes -= old.storedBytes }
         }
-        for spec in resolved { bytes += Self.listedBytes(spec) }
+        for spec in resolved { bytes += spec.encoded!.listed.count }
         try checkBytesQuota(bytes)
         return .write(.schedule(deviceId: request.deviceId, at: now, replaced: replaced, notifications: resolved))
     }

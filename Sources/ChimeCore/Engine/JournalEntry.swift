@@ -160,7 +160,7 @@ extension JournalEntry {
             out.append(UInt8(ascii: "["))
             for (i, n) in notifications.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                NotificationCoding.write(n.spec, internal: true, to: &out)
+                NotificationCoding.writeRecord(n, to: &out)
             }
             out.append(UInt8(ascii: "]"))
         case .update(let d, let at, let notification):

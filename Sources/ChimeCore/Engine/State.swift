@@ -265,23 +265,23 @@ final class StoredNotification: @unchecked Sendable {
         }
         var zone: ZoneBox?
         if case .named(let z)? = spec.timeZone { zone = zones.box(z) }
-        // Written into a reused scratch buffer, then copied into an exactly sized block: growing
-        // one in place would leave a trail of freed buffers among long-lived objects.
-        // Taken out, so that it is the only reference and clearing it keeps its buffer.
-        var content: [UInt8] = []
-        swap(&content, &zones.scratch)
-        content.removeAll(keepingCapacity: true)
-        var userInfoStart: Int32 = -1
-        for field in NotificationField.content {
-            guard let value = field.value(of: spec) else { continue }
-            content.append(UInt8(ascii: ","))
-            JSON.writeString(field.wireName, to: &content)
-            content.append(UInt8(ascii: ":"))
-            // `userInfo` comes last: its text is the tail of the content.
-            if field == .userInfo { userInfoStart = Int32(content.count) }
-            value.write(to: &content)
+        // Written when it was scheduled (``ResolvedNotification/encoded``), else into a reused
+        // scratch buffer; then copied into an exactly sized block: growing one in place would leave
+        // a trail of freed buffers among long-lived objects. The scratch buffer is taken out, so
+        // that it is the only reference and clearing it keeps its buffer.
+        var scratch: [UInt8] = []
+        let content: [UInt8]
+        let userInfoStart: Int32
+        if let encoded = resolved.encoded {
+            content = encoded.content
+            userInfoStart = encoded.userInfoStart
+        } else {
+            swap(&scratch, &zones.scratch)
+            scratch.removeAll(keepingCapacity: true)
+            userInfoStart = NotificationCoding.writeContent(spec, to: &scratch)
+            content = scratch
         }
-        defer { zones.scratch = content }
+        defer { if resolved.encoded == nil { zones.scratch = scratch } }
         var badgeKind: UInt8 = 0
         var badgeValue: Int32 = 0
         switch spec.badge {

@@ -193,6 +193,9 @@ public struct ResolvedNotification: Hashable, Sendable {
     public let fireDate: DateTimeValue
     /// The fields as given; `id` and `fireDate` are the ones above, `after` and `alignTo` unset.
     public private(set) var spec: NotificationSpec
+    /// The spec written once when it is scheduled, for the byte quota, the journal and the engine
+    /// (``NotificationCoding/encoded(_:)``); nil when read back. Not part of its value.
+    var encoded: EncodedNotification?
 
     /// - Parameters:
     ///   - spec: the fields as given; its `id`, `fireDate`, `after` and `alignTo` are replaced.
@@ -217,6 +220,23 @@ public struct ResolvedNotification: Hashable, Sendable {
     public subscript<T>(dynamicMember path: KeyPath<NotificationSpec, T>) -> T { spec[keyPath: path] }
 
     public func effectiveZone(deviceZone: Zone?) -> Zone? { spec.effectiveZone(deviceZone: deviceZone) }
+
+    /// This notification with its ``encoded`` form.
+    func encodedOnce() -> ResolvedNotification {
+        var copy = self
+        copy.encoded = NotificationCoding.encoded(spec)
+        return copy
+    }
+
+    public static func == (a: ResolvedNotification, b: ResolvedNotification) -> Bool {
+        a.id == b.id && a.fireDate == b.fireDate && a.spec == b.spec
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(fireDate)
+        hasher.combine(spec)
+    }
 }
 
 /// A selector (PROTOCOL.md section 3): which of a device's notifications a command acts on.

@@ -181,8 +181,73 @@ enum NotificationCoding {
         out.append(UInt8(ascii: "}"))
     }
 
+    /// The content fields as a stored notification keeps them (``NotificationField/content``, each
+    /// written `,"key":value`, `userInfo` last) appended to `out`.
+    /// - Returns: where `userInfo`'s value starts in `out`; -1 without one.
+    static func writeContent(_ spec: NotificationSpec, to out: inout [UInt8]) -> Int32 {
+        var userInfoStart: Int32 = -1
+        for field in NotificationField.content {
+            guard let value = field.value(of: spec) else { continue }
+            out.append(UInt8(ascii: ","))
+            JSON.writeString(field.wireName, to: &out)
+            out.append(UInt8(ascii: ":"))
+            if field == .userInfo { userInfoStart = Int32(out.count) }
+            value.write(to: &out)
+        }
+        return userInfoStart
+    }
+
+    /// Writes `spec` once for everything that needs it when it is scheduled: its listed form (the
+    /// byte quota counts it), which the journal record is with its seed added, and its content as
+    /// the engine stores it. The same bytes as ``write(_:internal:to:)`` and ``writeContent(_:to:)``.
+    static func encoded(_ spec: NotificationSpec) -> EncodedNotification {
+        var listed: [UInt8] = []
+        listed.reserveCapacity(256)
+        var content: [UInt8] = []
+        var userInfoStart: Int32 = -1
+        listed.append(UInt8(ascii: "{"))
+        for field in NotificationField.allCases {
+            guard let value = field.value(of: spec) else { continue }
+            if listed.count > 1 { listed.append(UInt8(ascii: ",")) }
+            let member = listed.count
+            JSON.writeString(field.wireName, to: &listed)
+            listed.append(UInt8(ascii: ":"))
+            let valueStart = listed.count
+            value.write(to: &listed)
+            guard field.storage == .content else { continue }
+            content.append(UInt8(ascii: ","))
+            if field == .userInfo { userInfoStart = Int32(content.count + valueStart - member) }
+            content.append(contentsOf: listed[member...])
+        }
+        listed.append(UInt8(ascii: "}"))
+        return EncodedNotification(listed: listed, content: content, userInfoStart: userInfoStart)
+    }
+
+    /// The journal's form of a notification: ``write(_:internal:to:)`` with `internal`, from its
+    /// encoding when it has one.
+    static func writeRecord(_ n: ResolvedNotification, to out: inout [UInt8]) {
+        guard let encoded = n.encoded else {
+            write(n.spec, internal: true, to: &out)
+            return
+        }
+        out.append(contentsOf: encoded.listed.dropLast())
+        var first = false
+        out.appendMember("seed", .int(Int64(bitPattern: n.spec.seed)), first: &first)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Milliseconds shown as seconds: an integer when whole.
     static func seconds(_ milliseconds: Int64) -> JSON {
         milliseconds % 1000 == 0 ? .int(milliseconds / 1000) : .double(Double(milliseconds) / 1000)
     }
+}
+
+/// A notification written once when it is scheduled (``NotificationCoding/encoded(_:)``).
+public struct EncodedNotification: Sendable {
+    /// As `list` shows it: what `--max-bytes-per-device` counts.
+    let listed: [UInt8]
+    /// The content fields as the engine stores them.
+    let content: [UInt8]
+    /// Where `userInfo`'s value starts in `content`; -1 without one.
+    let userInfoStart: Int32
 }

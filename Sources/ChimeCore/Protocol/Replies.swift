@@ -50,7 +50,26 @@ public struct Reply: Hashable, Sendable {
         return o
     }
 
-    public var bytes: [UInt8] { JSON.object(json).bytes }
+    /// ``json`` as bytes, written straight into them (the same bytes): every command has a reply.
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(160)
+        var first = true
+        out.append(UInt8(ascii: "{"))
+        switch outcome {
+        case .success(let result):
+            out.appendMember("ok", true, first: &first)
+            out.appendMember("op", .string(op), first: &first)
+            if let requestId { out.appendMember("requestId", .string(requestId), first: &first) }
+            out.appendKey("result", first: &first)
+            result.write(to: &out)
+        case .failure:
+            // Rare, and never on the path every command takes: as ``json`` writes it.
+            return JSON.object(json).bytes
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
 }
 
 /// The `result` of an `ok` reply, one case per kind of answer (PROTOCOL.md section 3).
@@ -226,6 +245,32 @@ public enum ReplyResult: Hashable, Sendable {
 
     /// Whether this is ``duplicate``.
     public var isDuplicate: Bool { self == .duplicate }
+
+    /// Writes ``json`` into `out`: the result of a `schedule` straight into bytes (every command of
+    /// the ingest path has one), the others through their object.
+    func write(to out: inout [UInt8]) {
+        guard case .scheduled(let s) = self else {
+            JSON.object(json).write(to: &out)
+            return
+        }
+        out.append(contentsOf: #"{"scheduled":["#.utf8)
+        for (i, next) in s.scheduled.enumerated() {
+            out.append(contentsOf: (i == 0 ? #"{"id":"# : #",{"id":"#).utf8)
+            JSON.writeString(next.id, to: &out)
+            out.append(contentsOf: #","nextFireDate":"#.utf8)
+            if let date = next.nextFireDate {
+                out.append(UInt8(ascii: "\""))
+                date.writeRFC3339(into: &out)
+                out.append(UInt8(ascii: "\""))
+            } else {
+                out.append(contentsOf: "null".utf8)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(contentsOf: #"],"replaced":"#.utf8)
+        out.append(decimal: Int64(s.replaced))
+        out.append(UInt8(ascii: "}"))
+    }
 
     /// The `result` object.
     public var json: JSONObject {

@@ -17,21 +17,38 @@ extension Topics {
     /// Topics outside the prefix are left to the broker's ACL. A Response Topic that is not honoured
     /// is replaced by `P/{deviceId}/replies`, so the command still gets its one reply.
     public func acceptsResponseTopic(_ topic: String, forCommandOn deviceId: String) -> Bool {
-        // On UTF-8 bytes: every command with a Response Topic comes through here.
-        var rest = topic.utf8[...]
-        guard rest.starts(with: prefix.utf8), rest.dropFirst(prefix.utf8.count).first == UInt8(ascii: "/") else {
+        // On the UTF-8 bytes in place: every command with a Response Topic comes through here.
+        var topic = topic
+        var prefix = prefix
+        var deviceId = deviceId
+        return topic.withUTF8 { t in
+            prefix.withUTF8 { p in deviceId.withUTF8 { d in Self.accepts(t, prefix: p, device: d) } }
+        }
+    }
+
+    private static func accepts(
+        _ t: UnsafeBufferPointer<UInt8>,
+        prefix p: UnsafeBufferPointer<UInt8>,
+        device d: UnsafeBufferPointer<UInt8>
+    ) -> Bool {
+        let slash = UInt8(ascii: "/")
+        /// Whether `t` holds `s` at `i`.
+        func has(_ s: UnsafeBufferPointer<UInt8>, at i: Int) -> Bool {
+            guard i + s.count <= t.count else { return false }
+            for k in 0..<s.count where t[i + k] != s[k] { return false }
             return true
         }
-        rest = rest.dropFirst(prefix.utf8.count + 1)
-        let owner = rest.prefix { $0 != UInt8(ascii: "/") }
-        var below = rest.dropFirst(owner.count)
-        if owner.elementsEqual("$reply".utf8) {
-            guard below.first == UInt8(ascii: "/") else { return false }
-            below = below.dropFirst()
-            return below.starts(with: deviceId.utf8) && below.dropFirst(deviceId.utf8.count).first == UInt8(ascii: "/")
+        func has(_ s: StaticString, at i: Int) -> Bool {
+            s.withUTF8Buffer { has($0, at: i) }
         }
-        guard owner.elementsEqual(deviceId.utf8), below.starts(with: "/replies".utf8) else { return false }
-        let after = below.dropFirst("/replies".utf8.count)
-        return after.isEmpty || after.first == UInt8(ascii: "/")
+        guard has(p, at: 0), p.count < t.count, t[p.count] == slash else { return true }
+        let owner = p.count + 1
+        if has("$reply/", at: owner) {
+            let device = owner + 7
+            return has(d, at: device) && device + d.count < t.count && t[device + d.count] == slash
+        }
+        let below = owner + d.count
+        guard has(d, at: owner), has("/replies", at: below) else { return false }
+        return below + 8 == t.count || t[below + 8] == slash
     }
 }
