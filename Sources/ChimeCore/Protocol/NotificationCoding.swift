@@ -91,7 +91,7 @@ enum NotificationCoding {
     /// The rules between fields that can be checked once `field` has been read.
     private static func check(
         after field: NotificationField,
-        _ spec: NotificationSpec,
+        _ spec: borrowing NotificationSpec,
         _ r: FieldReader
     )
         throws(ChimeError)
