@@ -34,6 +34,12 @@ final class Predecoding: Sendable {
     /// Starts decoding the commands among `events` that the machine says may be
     /// (``WorkerStateMachine/predecodable(_:now:)``); nil when there are none.
     static func start(_ events: [WorkerEvent], machine: WorkerStateMachine, now: Instant) -> Predecoding? {
+        // Most turns hold no batch at all: nothing to copy then.
+        let large = events.lazy.filter {
+            if case .mqtt(.message(let m)) = $0 { return m.payload.count >= WorkerStateMachine.minimumPredecodedBytes }
+            return false
+        }
+        guard large.dropFirst().first != nil else { return nil }
         var messages: [InboundMessage] = []
         var eventIndex: [Int] = []
         for (i, event) in events.enumerated() {

@@ -6,6 +6,11 @@ enum NotificationCoding {
     /// Every member a notification object may have (``NotificationField``).
     static let fields = Set(NotificationField.allCases.map(\.wireName))
 
+    /// Each field's bit in a mask of the fields an object has, by its member's name.
+    static let fieldBits: [String: UInt64] = Dictionary(
+        uniqueKeysWithValues: NotificationField.allCases.enumerated().map { ($1.wireName, 1 << UInt64($0)) }
+    )
+
     /// A single `schedule` command's members: the fields and `requestId`.
     static let fieldsAndRequestId = fields.union(["requestId"])
 
@@ -78,8 +83,14 @@ enum NotificationCoding {
     static func decode(_ r: FieldReader, limits: CommandLimits?) throws(ChimeError) -> NotificationSpec {
         var spec = NotificationSpec()
         let source: NotificationField.Source = limits.map { .client($0) } ?? .journal
-        for field in NotificationField.allCases {
-            try field.decode(r, into: &spec, from: source)
+        // Each field's decoder reads only its own member, and leaves the spec as it is without
+        // one: which are there is found in one pass over the members, not one search a field.
+        var present: UInt64 = 0
+        for member in r.object.members {
+            if let bit = fieldBits[member.key] { present |= bit }
+        }
+        for (i, field) in NotificationField.allCases.enumerated() {
+            if present & (1 << UInt64(i)) != 0 { try field.decode(r, into: &spec, from: source) }
             try check(after: field, spec, r)
         }
         if limits == nil, case .int(let seed)? = r.object["seed"] {

@@ -309,6 +309,7 @@ public struct WorkerStateMachine {
     ) {
         precondition((engine == nil) == (policy.slots != nil), "an engine without slots, none with them")
         self.policy = policy
+        self.statusTopic = policy.topics.workerStatus(policy.workerId)
         self.engines = engine.map { [0: $0] } ?? [:]
         if engine != nil { zoneRulesToCompare = [0] }
         self.ownership = policy.slots.map(SlotOwnership.init(policy:))
@@ -514,7 +515,8 @@ public struct WorkerStateMachine {
         }
     }
 
-    var statusTopic: String { policy.topics.workerStatus(policy.workerId) }
+    /// The worker's own retained status topic: every message is compared with it, so it is built once.
+    let statusTopic: String
 
     /// Our own retained status: written by another process when its instance is not ours. One that
     /// started before us is a previous run of this worker (killed before its will went out), not a
@@ -752,8 +754,8 @@ public struct WorkerStateMachine {
         _ address: Topics.CommandAddress,
         slot: Int
     ) -> ReplyDestination? {
-        if let topic = message.responseTopic, !topic.isEmpty, !topic.utf8.contains(UInt8(ascii: "+")),
-            !topic.utf8.contains(UInt8(ascii: "#")),
+        if let topic = message.responseTopic, !topic.isEmpty,
+            !topic.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") }),
             policy.topics.acceptsResponseTopic(topic, forCommandOn: address.deviceId)
         {
             return ReplyDestination(topic: topic, correlationData: message.correlationData, slot: slot)
