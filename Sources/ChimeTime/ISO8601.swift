@@ -78,6 +78,14 @@ public enum DateTimeValue: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Appends ``description``'s text as UTF-8, without building a `String`.
+    public func write(into out: inout [UInt8]) {
+        switch self {
+        case .instant(let instant): instant.writeRFC3339(into: &out)
+        case .local(let local): local.write(into: &out)
+        }
+    }
+
     /// The instant this value means in `zone` (wall-clock times by ``Zone/instant(for:)``).
     public func resolved(in zone: Zone) -> Instant {
         switch self {

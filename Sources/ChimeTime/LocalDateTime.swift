@@ -52,7 +52,38 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// `YYYY-MM-DDTHH:MM:SS`, the form a wall-clock `fireDate` takes.
     public var description: String {
-        "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2))"
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(19)
+        write(into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends ``description``'s text as UTF-8, without building a `String`.
+    public func write(into out: inout [UInt8]) {
+        func padded(_ value: Int, _ width: Int) {
+            var limit = 1
+            for _ in 0..<width { limit *= 10 }
+            guard value >= 0 && value < limit else {
+                out.append(contentsOf: pad(value, width).utf8)
+                return
+            }
+            var divisor = limit / 10
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+        }
+        padded(year, 4)
+        out.append(UInt8(ascii: "-"))
+        padded(month, 2)
+        out.append(UInt8(ascii: "-"))
+        padded(day, 2)
+        out.append(UInt8(ascii: "T"))
+        padded(hour, 2)
+        out.append(UInt8(ascii: ":"))
+        padded(minute, 2)
+        out.append(UInt8(ascii: ":"))
+        padded(second, 2)
     }
 }
 

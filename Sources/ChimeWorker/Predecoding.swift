@@ -31,15 +31,20 @@ final class Predecoding: Sendable {
         decoded = work.map { _ in DispatchSemaphore(value: 0) }
     }
 
+    /// Whether `events` hold two commands large enough to decode ahead: most turns hold none, and
+    /// then the machine is not even asked (``start(_:machine:now:)`` takes a copy of it).
+    static func mayHelp(_ events: [WorkerEvent]) -> Bool {
+        var large = 0
+        for case .mqtt(.message(let m)) in events where m.payload.count >= WorkerStateMachine.minimumPredecodedBytes {
+            large += 1
+            if large == 2 { return true }
+        }
+        return false
+    }
+
     /// Starts decoding the commands among `events` that the machine says may be
     /// (``WorkerStateMachine/predecodable(_:now:)``); nil when there are none.
     static func start(_ events: [WorkerEvent], machine: WorkerStateMachine, now: Instant) -> Predecoding? {
-        // Most turns hold no batch at all: nothing to copy then.
-        let large = events.lazy.filter {
-            if case .mqtt(.message(let m)) = $0 { return m.payload.count >= WorkerStateMachine.minimumPredecodedBytes }
-            return false
-        }
-        guard large.dropFirst().first != nil else { return nil }
         var messages: [InboundMessage] = []
         var eventIndex: [Int] = []
         for (i, event) in events.enumerated() {

@@ -55,7 +55,7 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     /// needs it.
     var waitTime: Int64 {
         var wait = machine.waitTime(now: clock.now())
-        if let deadline = machine.ownership?.nextDeadline() {
+        if machine.hasSlots, let deadline = machine.ownership?.nextDeadline() {
             let now = clock.monotonic()
             wait = min(wait, deadline <= now ? 0 : milliseconds(deadline - now) + 1)
         }
@@ -68,10 +68,11 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     /// second thread (``Predecoding``) while the machine handles them in order.
     public func step(_ events: [WorkerEvent]) throws(WorkerError) {
         let started = clock.monotonic()
-        if machine.ownership != nil {
+        if machine.hasSlots {
             try perform(machine.handle(.lease(.tick, monotonic: started), now: clock.now()))
         }
-        let predecoding = Predecoding.start(events, machine: machine, now: clock.now())
+        let predecoding =
+            Predecoding.mayHelp(events) ? Predecoding.start(events, machine: machine, now: clock.now()) : nil
         for (i, event) in events.enumerated() { try handle(event, decoded: predecoding?.command(forEvent: i)) }
         try perform(machine.handle(.batchEnded, now: clock.now()))
         try perform(machine.report(.stepTook(clock.monotonic() - started), now: clock.now()))

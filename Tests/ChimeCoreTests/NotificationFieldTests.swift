@@ -81,6 +81,32 @@ import Testing
         #expect(NotificationCoding.fields == Set(NotificationField.allCases.map(\.wireName)))
     }
 
+    /// A notification written once when it is scheduled (``NotificationCoding/encoded(_:)``) is
+    /// the same bytes as each writer on its own: the listed form, the stored content, the record.
+    @Test func aNotificationWrittenOnceIsWhatEachWriterWrites() throws {
+        #expect(NotificationField.allCases.count <= 64, "a field's bit in NotificationCoding.fieldBits")
+        let local: JSONObject = ["id": "l", "fireDate": "2026-12-01T18:00:00", "alertBody": "q\"é\u{1}"]
+        for object in Array(Self.samples.values) + Self.together + [local] {
+            let spec = try NotificationCoding.decode(FieldReader(object), limits: CommandLimits())
+            let resolved = try #require(
+                ResolvedNotification(id: spec.id ?? "n", fireDate: spec.fireDate ?? .instant(Instant(milliseconds: 0)), spec)
+            )
+            .encodedOnce()
+            let encoded = try #require(resolved.encoded)
+            var listed: [UInt8] = []
+            NotificationCoding.write(resolved.spec, to: &listed)
+            #expect(encoded.listed == listed, "\(object)")
+            var content: [UInt8] = []
+            #expect(NotificationCoding.writeContent(resolved.spec, to: &content) == encoded.userInfoStart)
+            #expect(encoded.content == content, "\(object)")
+            var record: [UInt8] = []
+            NotificationCoding.write(resolved.spec, internal: true, to: &record)
+            var fromEncoded: [UInt8] = []
+            NotificationCoding.writeRecord(resolved, to: &fromEncoded)
+            #expect(fromEncoded == record, "\(object)")
+        }
+    }
+
     @Test(arguments: NotificationField.allCases)
     func aFieldAloneReachesEveryPlace(_ field: NotificationField) throws {
         try Self.followThrough([try #require(Self.samples[field])], checking: [field])

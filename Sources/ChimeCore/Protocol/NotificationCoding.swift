@@ -91,7 +91,10 @@ enum NotificationCoding {
         }
         for (i, field) in NotificationField.allCases.enumerated() {
             if present & (1 << UInt64(i)) != 0 { try field.decode(r, into: &spec, from: source) }
-            try check(after: field, spec, r)
+            switch field {
+            case .alignTo, .rrule, .until, .alertBodies: try check(after: field, spec, r)
+            default: break
+            }
         }
         if limits == nil, case .int(let seed)? = r.object["seed"] {
             spec.seed = UInt64(bitPattern: seed)
@@ -99,7 +102,8 @@ enum NotificationCoding {
         return spec
     }
 
-    /// The rules between fields that can be checked once `field` has been read.
+    /// The rules between fields that can be checked once `field` has been read (``decode(_:limits:)``
+    /// calls it after the fields it names here).
     private static func check(
         after field: NotificationField,
         _ spec: borrowing NotificationSpec,
@@ -218,13 +222,22 @@ enum NotificationCoding {
         var userInfoStart: Int32 = -1
         listed.append(UInt8(ascii: "{"))
         for field in NotificationField.allCases {
-            guard let value = field.value(of: spec) else { continue }
+            // Every notification has a fireDate: written straight, the others through their value
+            // (the same text: its description needs no escaping).
+            let value = field == .fireDate ? nil : field.value(of: spec)
+            guard value != nil || (field == .fireDate && spec.fireDate != nil) else { continue }
             if listed.count > 1 { listed.append(UInt8(ascii: ",")) }
             let member = listed.count
             JSON.writeString(field.wireName, to: &listed)
             listed.append(UInt8(ascii: ":"))
             let valueStart = listed.count
-            value.write(to: &listed)
+            if let value {
+                value.write(to: &listed)
+            } else if let date = spec.fireDate {
+                listed.append(UInt8(ascii: "\""))
+                date.write(into: &listed)
+                listed.append(UInt8(ascii: "\""))
+            }
             guard field.storage == .content else { continue }
             content.append(UInt8(ascii: ","))
             if field == .userInfo { userInfoStart = Int32(content.count + valueStart - member) }

@@ -276,7 +276,15 @@ public struct WorkerStateMachine {
 
     var connection = Connection.down
     var persistence = Persistence.consistent(.idle(requested: false, notBefore: nil))
-    var lifecycle = Lifecycle.running
+    var lifecycle = Lifecycle.running {
+        didSet { isFinished = lifecycle == .stopped }
+    }
+    /// The machine has stopped: the loop ends. Stored, not computed, as are ``hasSlots`` and
+    /// ``statusTopic``: the loop reads them every turn through its own stored property, where
+    /// calling a computed one on the machine copies the whole machine first.
+    public private(set) var isFinished = false
+    /// Slot mode (``Policy/slots``).
+    public let hasSlots: Bool
     var pendingWrites: [PendingWrite] = []
     /// Replies waiting for the commit that makes their commands durable, with their slots.
     var pendingReplies: [(slot: Int, message: OutboundMessage)] = []
@@ -310,6 +318,7 @@ public struct WorkerStateMachine {
         precondition((engine == nil) == (policy.slots != nil), "an engine without slots, none with them")
         self.policy = policy
         self.statusTopic = policy.topics.workerStatus(policy.workerId)
+        self.hasSlots = policy.slots != nil
         self.engines = engine.map { [0: $0] } ?? [:]
         if engine != nil { zoneRulesToCompare = [0] }
         self.ownership = policy.slots.map(SlotOwnership.init(policy:))
@@ -337,8 +346,6 @@ public struct WorkerStateMachine {
     var inflightCount: Int { engines.values.reduce(0) { $0 + $1.inflightCount } }
 
     /// The loop is done: the last action was ``Action/exit(_:)``.
-    public var isFinished: Bool { lifecycle == .stopped }
-
     public var isConnected: Bool { connection != .down }
 
     /// The retained status payload (`online` or `offline`) of this worker.
