@@ -255,12 +255,16 @@ public final class Engine {
                 "the device would hold \(listed) notifications, more than --max-pending-per-device \(configuration.maxPendingPerDevice)"
             )
         }
-        // Bytes: what stays, plus the new ones.
+        // Bytes: what stays, plus the new ones (each notification replaced counted once).
         var bytes = device?.totalStoredBytes ?? 0
-        for id in Set(replaced).union(resolved.map(\.id)) {
-            if let old = existing[id], old.isListed { bytes -= old.storedBytes }
+        var leaving = removed
+        for id in replaced { if let old = existing[id], old.isListed { bytes -= old.storedBytes } }
+        for spec in resolved {
+            bytes += spec.encoded!.listed.count
+            // A set only for a batch: one notification cannot name its own id twice.
+            guard resolved.count == 1 ? !removed.contains(spec.id) : leaving.insert(spec.id).inserted else { continue }
+            if let old = existing[spec.id], old.isListed { bytes -= old.storedBytes }
         }
-        for spec in resolved { bytes += spec.encoded!.listed.count }
         try checkBytesQuota(bytes)
         return .write(.schedule(deviceId: request.deviceId, at: now, replaced: replaced, notifications: resolved))
     }
