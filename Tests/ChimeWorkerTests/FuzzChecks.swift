@@ -136,19 +136,36 @@ enum FuzzChecks {
         var journal: [JournalEntry] = []
         var random = SplitMix64(seed: 1)
         let setup: [(Operation, String)] = [
-            (.device, #"{"timeZone":"Europe/Paris","badge":3,"quietHours":{"start":"22:00","end":"07:00"}}"#),
+            (
+                .device,
+                #"{"timeZone":"Europe/Paris","badge":3,"quietHours":{"start":"22:00","end":"07:00"},"receipts":true}"#
+            ),
             (.schedule, #"{"id":"a","after":60,"alertBody":"a","badge":"+1","userInfo":{"k":"v"}}"#),
             (
                 .schedule,
                 #"{"id":"b","fireDate":"2026-06-01T09:00:00","rrule":"FREQ=DAILY;BYHOUR=9,21","misfire":"all"}"#
             ),
             (.schedule, #"{"id":"c","fireDate":"2026-06-01T09:00","repeatInterval":"week","enabled":false}"#),
+            // Receipts: a one-shot already due, kept after firing, delivered, resumed and delivered
+            // again, so the inbox holds two entries of one fireId for ack, inbox and history to read.
+            (
+                .schedule,
+                #"{"id":"p","fireDate":"2026-06-15T09:00:00Z","keepAfterFiring":true,"alertBody":"p","ignoreQuietHours":true}"#
+            ),
+            (.resume, #"{"id":"p"}"#),
         ]
+        engine.setConnected(true)
         for (op, payload) in setup {
             guard case .success(let request) = decoder.decode(deviceId: device, op: op, payload: Array(payload.utf8)),
                 case .write(let entry) = engine.decide(request, now: now, random: &random)
             else { throw Violation(description: "setup command \(payload) was not accepted") }
             _ = try write(entry, to: engine, journal: &journal)
+            // What fell due goes out, and the broker acknowledges it.
+            for case .publish(let delivery) in engine.tick(now: now) {
+                if let acknowledged = engine.acknowledged(delivery.token) {
+                    _ = try write(acknowledged, to: engine, journal: &journal)
+                }
+            }
         }
         return (engine, journal)
     }
@@ -157,9 +174,26 @@ enum FuzzChecks {
     static func observed(_ engine: Engine) throws(Violation) -> [UInt8] {
         var random = SplitMix64(seed: 0)
         var bytes: [UInt8] = []
-        let reads: [(Operation, Command)] = [
+        var reads: [(Operation, Command)] = [
             (.device, .device(DeviceUpdate())), (.list, .list(match: nil, limit: 1000, cursor: nil)),
+            (.history, .history(since: nil, limit: 1000)), (.inbox, .inbox(limit: 1000, cursor: nil)),
         ]
+        // The inbox a delivery a page: its cursors, as a client follows them.
+        var cursor: String?
+        for _ in 0..<100 {
+            let page = engine.decide(
+                Request(deviceId: device, op: .inbox, command: .inbox(limit: 1, cursor: cursor)),
+                now: now,
+                random: &random
+            )
+            guard case .reply(let reply) = page, case .success(.inbox(let inbox)) = reply.outcome else {
+                throw Violation(description: "an inbox page is not an inbox")
+            }
+            guard let next = inbox.cursor else { break }
+            try require(next != cursor, "the inbox's cursor \(next) does not move")
+            cursor = next
+            reads.append((.inbox, .inbox(limit: 1, cursor: next)))
+        }
         for (op, command) in reads {
             guard
                 case .reply(let reply) = engine.decide(
