@@ -88,8 +88,10 @@ import Testing
         let local: JSONObject = ["id": "l", "fireDate": "2026-12-01T18:00:00", "alertBody": "q\"é\u{1}"]
         for object in Array(Self.samples.values) + Self.together + [local] {
             let spec = try NotificationCoding.decode(FieldReader(object), limits: CommandLimits())
-            let resolved = try #require(
-                ResolvedNotification(id: spec.id ?? "n", fireDate: spec.fireDate ?? .instant(Instant(milliseconds: 0)), spec)
+            let resolved = ResolvedNotification(
+                id: spec.id ?? "n",
+                fireDate: spec.fireDate ?? .instant(Instant(milliseconds: 0)),
+                spec
             )
             .encodedOnce()
             let encoded = try #require(resolved.encoded)
