@@ -80,37 +80,7 @@ struct HotPathBenchmark {
 
     /// One pass over fresh state: CPU seconds (both threads: the loop and its decoding helper) a command.
     func pass(_ workload: Workload) throws -> Double {
-        let store = CountingStore()
-        let transport = TakingTransport()
-        let clock = BenchClock()
-        var policy = WorkerStateMachine.Policy(
-            workerId: "bench",
-            instance: "bench",
-            pid: 1,
-            clientId: "chimed-bench",
-            topics: Topics(prefix: "chime"),
-            partition: .all,
-            limits: CommandLimits(),
-            deviceBudget: DeviceBudget(rate: 250, burst: 1000),
-            statsInterval: 0,
-            logLevel: .info
-        )
-        policy.metricsInterval = 0
-        let loop = WorkerLoop(
-            machine: WorkerStateMachine(
-                policy: policy,
-                engine: Engine(configuration: EngineConfiguration()),
-                now: clock.now(),
-                random: SystemRandomNumberGenerator()
-            ),
-            store: store,
-            transport: transport,
-            clock: clock,
-            logger: Logger(level: .warning, format: .text) { _ in },
-            inbox: Inbox()
-        )
-        try loop.step([.mqtt(.connected(sessionPresent: false))])
-        try loop.step(transport.subscribed.map { .mqtt(.subscribed(messageId: $0, grantedQoS: [1])) })
+        let (loop, store, transport) = try BenchLoop.online()
         let before = processCPUSeconds()
         // Turns of 100 commands, as a busy loop takes them; the replies acknowledged the next turn.
         var i = 0
@@ -132,7 +102,8 @@ struct HotPathBenchmark {
 
     /// Prints this run's figures against those recorded for this machine's kind, or records them.
     func compare(_ figures: [String: Double]) throws {
-        let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
+        let machine =
+            "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
         if record {
             let json: [String: Any] = [
                 "machine": machine, "date": String(Instant(milliseconds: wallMilliseconds()).rfc3339().prefix(10)),
@@ -150,7 +121,9 @@ struct HotPathBenchmark {
             say("nothing recorded in \(recordPath) to compare with (chime-bench hot-path --record writes it)")
             return
         }
-        say("against \(recordPath) (\(recorded["date"] ?? "?"), \(recorded["machine"] ?? "?"); this machine: \(machine)):")
+        say(
+            "against \(recordPath) (\(recorded["date"] ?? "?"), \(recorded["machine"] ?? "?"); this machine: \(machine)):"
+        )
         for (name, now) in figures.sorted(by: { $0.key < $1.key }) {
             guard let then = was[name] else { continue }
             let change = (now / then - 1) * 100
@@ -165,6 +138,48 @@ struct HotPathBenchmark {
                 )
             )
         }
+    }
+}
+
+/// The worker's own loop and policy over the in-memory store and transport below, online.
+enum BenchLoop {
+    static func online(
+        limits: CommandLimits = CommandLimits(),
+        budget: DeviceBudget = DeviceBudget(rate: 250, burst: 1000),
+        engine: Engine = Engine(configuration: EngineConfiguration())
+    ) throws -> (WorkerLoop<CountingStore, TakingTransport, BenchClock>, CountingStore, TakingTransport) {
+        let store = CountingStore()
+        let transport = TakingTransport()
+        let clock = BenchClock()
+        var policy = WorkerStateMachine.Policy(
+            workerId: "bench",
+            instance: "bench",
+            pid: 1,
+            clientId: "chimed-bench",
+            topics: Topics(prefix: "chime"),
+            partition: .all,
+            limits: limits,
+            deviceBudget: budget,
+            statsInterval: 0,
+            logLevel: .info
+        )
+        policy.metricsInterval = 0
+        let loop = WorkerLoop(
+            machine: WorkerStateMachine(
+                policy: policy,
+                engine: engine,
+                now: clock.now(),
+                random: SystemRandomNumberGenerator()
+            ),
+            store: store,
+            transport: transport,
+            clock: clock,
+            logger: Logger(level: .warning, format: .text) { _ in },
+            inbox: Inbox()
+        )
+        try loop.step([.mqtt(.connected(sessionPresent: false))])
+        try loop.step(transport.subscribed.map { .mqtt(.subscribed(messageId: $0, grantedQoS: [1])) })
+        return (loop, store, transport)
     }
 }
 
@@ -198,10 +213,20 @@ final class TakingTransport: WorkerTransport {
     private var unacknowledged: [Int32] = []
     private(set) var subscribed: [Int32] = []
     private(set) var replies = 0
+    /// Read each reply for ``lastReplyOutcome`` (not in the hot path's passes: it costs).
+    var readsReplies = false
+    /// The last reply's `error.code`, or `ok`.
+    private(set) var lastReplyOutcome = ""
 
     func publish(_ message: OutboundMessage) throws(TransportError) -> Int32 {
         nextId = nextId % 65_535 + 1
-        if case .reply = message.purpose { replies += 1 }
+        if case .reply = message.purpose {
+            replies += 1
+            if readsReplies {
+                let reply = try? JSON(parsing: message.payload).objectValue
+                lastReplyOutcome = reply?["error"]?.objectValue?["code"]?.stringValue ?? "ok"
+            }
+        }
         if message.qos > 0 { unacknowledged.append(nextId) }
         return nextId
     }

@@ -7,6 +7,7 @@ let usage = """
     usage: chime-bench recurrence [--quick | --hostile]
            chime-bench hot-path [--quick] [--record] [--only single|batch]  (the loop's CPU a command in
                               process, against docs/bench/hot-path.json; --record writes this run's figures there)
+           chime-bench maxima [--quick]  (one command's hold on the loop at each limit's largest values, in process)
            chime-bench ingest-cpu [--quick]  (a batch command's stages in process: µs a notification)
            chime-bench snapshot-steps [--quick]  (how long taking a snapshot holds the loop, in process)
            chime-bench recovery [--quick | --pending N]  (recovery from a snapshot and a journal tail, in process)
@@ -32,6 +33,8 @@ do {
         var bench = HotPathBenchmark(quick: quick, record: arguments.contains("--record"))
         if let i = arguments.firstIndex(of: "--only"), i + 1 < arguments.count { bench.only = arguments[i + 1] }
         try bench.run()
+    case "maxima":
+        try MaximaBenchmark(quick: quick).run()
     case "ingest-cpu":
         IngestCPUBenchmark(quick: quick).run()
     case "snapshot-steps":

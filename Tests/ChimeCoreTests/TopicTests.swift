@@ -23,7 +23,8 @@ import Testing
 
     @Test func commandTopicsThatAreAlmostCommandsAreNot() {
         for topic in [
-            "chime", "chime/", "chime/d1", "chime/d1/cmd", "chime/d1/cmdx/list", "chime/d1/cmd/list/x", "chimex/d1/cmd/list",
+            "chime", "chime/", "chime/d1", "chime/d1/cmd", "chime/d1/cmdx/list", "chime/d1/cmd/list/x",
+            "chimex/d1/cmd/list",
             "chim/d1/cmd/list", "/chime/d1/cmd/list",
         ] {
             #expect(topics.parseCommand(topic) == nil, "\(topic)")
