@@ -1,5 +1,6 @@
 import ChimeCore
 import ChimeMQTT
+import ChimeWorker
 import Foundation
 
 /// `chime-bench maxima`: how long one command holds the worker's loop at the largest values the

@@ -80,6 +80,28 @@ public struct OccurrenceRecord: Hashable, Sendable {
     public var badge: Badge?
     /// For a device with receipts or history, what its inbox and history keep.
     public var receipt: ReceiptCapture?
+
+    public init(
+        deviceId: String,
+        id: String,
+        version: UInt64,
+        index: Int,
+        occurrence: Instant,
+        at: Instant,
+        last: Bool,
+        badge: Badge? = nil,
+        receipt: ReceiptCapture? = nil
+    ) {
+        self.deviceId = deviceId
+        self.id = id
+        self.version = version
+        self.index = index
+        self.occurrence = occurrence
+        self.at = at
+        self.last = last
+        self.badge = badge
+        self.receipt = receipt
+    }
 }
 
 /// Why a journal entry could not be read.
