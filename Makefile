@@ -59,7 +59,7 @@ soak: bootstrap
 	CHIME_KILLS=$${SOAK_KILLS:-200} CHIME_MUTATIONS=$${SOAK_MUTATIONS:-30000} \
 		$(SWIFT) test --skip-build --filter 'DurabilityKillTests|DurabilityMutationTests'
 
-## The performance benchmark (README, "Performance"): starts its own mosquitto and release chimed,
+## The performance benchmark (docs/benchmarks.md): starts its own mosquitto and release chimed,
 ## prints a table, writes bench-results/results.json and plots the lateness to lateness.svg.
 ## bench-quick runs the workloads at a tenth of the size (about a minute) into quick.json and quick-lateness.svg.
 bench: release
@@ -67,7 +67,7 @@ bench: release
 	.build/release/chime-bench system --json bench-results/results.json
 	scripts/plot-lateness bench-results/results.json bench-results/lateness.svg
 
-## This build against an earlier chimed in the same run (README, "Performance"): ingest, burst and
+## This build against an earlier chimed in the same run (docs/benchmarks.md): ingest, burst and
 ## batch, round after round, each figure as this build ÷ the baseline. REF: any commit, tag or branch
 ## (default: the chimed of 2026-11-30); scripts/build-baseline builds it once into .build/baseline.
 REF ?= e3c9362
@@ -76,16 +76,16 @@ bench-baseline: release
 		--json bench-results/baseline.json
 
 ## The same on PostgreSQL: ingest and burst on both stores in one run, then memory, cancel by tag,
-## steady lateness and recovery of a million pending on PostgreSQL (README, "In PostgreSQL").
+## steady lateness and recovery of a million pending on PostgreSQL (docs/benchmarks.md, "In PostgreSQL").
 bench-postgres: release
 	.build/release/chime-bench system --store postgres --only ingest,burst,steady --json bench-results/store-postgres.json
 
-## Slot mode (README, "Slots"): ingest and burst with 1, 2 and 3 workers on one PostgreSQL, failover
+## Slot mode (docs/benchmarks.md, "Slots"): ingest and burst with 1, 2 and 3 workers on one PostgreSQL, failover
 ## and hand-over times with 3 (about ten minutes).
 bench-slots: release
 	.build/release/chime-bench system --only slots --json bench-results/slots.json
 
-## The cost curve (README, "At ten million"): the steady workload at 1, 2, 5 and 10 million pending,
+## The cost curve (docs/benchmarks.md, "At ten million"): the steady workload at 1, 2, 5 and 10 million pending,
 ## each with a snapshot and a recovery from kill -9; plotted to bench-results/scale.svg (about 40 minutes).
 bench-scale: release
 	.build/release/chime-bench system --only scale --json bench-results/scale.json

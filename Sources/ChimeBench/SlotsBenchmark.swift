@@ -4,7 +4,7 @@ import ChimeMQTT
 import Foundation
 import Synchronization
 
-/// `chime-bench system --only slots`: slot mode (README, "Slots") on one PostgreSQL (fsync on):
+/// `chime-bench system --only slots`: slot mode (docs/production.md, "Slots") on one PostgreSQL (fsync on):
 /// ingest and burst with 1, 2 and 3 workers, then, with three, the time from `kill -9` of a
 /// worker to the first command answered for one of its slots, and the same for a graceful stop
 /// (SIGTERM: its slots handed over). Every worker shares the machine with the broker, the load

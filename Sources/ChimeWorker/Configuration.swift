@@ -62,7 +62,7 @@ public struct WorkerConfiguration: Sendable {
             "S > 0: share a PostgreSQL --store with other workers through S slots and their leases (0: off)"
         ),
         .init("lease-ttl", default: "10", "seconds a slot's lease lasts in the store unless renewed (with --slots)"),
-        .init("fsync", default: "always", "always, interval:MS or none (see README: what each can lose)"),
+        .init("fsync", default: "always", "always, interval:MS or none (see docs/durability.md: what each can lose)"),
         .init("min-repeat-seconds", default: "60", "reject repeats more often than this"),
         .init("max-pending-per-device", default: "1000", "notifications a device may hold"),
         .init(

@@ -5,7 +5,8 @@ import Testing
 
 // Every command and code sample of the repository's Markdown files (README.md, PROTOCOL.md,
 // docs/*.md, clients/python/README.md, any other `*.md`) runs against a real worker, so that the
-// docs cannot drift. The convention (README.md, "Tests", says it for writers):
+// docs cannot drift. The convention (CONTRIBUTING.md, "Every sample in the docs runs",
+// says it for writers):
 //
 // 1. ```sh: a shell script, run with `bash -euo pipefail` in a scratch directory; it must exit 0
 //    within 60 s.

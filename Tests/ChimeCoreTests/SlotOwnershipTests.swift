@@ -174,7 +174,7 @@ import Testing
         }
         // Its leases end at most a TTL after the kill (renewed at most a third of one before), the
         // others see that in their next round (a third of a TTL) and take the slots a batch after
-        // another: 14 s with a TTL of 10 (the bound README promises is 2 × TTL plus loading).
+        // another: 14 s with a TTL of 10 (the bound docs/production.md promises is 2 × TTL plus loading).
         let bound = Duration.seconds(14)
         #expect(servedAgain != nil && servedAgain! <= bound, "served again after \(String(describing: servedAgain))")
         #expect([world.served(by: "a"), world.served(by: "c")].sorted() == [32, 32])

@@ -45,7 +45,7 @@ public struct WorkerMetrics: Hashable, Sendable {
     }
 
     /// The metric families ``prometheusText`` exposes, with their type: what dashboards and
-    /// alerting rules may name (README, "Metrics").
+    /// alerting rules may name (docs/production.md, "Metrics and health").
     public static let families: [(name: String, type: String, help: String)] = [
         ("chime_commands_total", "counter", "Commands received, by op (unknown for an op that does not exist)."),
         ("chime_command_errors_total", "counter", "Commands answered with an error, by error code."),
