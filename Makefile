@@ -4,7 +4,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build release run test lint format bench bench-baseline bench-postgres bench-slots bench-scale bench-quick fuzz soak clean
+.PHONY: bootstrap build release run test lint format bench bench-baseline bench-postgres bench-slots bench-scale bench-small bench-quick bench-maxima fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -61,7 +61,7 @@ soak: bootstrap
 
 ## The performance benchmark (docs/benchmarks.md): starts its own mosquitto and release chimed,
 ## prints a table, writes bench-results/results.json and plots the lateness to lateness.svg.
-## bench-quick runs the workloads at a tenth of the size (about a minute) into quick.json and quick-lateness.svg.
+## bench-small runs the workloads at a tenth of the size (a few minutes) into quick.json and quick-lateness.svg.
 bench: release
 	scripts/nats-peer --install
 	.build/release/chime-bench system --json bench-results/results.json
@@ -91,7 +91,17 @@ bench-scale: release
 	.build/release/chime-bench system --only scale --json bench-results/scale.json
 	scripts/plot-scale bench-results/scale.json bench-results/scale.svg
 
-bench-quick: release
+bench-small: release
 	scripts/nats-peer --install
 	.build/release/chime-bench system --quick --json bench-results/quick.json
 	scripts/plot-lateness bench-results/quick.json bench-results/quick-lateness.svg
+
+## The guard before a commit (CONTRIBUTING.md): the loop's CPU a command in process, no broker and no
+## disk, in seconds, against the figures recorded for this machine class in docs/bench/hot-path.json.
+bench-quick: release
+	.build/release/chime-bench hot-path
+
+## One command's hold on the loop at the largest values of the limits (docs/benchmarks.md, "Limits at
+## their maxima"), in process: bench-results/maxima.json.
+bench-maxima: release
+	.build/release/chime-bench maxima

@@ -288,7 +288,9 @@ final class DeliveryCollector: Sendable {
     let client: MQTTClient
     private let shared = Locked(State())
 
-    init(url: String, measure: Bool) throws {
+    /// - Parameter only: counts only deliveries whose topic starts with this (another device's are
+    ///   dropped unread).
+    init(url: String, measure: Bool, only: String? = nil) throws {
         var options = try MQTTOptions(url: url)
         options.clientId = "bench-collector-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         options.receiveMaximum = 65535
@@ -298,6 +300,7 @@ final class DeliveryCollector: Sendable {
             case .connected: shared.value.withLock { $0.connected = true }
             case .subscribed(let id, _): shared.value.withLock { _ = $0.subscribed.insert(id) }
             case .message(let m):
+                if let only, !m.topic.hasPrefix(only) { return }
                 let now = monotonicSeconds()
                 var arrival: Double?
                 var worker: Double?

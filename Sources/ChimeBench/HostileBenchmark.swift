@@ -12,19 +12,31 @@ struct Attack: Sendable {
     var digits: Int
     /// The attack that must come before this one on the same device: the state it works on.
     var follows: String?
+    /// The device it is always sent to (the receipts attacker's, whose inbox is full); nil: the
+    /// attacker's.
+    var device: String?
 
-    init(_ name: String, _ op: String, follows: String? = nil, _ members: String) {
+    init(
+        _ name: String,
+        _ op: String,
+        follows: String? = nil,
+        device: String? = nil,
+        limits: CommandLimits = CommandLimits(),
+        _ members: String
+    ) {
         self.name = name
         self.op = op
         self.follows = follows
+        self.device = device
         let head = #"{"requestId":"\#(name)."#
         digits = head.utf8.count
         template = Array((head + #"000000000","# + members + "}").utf8)
-        precondition(template.count <= CommandLimits().maxCommandBytes, "\(name): \(template.count) bytes")
+        precondition(template.count <= limits.maxCommandBytes, "\(name): \(template.count) bytes")
     }
 
-    /// The command to `device`, its requestId ending in `n`.
+    /// The command to `device` (or to its own ``device``), its requestId ending in `n`.
     func command(_ device: String, _ n: Int) -> (String, [UInt8]) {
+        let device = self.device ?? device
         var payload = template
         var v = n
         for k in (0..<9).reversed() {
@@ -37,8 +49,7 @@ struct Attack: Sendable {
     /// What the attacker sends, round-robin: the worst cases of PROTOCOL.md's limits (section 3.8)
     /// and what reading the engine found costly. The batches replace all the device holds, so
     /// that they stay within its quota and are carried out rather than refused.
-    static func all(now: Instant) -> [Attack] {
-        let limits = CommandLimits()
+    static func all(now: Instant, limits: CommandLimits = CommandLimits()) -> [Attack] {
         let depth = CommandLimits.maximumUserInfoDepth
         func values(_ r: ClosedRange<Int>) -> String { r.map(String.init).joined(separator: ",") }
         func nested(_ levels: Int) -> String {
@@ -56,33 +67,82 @@ struct Attack: Sendable {
             + ";BYMINUTE=\(values(0...59));BYSECOND=\(values(0...59));BYSETPOS=-1"
         // Members `"k12345":0,` (11 bytes) until the command is just under --max-command-bytes.
         let keys = (0..<(limits.maxCommandBytes - 64) / 11).map { String(format: #""k%05d":0"#, $0) }
-        // A userInfo of exactly --max-userinfo-bytes serialized, in as many members as fit.
+        // A userInfo of exactly --max-userinfo-bytes serialized (or as much as a command of one
+        // notification holds, when the two limits are alike), in as many members as fit.
+        let wideBytes = min(limits.maxUserInfoBytes, limits.maxCommandBytes - 400)
         var wide = "{"
-        while wide.utf8.count < limits.maxUserInfoBytes - 40 { wide += #""u\#(wide.utf8.count)":0,"# }
-        wide += #""pad":""# + String(repeating: "x", count: limits.maxUserInfoBytes - wide.utf8.count - 9) + #""}"#
+        while wide.utf8.count < wideBytes - 40 { wide += #""u\#(wide.utf8.count)":0,"# }
+        wide += #""pad":""# + String(repeating: "x", count: wideBytes - wide.utf8.count - 9) + #""}"#
         let start = Instant(milliseconds: (now.milliseconds / 60_000 + 1) * 60_000)
         let exdates = (0..<1000).map { #""\#(start.adding(seconds: Int64($0) * 60).rfc3339())""# }
         return [
             Attack(
                 "rrule",
                 "schedule",
+                limits: limits,
                 #""id":"r","fireDate":"\#(start.rfc3339())","rrule":"\#(rule)""#
             ),
-            Attack("keys", "schedule", keys.joined(separator: ",")),
+            Attack("keys", "schedule", limits: limits, keys.joined(separator: ",")),
             Attack(
                 "wide",
                 "schedule",
-                batch("w", (limits.maxCommandBytes - 200) / (limits.maxUserInfoBytes + 40), wide)
+                limits: limits,
+                batch("w", min(1000, (limits.maxCommandBytes - 200) / (wideBytes + 40)), wide)
             ),
-            Attack("deep", "schedule", batch("d", 1000, nested(depth))),
-            Attack("match", "list", follows: "deep", #""match":{"userInfo":{"a":\#(nested(depth - 1))}},"limit":1000"#),
+            Attack("deep", "schedule", limits: limits, batch("d", 1000, nested(depth))),
+            Attack(
+                "match",
+                "list",
+                follows: "deep",
+                limits: limits,
+                #""match":{"userInfo":{"a":\#(nested(depth - 1))}},"limit":1000"#
+            ),
             Attack(
                 "minutely",
                 "preview",
+                limits: limits,
                 #""notification":{"fireDate":"\#(start.rfc3339())","rrule":"FREQ=MINUTELY","exdates":[\#(exdates.joined(separator: ","))]},"count":1000"#
             ),
         ]
     }
+
+    /// The receipts attacker's commands, on ``receiptsDevice`` (whose inbox the run fills first, a
+    /// fireId `f<i>@<filled>` each): 1000 one-shots due a second later, each delivery kept in a full
+    /// inbox and history; an ack of 1000 of the first deliveries; an inbox page from a cursor; a
+    /// history page.
+    static func receipts(filled: Instant) -> [Attack] {
+        let soon = (0..<1000).map { #"{"id":"n\#($0)","after":1,"alertBody":"b"}"# }.joined(separator: ",")
+        let acked = (0..<1000).map { #""f\#($0 * 97)@\#(filled.rfc3339())""# }.joined(separator: ",")
+        return [
+            Attack("inbox-due", "schedule", device: receiptsDevice, #""notifications":[\#(soon)]"#),
+            Attack("inbox-ack", "ack", device: receiptsDevice, #""fireIds":[\#(acked)]"#),
+            Attack("inbox-page", "inbox", device: receiptsDevice, #""limit":1000,"cursor":"50000""#),
+            Attack("history-page", "history", device: receiptsDevice, #""limit":1000"#),
+        ]
+    }
+
+    static let receiptsDevice = "inboxer"
+}
+
+/// The largest value every limit takes (``DeviceLimits``, ``CommandLimits/largestCommandBytes``,
+/// the rate budget's flags): chimed's flags for the hostile run at the maxima.
+enum Maxima {
+    static let limits = CommandLimits(
+        maxCommandBytes: CommandLimits.largestCommandBytes,
+        maxUserInfoBytes: CommandLimits.largestCommandBytes
+    )
+    static let flags = [
+        "--max-command-bytes", "\(CommandLimits.largestCommandBytes)",
+        "--max-userinfo-bytes", "\(CommandLimits.largestCommandBytes)",
+        "--max-pending-per-device", "\(DeviceLimits.maxPendingPerDevice)",
+        "--max-bytes-per-device", "\(1 << 40)",
+        "--max-inbox-per-device", "\(DeviceLimits.maxInboxPerDevice)",
+        "--max-inbox-bytes-per-device", "\(DeviceLimits.maxInboxBytesPerDevice)",
+        "--history-per-device", "\(DeviceLimits.maxHistoryPerDevice)",
+        "--inbox-ttl", "\(DeviceLimits.largestInboxTTLSeconds)",
+        "--device-rate", "\(DeviceBudget.largestRate)",
+        "--device-burst", "\(DeviceBudget.largestBurst)",
+    ]
 }
 
 /// What one run of the hostile workload measured.
@@ -207,6 +267,56 @@ extension SystemBenchmark {
                 codes, "", ""
             )
         )
+        try hostileAtTheMaxima(url: url, chimed: chimed, quiet: quiet)
+    }
+
+    /// The same beside two attackers with every limit at the largest value it allows (``Maxima``):
+    /// one sending the costliest commands at those sizes, one with receipts whose inbox and
+    /// history are full (``Attack/receipts(filled:)``). Target: the bystanders' p99 lateness within
+    /// 100 ms of the quiet run's (which ran with the default limits: the bystanders are the same).
+    mutating func hostileAtTheMaxima(url: String, chimed: String, quiet: HostileRun) throws {
+        let now = Instant(milliseconds: wallMilliseconds())
+        let attacks = Attack.all(now: now, limits: Maxima.limits)
+        say(
+            "hostile at the maxima: chimed with " + Maxima.flags.joined(separator: " ") + "; attackers: "
+                + attacks.map { "\($0.name) (\($0.template.count) B)" }.joined(separator: ", ")
+                + ", and a device with receipts whose inbox and history hold \(DeviceLimits.maxInboxPerDevice)"
+        )
+        let run = try hostileRun(url: url, chimed: chimed, attacks: attacks, maxima: true)
+        for a in run.alone { say(String(format: "  alone: %@ answered in %.1f ms: %@", a.name, a.ms, a.reply)) }
+        say(summary("attacked at the maxima", run))
+        let increase = run.deliveries.worker.quantile(0.99) - quiet.deliveries.worker.quantile(0.99)
+        let met = increase <= 100
+        let attacker = run.attacker!
+        say(
+            String(format: "  attackers: %d commands; replies: ", attacker.replies)
+                + attacker.outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        )
+        let l = run.deliveries.worker
+        rows.append(
+            (
+                "hostile at the maxima (every limit at its largest, a receipts attacker with a full inbox)",
+                String(
+                    format: "%.0f / %.0f / %.0f ms (p99 %+.0f ms); round trip p50 / p99 %.1f / %.1f ms",
+                    l.quantile(0.5),
+                    l.quantile(0.99),
+                    l.max,
+                    increase,
+                    run.roundTrip.quantile(0.5),
+                    run.roundTrip.quantile(0.99)
+                ),
+                met ? "met" : "NOT met", "p99 ≤ quiet + 100 ms"
+            )
+        )
+        results["hostileMaxima"] = [
+            "flags": Maxima.flags,
+            "alone": Dictionary(
+                uniqueKeysWithValues: run.alone.map { ($0.name, ["ms": $0.ms, "reply": $0.reply] as [String: Any]) }
+            ),
+            "latenessMs": quantiles(l), "arrivalLatenessMs": quantiles(run.deliveries.arrival),
+            "roundTripMs": quantiles(run.roundTrip), "chimedCores": run.chimedCores,
+            "attackerReplies": attacker.outcomes, "p99IncreaseMs": increase, "targetMet": met,
+        ]
     }
 
     func summary(_ name: String, _ r: HostileRun) -> String {
@@ -229,13 +339,23 @@ extension SystemBenchmark {
 
     /// One run on a fresh chimed with its default limits: the bystanders' deliveries loaded, then,
     /// over their window, the round trips and, when `attacks` are given, the attacker.
-    func hostileRun(url: String, chimed: String, attacks: [Attack]?) throws -> HostileRun {
+    /// - Parameter maxima: chimed with every limit at its largest (``Maxima``), and a receipts
+    ///   attacker whose inbox is filled first, beside `attacks`.
+    func hostileRun(url: String, chimed: String, attacks: [Attack]?, maxima: Bool = false) throws -> HostileRun {
         let s = sizes
         let data = try TemporaryDirectory(prefix: "chime-bench")
-        let worker = try startChimed(chimed, url: url, data: data.path, perDeviceLimits: true)
+        let worker = try startChimed(
+            chimed,
+            url: url,
+            data: data.path,
+            perDeviceLimits: true,
+            extra: maxima ? Maxima.flags : []
+        )
         defer { stop(worker) }
         var alone: [(name: String, ms: Double, reply: String)] = []
         var attacker: LoadClient?
+        var attacks = attacks
+        if maxima { attacks! += try fillInbox(url: url) }
         if let attacks {
             let client = try LoadClient(
                 url: url,
@@ -256,7 +376,8 @@ extension SystemBenchmark {
             }
             attacker = client
         }
-        let measured = try DeliveryCollector(url: url, measure: true)
+        // The bystanders' deliveries only: the receipts attacker's go to the same filter.
+        let measured = try DeliveryCollector(url: url, measure: true, only: "\(Self.prefix)/s-")
         try measured.start(filter: "\(Self.prefix)/+/notifications")
         let load = try LoadClient(url: url, clientId: "bench-load-hostile", window: 20, tallyOutcomes: true)
         try load.start()
@@ -302,5 +423,37 @@ extension SystemBenchmark {
         attacker?.stop()
         let d = try steadyDeliveries(measured, count: count, seconds: s.hostileSeconds, workload: "hostile")
         return HostileRun(deliveries: d, roundTrip: trips, chimedCores: cores, alone: alone, attacker: attackResult)
+    }
+
+    /// Fills the receipts attacker's inbox and history to their largest caps: receipts on, then
+    /// that many one-shots due at one instant, delivered before this returns (its collector counts
+    /// them); returns the receipts attacker's commands, which name those deliveries.
+    func fillInbox(url: String) throws -> [Attack] {
+        let device = Attack.receiptsDevice
+        let count = DeviceLimits.maxInboxPerDevice
+        let load = try LoadClient(url: url, clientId: "bench-inbox-fill", window: 20, tallyOutcomes: true)
+        try load.start()
+        defer { load.stop() }
+        let filled = Instant(milliseconds: (wallMilliseconds() / 1000 + 40) * 1000)
+        let collector = try DeliveryCollector(url: url, measure: false, only: "\(Self.prefix)/\(device)/")
+        try collector.start(filter: "\(Self.prefix)/\(device)/notifications")
+        defer { collector.stop() }
+        var commands = [("\(Self.prefix)/\(device)/cmd/device", Array(#"{"receipts":true}"#.utf8))]
+        for start in stride(from: 0, to: count, by: 1000) {
+            let items = (start..<start + 1000).map { #"{"id":"f\#($0)","fireDate":"\#(filled.rfc3339())"}"# }
+            commands.append(
+                (
+                    "\(Self.prefix)/\(device)/cmd/schedule",
+                    Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)
+                )
+            )
+        }
+        let r = try load.run(commands, timeout: 600)
+        guard r.ok == commands.count else { throw BenchError("inbox fill: \(r.outcomes)") }
+        guard waitUntil(timeout: 600, { collector.count >= count }) else {
+            throw BenchError("inbox fill: \(collector.count) of \(count) delivered")
+        }
+        say("  the receipts attacker's inbox and history hold \(count) deliveries")
+        return Attack.receipts(filled: filled)
     }
 }

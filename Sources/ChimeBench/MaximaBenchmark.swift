@@ -107,7 +107,9 @@ struct MaximaBenchmark {
             var times: [Double] = []
             var reply = ""
             for round in 0..<3 {
-                let (loop, _, transport) = try BenchLoop.online(limits: limits)
+                // The most bytes a device may hold, so that the batches are carried out, not refused.
+                let engine = Engine(configuration: EngineConfiguration(maxBytesPerDevice: 1 << 40))
+                let (loop, _, transport) = try BenchLoop.online(limits: limits, engine: engine)
                 let (ms, r) = try turn(loop, transport, device: "a\(round)", op: "schedule", Array(payload.utf8))
                 times.append(ms)
                 reply = r

@@ -1,3 +1,4 @@
+import ChimeCore
 import ChimeHarness
 import ChimeTime
 import Foundation
@@ -79,7 +80,8 @@ struct SnapshotFigures {
 }
 
 extension SystemBenchmark {
-    /// Loads `big` notifications on one device (ten to a userInfo tag) and the steady ones
+    /// Loads `big` notifications on devices of the most a device may hold (`big0`, `big1`, ...; ten
+    /// to a userInfo tag) and the steady ones
     /// (`steadyRate` a second falling due for `steadySeconds`) over 1,000 others; measures memory,
     /// cancel and list by tag, the steady lateness, a snapshot of it all, and recovery from kill -9
     /// with `extraRecords` journal records after that snapshot (three times).
@@ -104,8 +106,10 @@ extension SystemBenchmark {
         try measured.start(filter: "\(Self.prefix)/+/notifications")
         say("pending: \(total) pending, \(s.steadyRate)/s falling due for \(s.steadySeconds) s")
 
-        // The big device: tags with ten notifications each, for cancel by tag. Sent a million at a
-        // time, so that the load's own memory stays small beside chimed's.
+        // The big devices: tags with ten notifications each, for cancel by tag; each device holds
+        // the most a device may. Sent a million at a time, so that the load's own memory stays
+        // small beside chimed's.
+        let perDevice = DeviceLimits.maxPendingPerDevice
         let far = Instant(milliseconds: wallMilliseconds() + 30 * 86_400_000).rfc3339()
         let loadStart = monotonicSeconds()
         var loadedSeconds = 0.0
@@ -120,7 +124,7 @@ extension SystemBenchmark {
                 }
                 big.append(
                     (
-                        "\(Self.prefix)/big/cmd/schedule",
+                        "\(Self.prefix)/big\(i / perDevice)/cmd/schedule",
                         Array(#"{"notifications":[\#(items.joined(separator: ","))]}"#.utf8)
                     )
                 )
@@ -143,21 +147,21 @@ extension SystemBenchmark {
             )
         )
 
-        // Cancel by tag: ten matches among everything pending.
-        let tags = bigCount / 10
+        // Cancel by tag: ten matches among everything a device holds, on the first big device.
+        let tags = min(bigCount, perDevice) / 10
         let cancels = (0..<s.cancelSamples).map { k in
-            ("\(Self.prefix)/big/cmd/cancel", Array(#"{"match":{"userInfo":{"tag":"t\#(k * 997 % tags)"}}}"#.utf8))
+            ("\(Self.prefix)/big0/cmd/cancel", Array(#"{"match":{"userInfo":{"tag":"t\#(k * 997 % tags)"}}}"#.utf8))
         }
-        let reads = (0..<s.cancelSamples).map { _ in ("\(Self.prefix)/big/cmd/device", Array("{}".utf8)) }
+        let reads = (0..<s.cancelSamples).map { _ in ("\(Self.prefix)/big0/cmd/device", Array("{}".utf8)) }
         // The same lookups without the journal write: a list by tag.
         let lookups = (0..<s.cancelSamples).map { k in
-            ("\(Self.prefix)/big/cmd/list", Array(#"{"match":{"userInfo":{"tag":"t\#((k * 997 + 1) % tags)"}}}"#.utf8))
+            ("\(Self.prefix)/big0/cmd/list", Array(#"{"match":{"userInfo":{"tag":"t\#((k * 997 + 1) % tags)"}}}"#.utf8))
         }
         let serial = try LoadClient(url: url, clientId: "bench-serial", window: 1)
         try serial.start()
         // The first match on a device builds its userInfo index (see Engine.matching).
         let first = try serial.run(
-            [("\(Self.prefix)/big/cmd/list", Array(#"{"match":{"userInfo":{"tag":"t1"}}}"#.utf8))],
+            [("\(Self.prefix)/big0/cmd/list", Array(#"{"match":{"userInfo":{"tag":"t1"}}}"#.utf8))],
             measureLatency: true
         )
         let firstMs = first.latencies.quantile(0.5) * 1000
@@ -246,7 +250,7 @@ extension SystemBenchmark {
             try probe.start()
             var served: Double?
             while served == nil && monotonicSeconds() - started < 600 {
-                if let r = try? probe.run([("\(Self.prefix)/big/cmd/device", Array("{}".utf8))], timeout: 0.05),
+                if let r = try? probe.run([("\(Self.prefix)/big0/cmd/device", Array("{}".utf8))], timeout: 0.05),
                     r.ok > 0
                 {
                     served = monotonicSeconds() - started

@@ -222,7 +222,7 @@ final class SlotCluster {
             arguments: [
                 "--broker", url, "--worker-id", name, "--store", server.uri, "--slots", "\(SystemBenchmark.slotCount)",
                 "--log-level", "info", "--stats-interval", "0", "--fsync", "always", "--max-pending-per-device",
-                "2000000", "--max-bytes-per-device", "1099511627776", "--device-rate", "0",
+                "\(DeviceLimits.maxPendingPerDevice)", "--max-bytes-per-device", "1099511627776", "--device-rate", "0",
             ]
         )
         try worker.startServing()

@@ -1,3 +1,4 @@
+import ChimeCore
 import ChimeHarness
 import ChimeMQTT
 import ChimeTime
@@ -732,11 +733,12 @@ extension Chimed {
             "--broker", url, "--data-dir", dataDirectory, "--worker-id", "bench", "--log-level", "info",
             "--stats-interval", "0", "--fsync", "always",
         ]
-        // One device holds 880,000 notifications (up to 9,880,000 in bench-scale), loaded as fast
-        // as chimed takes them.
+        // Devices of the most a device may hold (880,000 notifications, up to 9,880,000 in
+        // bench-scale, spread over them), loaded as fast as chimed takes them.
         if !perDeviceLimits {
             arguments += [
-                "--max-pending-per-device", "20000000", "--max-bytes-per-device", "1099511627776", "--device-rate", "0",
+                "--max-pending-per-device", "\(DeviceLimits.maxPendingPerDevice)", "--max-bytes-per-device",
+                "1099511627776", "--device-rate", "0",
             ]
         }
         try self.init(executable: path, arguments: try Self.arguments(arguments + extra, knownTo: path))

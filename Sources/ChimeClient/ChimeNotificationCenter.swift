@@ -276,7 +276,7 @@ public final class ChimeNotificationCenter: Sendable {
     /// (`UNUserNotificationCenter.pendingNotificationRequests()`).
     /// - Parameter userInfo: only those whose `userInfo` has each of these keys, with equal values.
     /// - Throws: `.invalidReply` when a page's cursor repeats an earlier one, or more pages come
-    ///   than a device can fill (100000001): the pages would never end.
+    ///   than a device can fill (100001): the pages would never end.
     public func pendingNotificationRequests(
         matchingUserInfo userInfo: JSONObject? = nil
     ) async throws(ChimeClientError) -> [PendingNotificationRequest] {

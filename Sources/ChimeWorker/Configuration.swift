@@ -174,20 +174,27 @@ public struct WorkerConfiguration: Sendable {
         case "false": engine.receipts.byDefault = false
         case let other: throw UsageError("--receipts must be true or false, got \"\(other)\"")
         }
-        engine.receipts.inboxTTL = Int64(try flags.integer("inbox-ttl", in: 1...3_153_600_000)) * 1000
+        engine.receipts.inboxTTL =
+            Int64(try flags.integer("inbox-ttl", in: 1...DeviceLimits.largestInboxTTLSeconds)) * 1000
         engine.receipts.maxInboxPerDevice = try flags.integer(
             "max-inbox-per-device",
             in: 1...DeviceLimits.maxInboxPerDevice
         )
-        engine.receipts.maxInboxBytesPerDevice = try flags.integer("max-inbox-bytes-per-device", in: 1024...(1 << 34))
-        engine.receipts.historyPerDevice = try flags.integer("history-per-device", in: 1...100_000)
+        engine.receipts.maxInboxBytesPerDevice = try flags.integer(
+            "max-inbox-bytes-per-device",
+            in: 1024...DeviceLimits.maxInboxBytesPerDevice
+        )
+        engine.receipts.historyPerDevice = try flags.integer(
+            "history-per-device",
+            in: 1...DeviceLimits.maxHistoryPerDevice
+        )
         limits = CommandLimits(
-            maxCommandBytes: try flags.integer("max-command-bytes", in: 256...268_435_456),
-            maxUserInfoBytes: try flags.integer("max-userinfo-bytes", in: 2...16_777_216)
+            maxCommandBytes: try flags.integer("max-command-bytes", in: 256...CommandLimits.largestCommandBytes),
+            maxUserInfoBytes: try flags.integer("max-userinfo-bytes", in: 2...CommandLimits.largestCommandBytes)
         )
         deviceBudget = DeviceBudget(
-            rate: Double(try flags.integer("device-rate", in: 0...1000)),
-            burst: Double(try flags.integer("device-burst", in: 1...60_000))
+            rate: Double(try flags.integer("device-rate", in: 0...DeviceBudget.largestRate)),
+            burst: Double(try flags.integer("device-burst", in: 1...DeviceBudget.largestBurst))
         )
         statsInterval = try flags.integer("stats-interval", in: 0...86_400)
         snapshotBytes = try flags.integer("snapshot-bytes", in: 65_536...(1 << 40))

@@ -14,6 +14,14 @@ public struct DeviceBudget: Sendable {
     /// The most a device can save up, in milliseconds (`--device-burst`).
     public var burst: Double
     public static let minimumCost: Double = 0.1
+    /// The largest `--device-rate`, in milliseconds a second: one device takes at most half the
+    /// worker, and the others are served in the other half (at 1000 a device sending the costliest
+    /// commands kept the loop busy and the others' round trips at 0.3 to 1.6 s: docs/benchmarks.md,
+    /// "Limits at their maxima").
+    public static let largestRate = 500
+    /// The largest `--device-burst`, in milliseconds: how long one device may keep the loop to
+    /// itself after a quiet spell.
+    public static let largestBurst = 10_000
 
     private struct Bucket {
         var level: Double

@@ -87,6 +87,11 @@ public struct CommandLimits: Hashable, Sendable {
     /// bound everything Chime accepts it can also read back within ``JSON/maximumDepth``.
     public static let maximumUserInfoDepth = 32
 
+    /// The largest `--max-command-bytes` and `--max-userinfo-bytes` (1 MiB, as the deploy broker's
+    /// `max_packet_size`): the costliest command of that size (a million bytes of small members)
+    /// holds the worker's loop about 30 ms on the benchmark's machine (`chime-bench maxima`).
+    public static let largestCommandBytes = 1 << 20
+
     public init(maxCommandBytes: Int = 262_144, maxUserInfoBytes: Int = 4096) {
         self.maxCommandBytes = maxCommandBytes
         self.maxUserInfoBytes = maxUserInfoBytes

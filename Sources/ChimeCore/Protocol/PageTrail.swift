@@ -1,12 +1,23 @@
-/// The largest per-device limits chimed accepts (`--max-pending-per-device`,
-/// `--max-inbox-per-device`), whatever a worker is configured with: chimed checks its flags against
-/// them, and clients derive from them how many pages of `list` and `inbox` a worker can send at
-/// most (``PageTrail``).
+/// The largest per-device limits chimed accepts, whatever a worker is configured with: chimed
+/// checks its flags against them, and clients derive from them how many pages of `list` and
+/// `inbox` a worker can send at most (``PageTrail``). Each is as large as it can be while one
+/// device's costliest command at that size holds the worker's loop for well under the 100 ms the
+/// other devices may wait (PROTOCOL.md section 3.8; `chime-bench maxima` measures it).
 public enum DeviceLimits {
-    /// The largest `--max-pending-per-device`: notifications one device may hold.
-    public static let maxPendingPerDevice = 100_000_000
+    /// The largest `--max-pending-per-device`: notifications one device may hold. A device's
+    /// commands that touch all it holds (pause, resume or cancel all, a new zone, the first match,
+    /// which builds its userInfo index) cost about 0.6 µs a notification: 61 ms at 100,000.
+    public static let maxPendingPerDevice = 100_000
     /// The largest `--max-inbox-per-device`: unacknowledged deliveries one inbox holds.
     public static let maxInboxPerDevice = 100_000
+    /// The largest `--history-per-device`.
+    public static let maxHistoryPerDevice = 100_000
+    /// The largest `--max-inbox-bytes-per-device` (256 MiB): a snapshot writes a device's inbox as
+    /// one entry, JSON in which a payload's bytes can take twice their room, and one entry must fit
+    /// one PostgreSQL value (1 GB) and one frame of a snapshot file.
+    public static let maxInboxBytesPerDevice = 1 << 28
+    /// The largest `--inbox-ttl`, in seconds: a hundred years.
+    public static let largestInboxTTLSeconds = 3_153_600_000
 }
 
 /// The cursors a client followed through the pages of `list` or `inbox`. Cursors are opaque, but

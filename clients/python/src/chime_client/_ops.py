@@ -113,7 +113,7 @@ def add_all(requests: Sequence[NotificationRequest], replacing: Selector | None)
 
 #: chimed's largest ``--max-pending-per-device`` (Sources/ChimeCore/Protocol/PageTrail.swift; a test
 #: keeps the two equal).
-MAX_PENDING_PER_DEVICE = 100_000_000
+MAX_PENDING_PER_DEVICE = 100_000
 #: chimed's largest ``--max-inbox-per-device``.
 MAX_INBOX_PER_DEVICE = 100_000
 #: The most pages of ``list`` and of ``inbox`` a worker can send: a page holds at least one row
