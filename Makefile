@@ -1,5 +1,8 @@
 # Chime: `make run` and `make test` are all a fresh Debian machine needs (see README.md).
 SWIFT ?= swift
+# Warnings are errors in every build (Package.swift leaves them out: an app adds the client library
+# by version, and SwiftPM refuses unsafe flags there).
+STRICT = -Xswiftc -warnings-as-errors
 SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
@@ -10,10 +13,10 @@ bootstrap:
 	@scripts/bootstrap
 
 build: bootstrap
-	$(SWIFT) build
+	$(SWIFT) build $(STRICT)
 
 release: bootstrap
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release $(STRICT)
 
 ## Builds release, starts a local mosquitto on 127.0.0.1:1883 (unless one listens) and chimed.
 run: release
@@ -31,7 +34,7 @@ WORKER_TESTS = ChimeHTTPTests|ChimeMQTTTests|ChimeWorkerTests|ChimeDeployTests
 CLIENT_TESTS = ChimePostgresTests|ChimePostgresStoreTests|ChimeCLITests|ChimeClientTests
 
 test: bootstrap
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --build-tests $(STRICT)
 	$(SWIFT) test --skip-build --filter '$(UNIT_TESTS)'
 	$(SWIFT) test --skip-build --filter '$(WORKER_TESTS)' --skip 'ReadBackTests|WorkerPolicyTests|SeedScenarioTests'
 	$(SWIFT) test --skip-build --filter '$(CLIENT_TESTS)|SeedScenarioTests'
@@ -39,6 +42,7 @@ test: bootstrap
 
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)
+	scripts/check-commits
 
 format:
 	$(SWIFT) format --in-place --recursive --parallel $(SWIFT_SOURCES)
@@ -55,7 +59,7 @@ fuzz: bootstrap
 ## Longer durability runs than `make test`: SOAK_KILLS kill -9s of chimed under load (default 200)
 ## and SOAK_MUTATIONS mutated commands (default 30000). A failure prints the seed that replays it.
 soak: bootstrap
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --build-tests $(STRICT)
 	CHIME_KILLS=$${SOAK_KILLS:-200} CHIME_MUTATIONS=$${SOAK_MUTATIONS:-30000} \
 		$(SWIFT) test --skip-build --filter 'DurabilityKillTests|DurabilityMutationTests'
 

@@ -1,16 +1,17 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// One list of settings for every target, so the whole package compiles the same way. Warnings
-/// are errors: the build stays warning-free.
+/// One list of settings for every target, so the whole package compiles the same way. Warnings are
+/// errors in every build `make` runs (`-Xswiftc -warnings-as-errors`, Makefile): not here, where it
+/// would be an unsafe flag, which SwiftPM refuses in a package that an app adds by version.
 let swiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
-    .unsafeFlags(["-warnings-as-errors"]),
+    .enableUpcomingFeature("ExistentialAny")
 ]
 
 let package = Package(
     name: "Chime",
-    platforms: [.macOS(.v15)],
+    // The client library's needs (Swift 6's Synchronization); the server runs on Linux.
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .executable(name: "chimed", targets: ["chimed"]),
         .executable(name: "chime", targets: ["chime"]),
@@ -40,16 +41,30 @@ let package = Package(
         ),
         // Pure calendar arithmetic: instants, civil times, zones, ISO 8601, RRULE. Foundation only.
         .target(name: "ChimeTime", swiftSettings: swiftSettings),
-        // Pure core: JSON, protocol codec, model, engine state machine. Foundation only.
+        // The wire protocol, pure: JSON, commands, replies, notification fields, command keys. All a
+        // client needs, and all the client library depends on (with ChimeTime).
+        .target(name: "ChimeProtocol", dependencies: ["ChimeTime"], swiftSettings: swiftSettings),
+        // The engine, pure: the state machine of every device's notifications, fed commands,
+        // time and acknowledgements, returning journal records and deliveries.
         .target(
-            name: "ChimeCore",
-            dependencies: ["ChimeTime"],
+            name: "ChimeEngine",
+            dependencies: ["ChimeProtocol"],
             // Release builds drop the run-time exclusivity checks of the engine's classes (the
             // compiler's static ones stay, and debug builds, which the tests run, keep both): they
-            // were 15 % of restoring a snapshot (docs/bench/scale.md).
+            // were 15 % of restoring a snapshot (docs/bench/scale.md). The client library does not
+            // depend on it.
             swiftSettings: swiftSettings + [
                 .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))
             ]
+        ),
+        // The worker's policy, pure: admission, the delivery window, snapshots, the broker session,
+        // slots, zones, as events in and actions out (WorkerStateMachine, SlotOwnership).
+        .target(name: "ChimeWorkerPolicy", dependencies: ["ChimeEngine"], swiftSettings: swiftSettings),
+        // The three above, for the server's modules that use them all.
+        .target(
+            name: "ChimeCore",
+            dependencies: ["ChimeProtocol", "ChimeEngine", "ChimeWorkerPolicy"],
+            swiftSettings: swiftSettings
         ),
         // CRC-32C with the processor's instruction, which Swift cannot name. Only ChimeJournal imports it.
         .target(name: "CCRC32C"),
@@ -97,7 +112,7 @@ let package = Package(
         // The client library for apps and backends, shaped like UNUserNotificationCenter: its API,
         // the JSON mapping and the request/reply correlation, over a transport protocol. Pure (no
         // C MQTT), so an app can bring its own MQTT stack.
-        .target(name: "ChimeClient", dependencies: ["ChimeCore", "ChimeTime"], swiftSettings: swiftSettings),
+        .target(name: "ChimeClient", dependencies: ["ChimeProtocol", "ChimeTime"], swiftSettings: swiftSettings),
         // The client's transport over ChimeMQTT (libmosquitto).
         .target(name: "ChimeClientMQTT", dependencies: ["ChimeClient", "ChimeMQTT"], swiftSettings: swiftSettings),
         // What the benchmark and the tests share: a mosquitto on a free loopback port, child

@@ -1,4 +1,4 @@
-import ChimeCore
+import ChimeProtocol
 
 /// Why a call failed: an error reply of chimed, carrying the protocol's `code` (PROTOCOL.md
 /// section 4), its `field` and `message`; a request the client refused before sending it (with the

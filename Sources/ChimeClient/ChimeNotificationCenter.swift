@@ -1,4 +1,4 @@
-import ChimeCore
+import ChimeProtocol
 import Foundation
 import Synchronization
 
@@ -236,7 +236,7 @@ public final class ChimeNotificationCenter: Sendable {
     public func add(_ request: NotificationRequest) async throws(ChimeClientError) -> Date? {
         // One notification object rather than a batch of one, so that errors name `fireDate`,
         // not `notifications[0].fireDate`.
-        guard let result = try await send(ChimeCore.Operation.schedule.rawValue, try await notificationObject(request))
+        guard let result = try await send(ChimeProtocol.Operation.schedule.rawValue, try await notificationObject(request))
         else {
             return nil
         }
@@ -260,7 +260,7 @@ public final class ChimeNotificationCenter: Sendable {
         }
         var payload: JSONObject = ["notifications": .array(objects)]
         if let selector { payload["replace"] = .object(selector.json) }
-        guard let result = try await send(ChimeCore.Operation.schedule.rawValue, payload) else {
+        guard let result = try await send(ChimeProtocol.Operation.schedule.rawValue, payload) else {
             return requests.map { ScheduledNotification(identifier: $0.identifier, nextFireDate: nil) }
         }
         guard case .scheduled(let scheduled) = try Self.typed(.schedule, result) else {
@@ -287,7 +287,7 @@ public final class ChimeNotificationCenter: Sendable {
             var payload: JSONObject = ["limit": .int(Int64(configuration.pageSize))]
             if let userInfo { payload["match"] = ["userInfo": .object(userInfo)] }
             if let cursor { payload["cursor"] = .string(cursor) }
-            guard let result = try await send(ChimeCore.Operation.list.rawValue, payload),
+            guard let result = try await send(ChimeProtocol.Operation.list.rawValue, payload),
                 case .listed(let page) = try Self.typed(.list, result)
             else { throw Self.unexpected(.list) }
             pending += page.notifications.map(PendingNotificationRequest.init)
@@ -332,7 +332,7 @@ public final class ChimeNotificationCenter: Sendable {
         try await select(.resume, selector)
     }
 
-    private func select(_ op: ChimeCore.Operation, _ selector: NotificationSelector) async throws(ChimeClientError) {
+    private func select(_ op: ChimeProtocol.Operation, _ selector: NotificationSelector) async throws(ChimeClientError) {
         _ = try await send(op.rawValue, selector.json)
     }
 
@@ -376,9 +376,9 @@ public final class ChimeNotificationCenter: Sendable {
             }
         }
         if clearing.contains(.id) { throw .invalid("id", "cannot be cleared") }
-        guard let result = try await send(ChimeCore.Operation.update.rawValue, payload) else { return nil }
+        guard let result = try await send(ChimeProtocol.Operation.update.rawValue, payload) else { return nil }
         let updated = try WireReader(object: result, what: "update reply").object("updated")
-        guard let updated else { throw Self.unexpected(ChimeCore.Operation.update.rawValue) }
+        guard let updated else { throw Self.unexpected(ChimeProtocol.Operation.update.rawValue) }
         return try WireReader(object: updated, what: "update reply").date("nextFireDate")
     }
 
@@ -391,7 +391,7 @@ public final class ChimeNotificationCenter: Sendable {
         let payload: JSONObject = [
             "id": .string(identifier), "after": try Wire.seconds(seconds, field: NotificationField.after.wireName),
         ]
-        guard let result = try await send(ChimeCore.Operation.snooze.rawValue, payload) else { return nil }
+        guard let result = try await send(ChimeProtocol.Operation.snooze.rawValue, payload) else { return nil }
         guard case .snoozed(let next) = try Self.typed(.snooze, result) else { throw Self.unexpected(.snooze) }
         return next.nextFireDate.map(Wire.date)
     }
@@ -426,7 +426,7 @@ public final class ChimeNotificationCenter: Sendable {
         var payload = target
         payload["count"] = .int(Int64(count))
         if let from { payload["from"] = .string(Wire.instant(from)) }
-        guard let result = try await send(ChimeCore.Operation.preview.rawValue, payload),
+        guard let result = try await send(ChimeProtocol.Operation.preview.rawValue, payload),
             case .previewed(let dates, _) = try Self.typed(.preview, result)
         else { throw Self.unexpected(.preview) }
         return dates.map(Wire.date)
@@ -490,7 +490,7 @@ public final class ChimeNotificationCenter: Sendable {
 
     private func device(_ payload: JSONObject) async throws(ChimeClientError) -> DeviceSettings {
         // A duplicate (a retry of a change already applied) is answered without the settings.
-        guard let result = try await send(ChimeCore.Operation.device.rawValue, payload) else {
+        guard let result = try await send(ChimeProtocol.Operation.device.rawValue, payload) else {
             return try await device([:])
         }
         guard case .device(let status) = try Self.typed(.device, result) else { throw Self.unexpected(.device) }
@@ -505,7 +505,7 @@ public final class ChimeNotificationCenter: Sendable {
     public func ack(fireIds: [String], badge: Badge? = nil) async throws(ChimeClientError) -> AckResult {
         var payload: JSONObject = ["fireIds": .array(fireIds.map(JSON.string))]
         if let badge { payload["badge"] = try badge.json() }
-        guard let result = try await send(ChimeCore.Operation.ack.rawValue, payload) else {
+        guard let result = try await send(ChimeProtocol.Operation.ack.rawValue, payload) else {
             return AckResult(acknowledged: 0, unknown: [])
         }
         guard case .acknowledged(let count, let unknown) = try Self.typed(.ack, result) else {
@@ -526,7 +526,7 @@ public final class ChimeNotificationCenter: Sendable {
         repeat {
             var payload: JSONObject = ["limit": .int(Int64(configuration.pageSize))]
             if let cursor { payload["cursor"] = .string(cursor) }
-            guard let result = try await send(ChimeCore.Operation.inbox.rawValue, payload),
+            guard let result = try await send(ChimeProtocol.Operation.inbox.rawValue, payload),
                 case .inbox(let page) = try Self.typed(.inbox, result)
             else { throw Self.unexpected(.inbox) }
             for delivery in page.deliveries {
@@ -549,7 +549,7 @@ public final class ChimeNotificationCenter: Sendable {
         var payload = JSONObject()
         if let since { payload["since"] = .string(Wire.instant(since)) }
         if let limit { payload["limit"] = .int(Int64(limit)) }
-        guard let result = try await send(ChimeCore.Operation.history.rawValue, payload),
+        guard let result = try await send(ChimeProtocol.Operation.history.rawValue, payload),
             case .history(let rows) = try Self.typed(.history, result)
         else { throw Self.unexpected(.history) }
         return rows.map(DeliveryRecord.init)
@@ -656,7 +656,7 @@ public final class ChimeNotificationCenter: Sendable {
         }
     }
 
-    private static func typed(_ op: ChimeCore.Operation, _ result: JSONObject) throws(ChimeClientError) -> ReplyResult {
+    private static func typed(_ op: ChimeProtocol.Operation, _ result: JSONObject) throws(ChimeClientError) -> ReplyResult {
         do throws(ChimeError) {
             return try ReplyResult(op: op, json: result)
         } catch {
@@ -664,7 +664,7 @@ public final class ChimeNotificationCenter: Sendable {
         }
     }
 
-    private static func unexpected(_ op: ChimeCore.Operation) -> ChimeClientError { unexpected(op.rawValue) }
+    private static func unexpected(_ op: ChimeProtocol.Operation) -> ChimeClientError { unexpected(op.rawValue) }
 
     private static func unexpected(_ op: String) -> ChimeClientError {
         ChimeClientError(.invalidReply, "a reply to \(op) that is not the result of \(op)")

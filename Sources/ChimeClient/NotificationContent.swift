@@ -1,4 +1,4 @@
-import ChimeCore
+import ChimeProtocol
 import Foundation
 
 /// What a notification shows and how it is delivered: the `UNMutableNotificationContent` (and

@@ -1,4 +1,4 @@
-import ChimeCore
+import ChimeProtocol
 import Foundation
 
 /// A notification to schedule, as `UNNotificationRequest`: an identifier, what it shows, and when.

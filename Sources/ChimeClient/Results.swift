@@ -1,4 +1,4 @@
-import ChimeCore
+import ChimeProtocol
 import Foundation
 
 /// A delivery chimed published to the device (PROTOCOL.md section 5), live or from its inbox.

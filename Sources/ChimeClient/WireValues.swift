@@ -1,4 +1,4 @@
-import ChimeCore
+import ChimeProtocol
 import ChimeTime
 import Foundation
 

@@ -1,6 +1,8 @@
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 
 /// The badge counter has one maximum, `Badge.maximum`, on the wire, in the engine and in what it
 /// restores (PROTOCOL.md section 3.8).

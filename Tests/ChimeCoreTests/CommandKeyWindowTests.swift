@@ -1,7 +1,9 @@
 import ChimeHarness
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 
 /// The window of recent command keys against a plain model of its three bounds (PROTOCOL.md
 /// section 4): the newest 64 keys of each device, none older than a day, at most `total` in all.

@@ -1,6 +1,8 @@
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 
 /// ``NotificationField`` is the one declaration of a notification's fields: every field set
 /// reaches every place that handles fields (decoder, journal, stored form, snapshot, `list`,

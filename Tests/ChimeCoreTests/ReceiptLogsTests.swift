@@ -1,7 +1,9 @@
 import ChimeTestSupport
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 
 /// The inbox and the history against plain arrays doing the same, through long random runs that
 /// cross many compactions.

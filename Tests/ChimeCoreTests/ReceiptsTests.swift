@@ -1,7 +1,9 @@
 import ChimeTestSupport
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 
 /// Receipts, the inbox and history (PROTOCOL.md section 3.9), through the worker's own loop.
 @Suite struct ReceiptsTests {

@@ -1,7 +1,9 @@
 import ChimeHarness
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 
 /// A snapshot is taken a part at a time (``Engine/beginSnapshot()``,
 /// ``Engine/continueSnapshot(budget:)``) while the engine goes on changing: what it holds must be

@@ -1,7 +1,9 @@
 import ChimeTestSupport
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 @testable import ChimeTime
 
 /// Zone names a client may give, and zone names the journal and snapshots hold that this machine

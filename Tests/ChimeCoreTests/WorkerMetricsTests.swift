@@ -1,6 +1,8 @@
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 
 @Suite struct WorkerMetricsTests {
     func metrics(notReady: [String] = []) -> WorkerMetrics {

@@ -2,7 +2,9 @@ import ChimeTestSupport
 import Foundation
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 @testable import ChimeTime
 
 /// An unresolved zone (``UnresolvedZoneTests``) installed while the worker runs: the next zone check

@@ -2,7 +2,9 @@ import ChimeTestSupport
 import ChimeWorker
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 @testable import ChimeTime
 
 /// The worker's policy for changed zone rules (``WorkerStateMachine``, run by the real loop over the

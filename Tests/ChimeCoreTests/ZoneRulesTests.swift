@@ -2,7 +2,9 @@ import ChimeTestSupport
 import Foundation
 import Testing
 
-@testable import ChimeCore
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
 @testable import ChimeTime
 
 /// A zone whose rules change while notifications wait (a tzdata upgrade): wall-clock times move,
