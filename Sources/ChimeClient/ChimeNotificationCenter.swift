@@ -236,7 +236,11 @@ public final class ChimeNotificationCenter: Sendable {
     public func add(_ request: NotificationRequest) async throws(ChimeClientError) -> Date? {
         // One notification object rather than a batch of one, so that errors name `fireDate`,
         // not `notifications[0].fireDate`.
-        guard let result = try await send(ChimeProtocol.Operation.schedule.rawValue, try await notificationObject(request))
+        guard
+            let result = try await send(
+                ChimeProtocol.Operation.schedule.rawValue,
+                try await notificationObject(request)
+            )
         else {
             return nil
         }
@@ -332,7 +336,8 @@ public final class ChimeNotificationCenter: Sendable {
         try await select(.resume, selector)
     }
 
-    private func select(_ op: ChimeProtocol.Operation, _ selector: NotificationSelector) async throws(ChimeClientError) {
+    private func select(_ op: ChimeProtocol.Operation, _ selector: NotificationSelector) async throws(ChimeClientError)
+    {
         _ = try await send(op.rawValue, selector.json)
     }
 
@@ -656,7 +661,10 @@ public final class ChimeNotificationCenter: Sendable {
         }
     }
 
-    private static func typed(_ op: ChimeProtocol.Operation, _ result: JSONObject) throws(ChimeClientError) -> ReplyResult {
+    private static func typed(
+        _ op: ChimeProtocol.Operation,
+        _ result: JSONObject
+    ) throws(ChimeClientError) -> ReplyResult {
         do throws(ChimeError) {
             return try ReplyResult(op: op, json: result)
         } catch {

@@ -16,7 +16,9 @@ package enum NotificationCoding {
 
     /// What a `list` row adds to the fields (the notification's state, PROTOCOL.md section 3.4):
     /// `schedule` and `update` accept and ignore these, so that a row sent back is read-modify-write.
-    package static let listedState: Set<String> = ["nextFireDate", "firedCount", "lastFiredAt", "createdAt", "updatedAt"]
+    package static let listedState: Set<String> = [
+        "nextFireDate", "firedCount", "lastFiredAt", "createdAt", "updatedAt",
+    ]
 
     /// UILocalNotification's names accepted for Chime's own (PROTOCOL.md section 2, "Porting names").
     package static let aliases: [String: NotificationField] = ["applicationIconBadgeNumber": .badge]
@@ -58,7 +60,11 @@ package enum NotificationCoding {
 
     /// Checks the limits on a client's `userInfo` (in a notification or a `match` selector):
     /// its serialized size and its nesting.
-    package static func checkUserInfo(_ userInfo: JSONObject, at field: String, limits: CommandLimits) throws(ChimeError) {
+    package static func checkUserInfo(
+        _ userInfo: JSONObject,
+        at field: String,
+        limits: CommandLimits
+    ) throws(ChimeError) {
         let size = JSON.object(userInfo).byteCount
         guard size <= limits.maxUserInfoBytes else {
             throw ChimeError(

@@ -1,5 +1,5 @@
-import ChimeProtocol
 import ChimeEngine
+import ChimeProtocol
 
 /// Which slots a worker serves when many workers share one store (slot mode), as a state machine:
 /// when it heartbeats, renews its leases, takes slots and hands them back. No I/O and no clock: its

@@ -1,5 +1,5 @@
-import ChimeProtocol
 import ChimeEngine
+import ChimeProtocol
 
 /// Why the worker stopped abnormally: reported in one line, exit status 1.
 public struct WorkerError: Error, Hashable, Sendable, CustomStringConvertible {

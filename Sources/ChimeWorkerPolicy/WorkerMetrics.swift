@@ -1,5 +1,5 @@
-import ChimeProtocol
 import ChimeEngine
+import ChimeProtocol
 
 /// Every number the worker reports, at one moment: the source of both the stats message on
 /// `P/$worker/{id}/stats` (``statsJSON``) and the Prometheus endpoint (``prometheusText``).

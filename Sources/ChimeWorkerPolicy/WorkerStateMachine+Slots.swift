@@ -1,5 +1,5 @@
-import ChimeProtocol
 import ChimeEngine
+import ChimeProtocol
 
 /// Slot mode: the worker's half of ``SlotOwnership``. The ownership machine decides which slots
 /// are held; this carries its decisions out on the engines (an engine per slot served), and turns

@@ -1,5 +1,5 @@
-import ChimeProtocol
 import ChimeEngine
+import ChimeProtocol
 
 /// Zone rules that change while notifications wait (a tzdata upgrade): when to read the zone
 /// database again, and what to journal when it changed.

@@ -1,5 +1,5 @@
-import ChimeProtocol
 import ChimeEngine
+import ChimeProtocol
 
 /// The worker's policy as a state machine: what `chimed` does with each command, delivery,
 /// acknowledgement, journal result and connection change, and in which order. No I/O and no

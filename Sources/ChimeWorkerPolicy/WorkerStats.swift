@@ -1,5 +1,5 @@
-import ChimeProtocol
 import ChimeEngine
+import ChimeProtocol
 
 /// A histogram of durations over fixed millisecond buckets, with quantiles read from the
 /// buckets. Values are kept in microseconds, so that sub-millisecond syncs add up.

@@ -3,8 +3,8 @@ import Testing
 
 @testable import ChimeEngine
 @testable import ChimeProtocol
-@testable import ChimeWorkerPolicy
 @testable import ChimeTime
+@testable import ChimeWorkerPolicy
 
 /// Zone names a client may give, and zone names the journal and snapshots hold that this machine
 /// cannot resolve (PROTOCOL.md section 6): a client's must be canonical and known here; a recorded

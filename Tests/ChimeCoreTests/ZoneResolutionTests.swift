@@ -4,8 +4,8 @@ import Testing
 
 @testable import ChimeEngine
 @testable import ChimeProtocol
-@testable import ChimeWorkerPolicy
 @testable import ChimeTime
+@testable import ChimeWorkerPolicy
 
 /// An unresolved zone (``UnresolvedZoneTests``) installed while the worker runs: the next zone check
 /// (SIGHUP, `--zoneinfo-check`) finds it, journals its rules and computes its notifications again

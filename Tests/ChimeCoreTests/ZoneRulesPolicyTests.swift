@@ -4,8 +4,8 @@ import Testing
 
 @testable import ChimeEngine
 @testable import ChimeProtocol
-@testable import ChimeWorkerPolicy
 @testable import ChimeTime
+@testable import ChimeWorkerPolicy
 
 /// The worker's policy for changed zone rules (``WorkerStateMachine``, run by the real loop over the
 /// fakes): when it reads the zone database, what it journals, logs and counts. In ``ZoneRulesTests``,

@@ -4,8 +4,8 @@ import Testing
 
 @testable import ChimeEngine
 @testable import ChimeProtocol
-@testable import ChimeWorkerPolicy
 @testable import ChimeTime
+@testable import ChimeWorkerPolicy
 
 /// A zone whose rules change while notifications wait (a tzdata upgrade): wall-clock times move,
 /// absolute ones do not, fireIds follow their occurrences, and replay computes the same.

@@ -141,7 +141,7 @@ def test_pagers_stop_after_more_pages_than_a_device_fills(monkeypatch: pytest.Mo
 
 
 def test_page_bounds_follow_chimeds_limits() -> None:
-    source = (REPO / "Sources" / "ChimeCore" / "Protocol" / "PageTrail.swift").read_text()
+    source = (REPO / "Sources" / "ChimeProtocol" / "PageTrail.swift").read_text()
 
     def limit(name: str) -> int:
         found = re.search(rf"static let {name} = ([0-9_]+)", source)

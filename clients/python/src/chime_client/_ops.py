@@ -111,7 +111,7 @@ def add_all(requests: Sequence[NotificationRequest], replacing: Selector | None)
     return [_scheduled(entry) for entry in result["scheduled"]]
 
 
-#: chimed's largest ``--max-pending-per-device`` (Sources/ChimeCore/Protocol/PageTrail.swift; a test
+#: chimed's largest ``--max-pending-per-device`` (Sources/ChimeProtocol/PageTrail.swift; a test
 #: keeps the two equal).
 MAX_PENDING_PER_DEVICE = 100_000
 #: chimed's largest ``--max-inbox-per-device``.
