@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeHarness
 import ChimeMQTT
 import ChimeWorker
 import Foundation
@@ -30,6 +31,7 @@ struct MaximaBenchmark {
         let pending = quick ? [1_000, 10_000, 100_000] : [1_000, 10_000, 100_000, 1_000_000]
         for p in pending { rows += try deviceSize(p) }
         rows += receipts(cap: quick ? 20_000 : 100_000)
+        rows += try rules()
         for r in rows {
             say(
                 String(
@@ -125,6 +127,50 @@ struct MaximaBenchmark {
             )
         }
         return rows
+    }
+
+    /// Commands whose rules cost the most to check, bounded together by one ``RecurrenceAllowance``: a
+    /// batch of everyday rules (carried out), one of costly rules (refused once the allowance is used)
+    /// and a preview of a thousand occurrences of a costly rule (ends early). Median of three.
+    func rules() throws -> [Row] {
+        let everyday = [
+            "FREQ=DAILY", "FREQ=DAILY;BYHOUR=9,18", "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", "FREQ=MONTHLY;BYMONTHDAY=-1",
+            "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29", "FREQ=YEARLY;BYWEEKNO=20;BYDAY=MO", "FREQ=HOURLY;BYMINUTE=0,30",
+            "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29;BYDAY=MO",
+        ]
+        let costly = HostileRules.all.first { $0.name == "monthly-setpos-89280" }!.rule
+        func batch(_ rule: (Int) -> String) -> String {
+            let items = (0..<1000).map { #"{"id":"r\#($0)","fireDate":"2027-01-01T09:15:30Z","rrule":"\#(rule($0))"}"# }
+            return #"{"notifications":[\#(items.joined(separator: ","))]}"#
+        }
+        let commands: [(String, String, String)] = [
+            ("schedule", batch { everyday[$0 % everyday.count] }, "1000 everyday rules"),
+            ("schedule", batch { _ in costly }, "1000 costly rules (monthly-setpos)"),
+            (
+                "preview",
+                #"{"notification":{"fireDate":"2027-01-01T09:15:30Z","rrule":"\#(costly)"},"count":1000}"#,
+                "preview of 1000 of a costly rule"
+            ),
+        ]
+        let limits = CommandLimits(maxCommandBytes: CommandLimits.largestCommandBytes, maxUserInfoBytes: 4096)
+        return try commands.map { op, payload, name in
+            var times: [Double] = []
+            var reply = ""
+            for round in 0..<3 {
+                let engine = Engine(configuration: EngineConfiguration(maxBytesPerDevice: 1 << 40))
+                let (loop, _, transport) = try BenchLoop.online(limits: limits, engine: engine)
+                let (ms, r) = try turn(loop, transport, device: "r\(round)", op: op, Array(payload.utf8))
+                times.append(ms)
+                reply = r
+            }
+            return Row(
+                limit: "rules: one allowance",
+                value: RecurrenceAllowance.perCommand,
+                command: name,
+                milliseconds: median(times),
+                reply: reply
+            )
+        }
     }
 
     /// The commands whose work grows with what one device holds, on a device holding `count`

@@ -236,10 +236,12 @@ public final class Engine {
         let device = devices[request.deviceId]
         var resolved: [ResolvedNotification] = []
         resolved.reserveCapacity(notifications.count)
+        // One allowance for the whole batch: a thousand costly rules cost what one command may.
+        var allowance = RecurrenceAllowance()
         for (i, spec) in notifications.enumerated() {
             let path = batch ? "notifications[\(i)]." : ""
             let spec = try resolve(spec, path: path, deviceZone: device?.timeZone, now: now, random: &random)
-            try checkFires(spec, path: path, deviceZone: device?.timeZone, now: now)
+            try checkFires(spec, path: path, deviceZone: device?.timeZone, now: now, allowance: &allowance)
             // Written once here for the quota, the journal and the engine's copy.
             resolved.append(spec.encodedOnce())
         }
@@ -293,10 +295,11 @@ public final class Engine {
         _ spec: ResolvedNotification,
         path: String,
         deviceZone: Zone?,
-        now: Instant
+        now: Instant,
+        allowance: inout RecurrenceAllowance
     ) throws(ChimeError) {
         if spec.isRepeating || spec.exdates != nil {
-            _ = try validatedNext(spec, path: path, deviceZone: deviceZone, now: now)
+            _ = try validatedNext(spec, path: path, deviceZone: deviceZone, now: now, allowance: &allowance)
         } else {
             // A plain one-shot always fires (at once if its time has passed): only its zone
             // needs checking.
@@ -328,7 +331,8 @@ public final class Engine {
         // were accepted before.
         let spec = try NotificationCoding.decode(FieldReader(fields), limits: nil)
         let resolved = try resolve(spec, path: "", deviceZone: device.timeZone, now: now, random: &random)
-        try checkFires(resolved, path: "", deviceZone: device.timeZone, now: now)
+        var allowance = RecurrenceAllowance()
+        try checkFires(resolved, path: "", deviceZone: device.timeZone, now: now, allowance: &allowance)
         try checkBytesQuota(device.totalStoredBytes - n.storedBytes + Self.listedBytes(resolved))
         return .write(.update(deviceId: request.deviceId, at: now, notification: resolved))
     }
@@ -390,12 +394,14 @@ public final class Engine {
     }
 
     /// Builds the recurrence of a resolved notification and finds its first occurrence due at
-    /// or after `now`, enforcing `--min-repeat-seconds` and rejecting what never fires.
+    /// or after `now`, enforcing `--min-repeat-seconds` and rejecting what never fires, within the
+    /// command's `allowance`.
     func validatedNext(
         _ spec: ResolvedNotification,
         path: String,
         deviceZone: Zone?,
-        now: Instant
+        now: Instant,
+        allowance: inout RecurrenceAllowance
     ) throws(ChimeError) -> (Recurrence, Occurrence) {
         let zone = try zoneOf(spec.spec, path: path, deviceZone: deviceZone)
         let field = path + (spec.rrule != nil ? "rrule" : spec.repeatInterval != nil ? "repeatInterval" : "fireDate")
@@ -409,7 +415,7 @@ public final class Engine {
                 until: spec.until,
                 exdates: spec.exdates ?? []
             )
-            if spec.isRepeating, let spacing = try recurrence.smallestSpacing(),
+            if spec.isRepeating, let spacing = try recurrence.smallestSpacing(within: &allowance),
                 spacing < configuration.minRepeatSeconds
             {
                 throw ChimeError(
@@ -419,7 +425,7 @@ public final class Engine {
                 )
             }
             let from = spec.isRepeating ? now.adding(milliseconds: spec.leadTime ?? 0) : Instant.distantPast
-            guard let first = try recurrence.first(atOrAfter: from) else {
+            guard let first = try recurrence.first(atOrAfter: from, within: &allowance) else {
                 throw ChimeError(.neverFires, field: field, "\(field): this schedule has no occurrence from now on")
             }
             return (recurrence, first)
@@ -564,7 +570,14 @@ public final class Engine {
             path = "notification."
             spec = try resolve(input, path: path, deviceZone: deviceZone, now: from, random: &random)
         }
-        let (recurrence, first) = try validatedNext(spec, path: path, deviceZone: deviceZone, now: from)
+        var allowance = RecurrenceAllowance()
+        let (recurrence, first) = try validatedNext(
+            spec,
+            path: path,
+            deviceZone: deviceZone,
+            now: from,
+            allowance: &allowance
+        )
         let lead = spec.leadTime ?? 0
         var dates: [Instant] = []
         // The occurrence's own date (not the delivery's, which the lead time may move to another day).
@@ -573,8 +586,9 @@ public final class Engine {
         while let o = occurrence, dates.count < count {
             dates.append(max(o.instant.adding(milliseconds: -lead), from))
             if calendarDates != nil { calendarDates?.append(recurrence.calendarDate(of: o) ?? "") }
+            // Past the allowance, the dates found so far: the reply has fewer than `count`.
             do {
-                occurrence = try recurrence.next(after: o)
+                occurrence = try recurrence.next(after: o, within: &allowance)
             } catch {
                 break
             }

@@ -248,8 +248,22 @@ public final class TestBroker: Sendable {
         return (lines + configuration.extraLines).joined(separator: "\n") + "\n"
     }
 
-    /// A port that was free a moment ago: bind port 0, read what the kernel chose, close.
+    /// Ports ``freePort()`` handed out in this process.
+    private static let handedOut = Mutex(Set<Int>())
+
+    /// A port that was free a moment ago and that this process has not been handed before: the kernel
+    /// gives a port it just freed to the next bind of port 0 now and then, and a test that asked for two
+    /// ports (a broker's, then chimed's metrics) got one twice and failed with "Address already in use".
     public static func freePort() throws -> Int {
+        for _ in 0..<1000 {
+            let port = try unusedPort()
+            if handedOut.withLock({ $0.insert(port).inserted }) { return port }
+        }
+        throw HarnessError("no free port this process has not used already")
+    }
+
+    /// Binds port 0, reads what the kernel chose, closes.
+    private static func unusedPort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }

@@ -67,8 +67,18 @@ public struct Recurrence: Sendable {
     /// `FREQ=DAILY` with every second listed and `BYSETPOS=1`) cannot be checked against
     /// `--min-repeat-seconds` and is refused. The python-dateutil vectors need about a million at most.
     public static let maximumCandidatesPerSpacingCheck = 5_000_000
-    /// How many occurrences from the start ``smallestSpacing()`` looks at.
-    public static let spacingOccurrences = 1000
+    /// How many occurrences from the start ``smallestSpacing()`` looks at, at most.
+    ///
+    /// A rule's occurrences within a period are the same in every period but for what the calendar
+    /// drops (a 31st, a 29 February, a week 53), so its shortest spacing shows within its first
+    /// occurrences; what later years change (a DST day, a leap day) moves it by hours or days. A
+    /// hundred occurrences, or three once they span ``spacingHorizonSeconds``, cost a few thousand
+    /// candidates for common rules, so that a batch of a thousand stays within one
+    /// ``RecurrenceAllowance``.
+    public static let spacingOccurrences = 100
+    /// How far from the first occurrence ``smallestSpacing()`` looks once it has three: four years,
+    /// a leap year's cycle and more than the largest `--min-repeat-seconds` (a year) four times over.
+    public static let spacingHorizonSeconds: Int64 = 4 * 366 * 86_400
     /// Candidate date-times a rule may examine once, at construction, to find the short cycle its periods
     /// repeat with or to prove that no period after the first has a candidate (`FREQ=YEARLY;BYMONTH=2;
     /// BYMONTHDAY=30`), counted as for ``maximumCandidatesPerSearch``. Past it the rule is taken as possibly
@@ -169,6 +179,35 @@ public struct Recurrence: Sendable {
         return try first(atOrAfter: instant, budget: &budget)
     }
 
+    /// ``first(atOrAfter:)``, its budget taken from `allowance`.
+    public func first(
+        atOrAfter instant: Instant,
+        within allowance: inout RecurrenceAllowance
+    ) throws(RecurrenceError) -> Occurrence? {
+        try allowance.spending(Budget.perCall, for: .nextOccurrence) { (budget) throws(RecurrenceError) in
+            try first(atOrAfter: instant, budget: &budget)
+        }
+    }
+
+    /// ``next(after:)``, its budget taken from `allowance`.
+    public func next(
+        after occurrence: Occurrence,
+        within allowance: inout RecurrenceAllowance
+    ) throws(RecurrenceError) -> Occurrence? {
+        try allowance.spending(Budget.perCall, for: .nextOccurrence) { (budget) throws(RecurrenceError) in
+            try next(after: occurrence, budget: &budget)
+        }
+    }
+
+    /// ``smallestSpacing()``, its budget taken from `allowance`, which is also charged this recurrence's
+    /// construction (the candidates it examined then).
+    public func smallestSpacing(within allowance: inout RecurrenceAllowance) throws(RecurrenceError) -> Int64? {
+        try allowance.charge(proofCandidates)
+        return try allowance.spending(Budget.perSpacing, for: .spacing) { (budget) throws(RecurrenceError) in
+            try smallestSpacing(budget: &budget)
+        }
+    }
+
     /// ``first(atOrAfter:)`` within `budget`, which counts the candidates examined (for tests).
     func first(atOrAfter instant: Instant, budget: inout Budget) throws(RecurrenceError) -> Occurrence? {
         try first(atOrAfter: instant.milliseconds, budget: &budget)
@@ -263,12 +302,18 @@ public struct Recurrence: Sendable {
     func smallestSpacing(budget: inout Budget) throws(RecurrenceError) -> Int64? {
         let wanted = Self.spacingOccurrences
         var instants: [Int64] = []
+        /// Whether enough have been seen: the most, or three over the horizon.
+        func enough() -> Bool {
+            instants.count >= wanted
+                || (instants.count >= 3
+                    && instants[instants.count - 1] - instants[0] > Self.spacingHorizonSeconds * 1000)
+        }
         switch series {
         case .once:
             return nil
         case .interval(let s):
             var k: Int64 = 0
-            while instants.count < wanted {
+            while !enough() {
                 if let count, k >= count { break }
                 guard let value = s.instant(k), value <= Instant.distantFuture.milliseconds else { break }
                 if let untilMilliseconds, value > untilMilliseconds { break }
@@ -278,7 +323,7 @@ public struct Recurrence: Sendable {
             }
         case .rule(let s):
             var stream = s.streamFromStart()
-            while instants.count < wanted, let item = try s.next(&stream, budget: &budget) {
+            while !enough(), let item = try s.next(&stream, budget: &budget) {
                 guard item.instant <= Instant.distantFuture.seconds else { break }
                 instants.append(item.instant * 1000)
             }

@@ -43,7 +43,7 @@ import Testing
         #expect(
             e.message
                 == "rrule: needs more than \(Recurrence.maximumCandidatesPerSpacingCheck) candidate date-times to "
-                + "check the spacing of its first 1000 occurrences; simplify the rule"
+                + "check the spacing of its first \(Recurrence.spacingOccurrences) occurrences; simplify the rule"
         )
         // A rule that provably never fires still says so.
         let never = error(
@@ -53,6 +53,60 @@ import Testing
         )
         #expect(never.code == "never_fires")
         #expect(h.journal.isEmpty)
+    }
+
+    /// Each rule is bounded on its own, and a batch of them by one allowance: a thousand rules each
+    /// near its own bounds once held chimed's loop for seconds.
+    @Test func aBatchOfCostlyRulesIsBoundedByTheCommandsAllowance() {
+        var h = Harness()
+        // About 4.4 million candidates to check its spacing: one fits the allowance, three do not.
+        let costly = HostileRules.all.first { $0.name == "monthly-setpos-89280" }!.rule
+        let one = #"{"id":"c","fireDate":"2026-12-01T09:15:30Z","rrule":"\#(costly)"}"#
+        #expect(h.send("d1", .schedule, one)["ok"] == true)
+        let three = (0..<3).map { #"{"id":"c\#($0)","fireDate":"2026-12-01T09:15:30Z","rrule":"\#(costly)"}"# }
+        let before = h.journal.count
+        let e = error(&h, .schedule, #"{"notifications":[\#(three.joined(separator: ","))]}"#)
+        #expect(e.code == "invalid_argument")
+        #expect(e.field == "notifications[2].rrule")
+        #expect(
+            e.message
+                == "notifications[2].rrule: the command's rules need more than \(RecurrenceAllowance.perCommand) "
+                + "candidate date-times together to check; send them in smaller batches or simplify them"
+        )
+        #expect(h.journal.count == before)
+    }
+
+    /// What apps schedule costs a few thousand candidates a rule: a thousand in one batch are well within
+    /// the allowance.
+    @Test func aBatchOfAThousandEverydayRulesIsAccepted() {
+        var h = Harness()
+        let rules = [
+            "FREQ=DAILY", "FREQ=DAILY;BYHOUR=9,18", "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", "FREQ=MONTHLY;BYMONTHDAY=-1",
+            "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29", "FREQ=YEARLY;BYWEEKNO=20;BYDAY=MO", "FREQ=HOURLY;BYMINUTE=0,30",
+            "RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=8;BYMONTHDAY=15", "FREQ=MONTHLY;BYDAY=-1FR",
+            "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29;BYDAY=MO",
+        ]
+        let items = (0..<1000).map { i in
+            #"{"id":"n\#(i)","fireDate":"2026-12-02T18:00:00","timeZone":"Asia/Shanghai","rrule":"\#(rules[i % rules.count])"}"#
+        }
+        let reply = h.send("d1", .schedule, #"{"notifications":[\#(items.joined(separator: ","))]}"#)
+        #expect(reply["ok"] == true, "\(reply)")
+        #expect(reply["result"]?.objectValue?["scheduled"]?.arrayValue?.count == 1000)
+    }
+
+    /// `preview` takes its dates from one allowance too: past it, the dates found so far.
+    @Test func aPreviewOfACostlyRuleEndsAtTheAllowance() {
+        var h = Harness()
+        // About 180,000 candidates an occurrence: a thousand would be 180 million.
+        let costly = HostileRules.all.first { $0.name == "monthly-setpos-89280" }!.rule
+        let reply = h.send(
+            "d1",
+            .preview,
+            #"{"notification":{"fireDate":"2026-12-01T09:15:30Z","rrule":"\#(costly)"},"count":1000}"#
+        )
+        let dates = reply["result"]?.objectValue?["fireDates"]?.arrayValue ?? []
+        #expect(reply["ok"] == true, "\(reply)")
+        #expect(dates.count > 10 && dates.count < 1000, "\(dates.count) dates")
     }
 
     @Test func dateTimesOutsideTheYearsOneToNineNineNineNineAreRefused() {
