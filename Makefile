@@ -62,6 +62,8 @@ soak: bootstrap
 	$(SWIFT) build --build-tests $(STRICT)
 	CHIME_KILLS=$${SOAK_KILLS:-200} CHIME_MUTATIONS=$${SOAK_MUTATIONS:-30000} \
 		$(SWIFT) test --skip-build --filter 'DurabilityKillTests|DurabilityMutationTests'
+	CHIME_HOSTILE_SECONDS=$${SOAK_HOSTILE_SECONDS:-120} CHIME_HOSTILE_SEEDS=$${SOAK_HOSTILE_SEEDS:-10} \
+		$(SWIFT) test --skip-build --filter 'HostileNeighbourTests'
 
 ## The performance benchmark (docs/benchmarks.md): starts its own mosquitto and release chimed,
 ## prints a table, writes bench-results/results.json and plots the lateness to lateness.svg.

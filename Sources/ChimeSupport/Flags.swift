@@ -34,6 +34,9 @@ public struct Flags: Sendable {
         public var repeatable: Bool
         /// What the value looks like in help (`DIR`); nil leaves it to the help's renderer.
         public var placeholder: String?
+        /// An integer flag's allowed values, which ``Flags/integer(_:)`` checks and help shows: one
+        /// declaration for the program, its help and whoever needs its bounds (the tests).
+        public var range: ClosedRange<Int>?
 
         public init(
             _ name: String,
@@ -42,6 +45,7 @@ public struct Flags: Sendable {
             env: Bool = true,
             repeatable: Bool = false,
             placeholder: String? = nil,
+            range: ClosedRange<Int>? = nil,
             _ help: String
         ) {
             self.name = name
@@ -51,6 +55,7 @@ public struct Flags: Sendable {
             self.fromEnvironment = env
             self.repeatable = repeatable
             self.placeholder = placeholder
+            self.range = range
         }
 
         public var environmentName: String {
@@ -149,6 +154,11 @@ public struct Flags: Sendable {
         given[name] ?? values[name].map { [$0] } ?? []
     }
 
+    /// The value of an integer flag within its spec's ``Spec/range``.
+    public func integer(_ name: String) throws(UsageError) -> Int {
+        try integer(name, in: specs[name]?.range ?? Int.min...Int.max)
+    }
+
     /// The value of an integer flag within `range`.
     public func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
         guard let text = self[name] else { throw UsageError("--\(name) is required") }
@@ -168,7 +178,12 @@ public struct Flags: Sendable {
             var left = "--\(spec.name)" + (spec.takesValue ? " <value>" : "")
             left += String(repeating: " ", count: max(0, width + 2 - left.count + 2))
             var line = "  \(left) \(spec.help)"
-            if let d = spec.defaultValue { line += " (default: \(d))" }
+            switch (spec.range, spec.defaultValue) {
+            case (let r?, let d?): line += " (\(r.lowerBound) to \(r.upperBound), default: \(d))"
+            case (let r?, nil): line += " (\(r.lowerBound) to \(r.upperBound))"
+            case (nil, let d?): line += " (default: \(d))"
+            case (nil, nil): break
+            }
             if spec.fromEnvironment { line += " [\(spec.environmentName)]" }
             lines.append(line)
         }

@@ -59,15 +59,27 @@ public struct WorkerConfiguration: Sendable {
         .init(
             "slots",
             default: "0",
+            range: 0...SlotOwnership.slotCounts.upperBound,
             "S > 0: share a PostgreSQL --store with other workers through S slots and their leases (0: off)"
         ),
-        .init("lease-ttl", default: "10", "seconds a slot's lease lasts in the store unless renewed (with --slots)"),
+        .init(
+            "lease-ttl",
+            default: "10",
+            range: 2...300,
+            "seconds a slot's lease lasts in the store unless renewed (with --slots)"
+        ),
         .init("fsync", default: "always", "always, interval:MS or none (see docs/durability.md: what each can lose)"),
-        .init("min-repeat-seconds", default: "60", "reject repeats more often than this"),
-        .init("max-pending-per-device", default: "1000", "notifications a device may hold"),
+        .init("min-repeat-seconds", default: "60", range: 1...31_536_000, "reject repeats more often than this"),
+        .init(
+            "max-pending-per-device",
+            default: "1000",
+            range: 1...DeviceLimits.maxPendingPerDevice,
+            "notifications a device may hold"
+        ),
         .init(
             "max-bytes-per-device",
             default: "1048576",
+            range: 1024...(1 << 40),
             "bytes of notifications (content, userInfo, rules) a device may hold"
         ),
         .init(
@@ -75,24 +87,66 @@ public struct WorkerConfiguration: Sendable {
             default: "false",
             "true: every device that did not choose keeps deliveries in its inbox until it acknowledges them"
         ),
-        .init("inbox-ttl", default: "604800", "seconds an unacknowledged delivery stays in an inbox"),
+        .init(
+            "inbox-ttl",
+            default: "604800",
+            range: 1...DeviceLimits.largestInboxTTLSeconds,
+            "seconds an unacknowledged delivery stays in an inbox"
+        ),
         .init(
             "max-inbox-per-device",
             default: "100",
+            range: 1...DeviceLimits.maxInboxPerDevice,
             "unacknowledged deliveries a device's inbox holds (oldest go first)"
         ),
-        .init("max-inbox-bytes-per-device", default: "1048576", "bytes of deliveries a device's inbox holds"),
-        .init("history-per-device", default: "50", "deliveries a device's history keeps"),
-        .init("max-command-bytes", default: "262144", "largest command payload"),
-        .init("max-userinfo-bytes", default: "4096", "largest serialized userInfo"),
+        .init(
+            "max-inbox-bytes-per-device",
+            default: "1048576",
+            range: 1024...DeviceLimits.maxInboxBytesPerDevice,
+            "bytes of deliveries a device's inbox holds"
+        ),
+        .init(
+            "history-per-device",
+            default: "50",
+            range: 1...DeviceLimits.maxHistoryPerDevice,
+            "deliveries a device's history keeps"
+        ),
+        .init(
+            "max-command-bytes",
+            default: "262144",
+            range: 256...CommandLimits.largestCommandBytes,
+            "largest command payload"
+        ),
+        .init(
+            "max-userinfo-bytes",
+            default: "4096",
+            range: 2...CommandLimits.largestCommandBytes,
+            "largest serialized userInfo"
+        ),
         .init(
             "device-rate",
             default: "250",
+            range: 0...DeviceBudget.largestRate,
             "milliseconds of engine time per second one device may use (past it: rate_limited); 0: no limit"
         ),
-        .init("device-burst", default: "1000", "milliseconds of engine time one device may use at once"),
-        .init("stats-interval", default: "10", "seconds between stats publications; 0 turns them off"),
-        .init("snapshot-bytes", default: "268435456", "journal bytes since the last snapshot that trigger the next"),
+        .init(
+            "device-burst",
+            default: "1000",
+            range: 1...DeviceBudget.largestBurst,
+            "milliseconds of engine time one device may use at once"
+        ),
+        .init(
+            "stats-interval",
+            default: "10",
+            range: 0...86_400,
+            "seconds between stats publications; 0 turns them off"
+        ),
+        .init(
+            "snapshot-bytes",
+            default: "268435456",
+            range: 65_536...(1 << 40),
+            "journal bytes since the last snapshot that trigger the next"
+        ),
         .init(
             "metrics-listen",
             default: nil,
@@ -106,6 +160,7 @@ public struct WorkerConfiguration: Sendable {
         .init(
             "zoneinfo-check",
             default: "300",
+            range: 0...86_400,
             "seconds between readings of the zones in use for changed rules (tzdata upgrades); 0: only on SIGHUP"
         ),
         .init("log-level", default: "info", "trace, debug, info, notice, warning, error"),
@@ -149,8 +204,8 @@ public struct WorkerConfiguration: Sendable {
             throw UsageError("--partition must be k/N with 0 <= k < N, got \"\(flags["partition"] ?? "")\"")
         }
         self.partition = partition
-        let slotCount = try flags.integer("slots", in: 0...SlotOwnership.slotCounts.upperBound)
-        let leaseTTL = try flags.integer("lease-ttl", in: 2...300)
+        let slotCount = try flags.integer("slots")
+        let leaseTTL = try flags.integer("lease-ttl")
         if slotCount > 0 {
             guard store != nil else {
                 throw UsageError("--slots needs --store postgres://...: the workers share their slots through it")
@@ -165,9 +220,9 @@ public struct WorkerConfiguration: Sendable {
         }
         self.fsync = fsync
         engine = EngineConfiguration(
-            minRepeatSeconds: Int64(try flags.integer("min-repeat-seconds", in: 1...31_536_000)),
-            maxPendingPerDevice: try flags.integer("max-pending-per-device", in: 1...DeviceLimits.maxPendingPerDevice),
-            maxBytesPerDevice: try flags.integer("max-bytes-per-device", in: 1024...(1 << 40))
+            minRepeatSeconds: Int64(try flags.integer("min-repeat-seconds")),
+            maxPendingPerDevice: try flags.integer("max-pending-per-device"),
+            maxBytesPerDevice: try flags.integer("max-bytes-per-device")
         )
         switch flags["receipts"] ?? "false" {
         case "true": engine.receipts.byDefault = true
@@ -175,29 +230,20 @@ public struct WorkerConfiguration: Sendable {
         case let other: throw UsageError("--receipts must be true or false, got \"\(other)\"")
         }
         engine.receipts.inboxTTL =
-            Int64(try flags.integer("inbox-ttl", in: 1...DeviceLimits.largestInboxTTLSeconds)) * 1000
-        engine.receipts.maxInboxPerDevice = try flags.integer(
-            "max-inbox-per-device",
-            in: 1...DeviceLimits.maxInboxPerDevice
-        )
-        engine.receipts.maxInboxBytesPerDevice = try flags.integer(
-            "max-inbox-bytes-per-device",
-            in: 1024...DeviceLimits.maxInboxBytesPerDevice
-        )
-        engine.receipts.historyPerDevice = try flags.integer(
-            "history-per-device",
-            in: 1...DeviceLimits.maxHistoryPerDevice
-        )
+            Int64(try flags.integer("inbox-ttl")) * 1000
+        engine.receipts.maxInboxPerDevice = try flags.integer("max-inbox-per-device")
+        engine.receipts.maxInboxBytesPerDevice = try flags.integer("max-inbox-bytes-per-device")
+        engine.receipts.historyPerDevice = try flags.integer("history-per-device")
         limits = CommandLimits(
-            maxCommandBytes: try flags.integer("max-command-bytes", in: 256...CommandLimits.largestCommandBytes),
-            maxUserInfoBytes: try flags.integer("max-userinfo-bytes", in: 2...CommandLimits.largestCommandBytes)
+            maxCommandBytes: try flags.integer("max-command-bytes"),
+            maxUserInfoBytes: try flags.integer("max-userinfo-bytes")
         )
         deviceBudget = DeviceBudget(
-            rate: Double(try flags.integer("device-rate", in: 0...DeviceBudget.largestRate)),
-            burst: Double(try flags.integer("device-burst", in: 1...DeviceBudget.largestBurst))
+            rate: Double(try flags.integer("device-rate")),
+            burst: Double(try flags.integer("device-burst"))
         )
-        statsInterval = try flags.integer("stats-interval", in: 0...86_400)
-        snapshotBytes = try flags.integer("snapshot-bytes", in: 65_536...(1 << 40))
+        statsInterval = try flags.integer("stats-interval")
+        snapshotBytes = try flags.integer("snapshot-bytes")
         if let address = flags["metrics-listen"], !address.isEmpty {
             do {
                 _ = try HTTPServer.parse(listen: address)
@@ -212,7 +258,7 @@ public struct WorkerConfiguration: Sendable {
             else { throw UsageError("--zoneinfo: \"\(directory)\" is not a directory") }
             zoneinfo = directory
         }
-        zoneinfoCheck = try flags.integer("zoneinfo-check", in: 0...86_400)
+        zoneinfoCheck = try flags.integer("zoneinfo-check")
         guard let level = LogLevel(name: flags["log-level"] ?? "") else {
             throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
         }
