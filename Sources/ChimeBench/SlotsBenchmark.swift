@@ -243,7 +243,7 @@ final class SlotCluster {
             throw BenchError("slots: \(victim) serves nothing")
         }
         var k = 0
-        while crc32(Array("probe-\(k)".utf8)) % UInt32(SystemBenchmark.slotCount) != slot { k += 1 }
+        while deviceBucket("probe-\(k)", among: UInt32(SystemBenchmark.slotCount)) != slot { k += 1 }
         let prober = try Prober(url: url, device: "probe-\(k)")
         defer { prober.stop() }
         guard waitUntil(timeout: 30, { prober.firstAnswer(sentAfter: 0) != nil }) else {

@@ -115,7 +115,7 @@ public final class SlotStore {
     /// The slot of a device: `crc32(UTF-8 of deviceId) mod slotCount`, the CRC-32 of `--partition`.
     public static func slot(of deviceId: String, slotCount: Int) -> Int {
         precondition(slotCounts.contains(slotCount), "\(slotCount) slots")
-        return Int(crc32(Array(deviceId.utf8)) % UInt32(slotCount))
+        return Int(deviceBucket(deviceId, among: UInt32(slotCount)))
     }
 
     /// The slot of a device in this store.

@@ -116,10 +116,16 @@ public struct Partition: Hashable, Sendable, CustomStringConvertible {
     }
 
     public func owns(_ deviceId: String) -> Bool {
-        count == 1 || crc32(Array(deviceId.utf8)) % count == index
+        deviceBucket(deviceId, among: count) == index
     }
 
     public var description: String { "\(index)/\(count)" }
+}
+
+/// A device's bucket among `count`: `crc32(UTF-8 of deviceId) mod count`, the one function that places
+/// a device in a partition (`--partition k/N`) or a slot (`--slots S`) (PROTOCOL.md section 6).
+public func deviceBucket(_ deviceId: String, among count: UInt32) -> UInt32 {
+    count == 1 ? 0 : crc32(Array(deviceId.utf8)) % count
 }
 
 /// CRC-32 (IEEE 802.3, reflected, as zlib's `crc32`), used to partition devices.

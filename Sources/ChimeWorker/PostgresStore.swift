@@ -27,7 +27,7 @@ final class PostgresStore: WorkerStore {
     private var bytesSinceSnapshot = 0
     /// The snapshot being written: what it covers, the bytes appended when it began, and whether
     /// memory was ahead of the database then (it catches the database up).
-    private var snapshot: (covered: UInt64, bytesAtBegin: Int, catchingUp: Bool)?
+    private var snapshot = SnapshotInProgress<Bool>()
 
     static let connectTimeout = Duration.seconds(5)
     /// How long a statement may wait for the database before the commit counts as failed: the loop
@@ -124,42 +124,37 @@ final class PostgresStore: WorkerStore {
     }
 
     func beginSnapshot(slot: Int) throws(StoreError) -> UInt64 {
-        guard snapshot == nil else { throw StoreError("a snapshot is being written already") }
         let covered = highestSequence
-        // Memory is ahead of the database when a commit failed, or when records wait for one.
-        let catchingUp = journal.map { $0.lastCommitted < covered } ?? true
-        snapshot = (covered, bytesSinceSnapshot, catchingUp)
+        // Memory is ahead of the database when a commit failed, or when records wait for one; the
+        // detail says whether it is catching up.
+        try snapshot.begin(
+            covered: covered,
+            bytesAtBegin: bytesSinceSnapshot,
+            journal.map { $0.lastCommitted < covered } ?? true
+        )
         return covered
     }
 
     func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
-        guard let (covered, _, catchingUp) = snapshot else { return written(StoreError("no snapshot was begun")) }
         let connectionString = self.connectionString
-        Thread.detachNewThread {
-            do throws(StoreError) {
-                let writer = try Self.connect(connectionString, writer: false)
-                defer { writer.connection.close() }
-                // Copied before the transaction begins (memory doubles meanwhile). Streaming them
-                // into it (writeSnapshot's forEachEntry) was taken back while chasing lost commands
-                // whose cause turned out to be elsewhere (see PostgresJournal.claimWriter); it can
-                // come back, measured.
-                let entries = frozen.entries
-                do {
-                    try writer.writeSnapshot(covering: covered, entries: entries, catchingUp: catchingUp)
-                } catch {
-                    throw StoreError("PostgreSQL: \(error)", transient: true)
-                }
-                written(nil)
+        snapshot.write(written) { (covered, catchingUp) throws(StoreError) in
+            let writer = try Self.connect(connectionString, writer: false)
+            defer { writer.connection.close() }
+            // Copied before the transaction begins (memory doubles meanwhile). Streaming them
+            // into it (writeSnapshot's forEachEntry) was taken back while chasing lost commands
+            // whose cause turned out to be elsewhere (see PostgresJournal.claimWriter); it can
+            // come back, measured.
+            let entries = frozen.entries
+            do {
+                try writer.writeSnapshot(covering: covered, entries: entries, catchingUp: catchingUp)
             } catch {
-                written(error)
+                throw StoreError("PostgreSQL: \(error)", transient: true)
             }
         }
     }
 
     func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
-        guard let snapshot else { throw StoreError("no snapshot is being written") }
-        self.snapshot = nil
-        if let writeError { throw writeError }
+        let snapshot = try self.snapshot.complete(writeError: writeError)
         bytesSinceSnapshot -= snapshot.bytesAtBegin
         if journal == nil {
             // Caught up: the database holds memory's state as of the snapshot, which nothing has

@@ -73,6 +73,45 @@ extension WorkerStore {
     public func forgetSlot(_ slot: Int) {}
 }
 
+/// The snapshot a store is writing, from ``WorkerStore/beginSnapshot(slot:)`` to
+/// ``WorkerStore/completeSnapshot(writeError:)``: what it covers, the journal bytes appended when it
+/// began (which its completion takes off the count that makes the next one due), the store's own
+/// `Detail`, and the thread that writes it. One for every store, so that each says only how it writes.
+struct SnapshotInProgress<Detail: Sendable> {
+    private var current: (covered: UInt64, bytesAtBegin: Int, detail: Detail)?
+
+    mutating func begin(covered: UInt64, bytesAtBegin: Int, _ detail: Detail) throws(StoreError) {
+        guard current == nil else { throw StoreError("a snapshot is being written already") }
+        current = (covered, bytesAtBegin, detail)
+    }
+
+    /// Runs `write` on a thread of its own with what was begun, and passes its outcome to `written`.
+    func write(
+        _ written: @escaping @Sendable (StoreError?) -> Void,
+        _ write: @escaping @Sendable (_ covered: UInt64, _ detail: Detail) throws(StoreError) -> Void
+    ) {
+        guard let (covered, _, detail) = current else { return written(StoreError("no snapshot was begun")) }
+        Thread.detachNewThread {
+            do throws(StoreError) {
+                try write(covered, detail)
+                written(nil)
+            } catch {
+                written(error)
+            }
+        }
+    }
+
+    /// Ends the snapshot: what was begun, or `writeError` thrown.
+    mutating func complete(
+        writeError: StoreError?
+    ) throws(StoreError) -> (covered: UInt64, bytesAtBegin: Int, detail: Detail) {
+        guard let current else { throw StoreError("no snapshot is being written") }
+        self.current = nil
+        if let writeError { throw writeError }
+        return current
+    }
+}
+
 /// How the worker reaches the broker: ChimeMQTT's client.
 public protocol WorkerTransport: AnyObject {
     /// - Returns: the message id, to match the broker's PUBACK.

@@ -30,8 +30,8 @@ final class SlotWorkerStore: WorkerStore {
     /// Slots whose fences a failure dropped, for the next ``commit()`` to report as ``fenced``:
     /// the worker must drop them too, and load them again.
     private var lost: Set<Int> = []
-    /// The snapshot being written: its slot and lease, what it covers, the slot's bytes when it began.
-    private var snapshot: (slot: Int, epoch: Int64, covered: UInt64, bytesAtBegin: Int)?
+    /// The snapshot being written, with its slot and lease.
+    private var snapshot = SnapshotInProgress<(slot: Int, epoch: Int64)>()
 
     static func connect(_ connectionString: String, slotCount: Int?) throws(StoreError) -> SlotStore {
         try PostgresStore.connect(connectionString) { connection throws(PostgresStoreError) in
@@ -117,50 +117,42 @@ final class SlotWorkerStore: WorkerStore {
     }
 
     func beginSnapshot(slot: Int) throws(StoreError) -> UInt64 {
-        guard snapshot == nil else { throw StoreError("a snapshot is being written already") }
         guard let store, let epoch = fence[slot], let covered = store.lastCommitted(slot: slot) else {
             throw StoreError("slot \(slot) is not held here")
         }
-        snapshot = (slot, epoch, covered, bytesSinceSnapshot[slot] ?? 0)
+        try snapshot.begin(covered: covered, bytesAtBegin: bytesSinceSnapshot[slot] ?? 0, (slot, epoch))
         return covered
     }
 
     func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
-        guard let (slot, epoch, covered, _) = snapshot else { return written(StoreError("no snapshot was begun")) }
         let connectionString = self.connectionString
         let worker = self.worker
-        Thread.detachNewThread {
-            do throws(StoreError) {
-                let writer = try Self.connect(connectionString, slotCount: nil)
-                defer { writer.connection.close() }
-                // Copied first, as PostgresStore does.
-                let entries = frozen.entries
-                let wrote: Bool
-                do {
-                    wrote = try writer.writeSnapshot(
-                        slot: slot,
-                        covering: covered,
-                        epoch: epoch,
-                        worker: worker,
-                        entries: entries
-                    )
-                } catch {
-                    throw StoreError("PostgreSQL: \(error)", transient: true)
-                }
-                written(wrote ? nil : StoreError("slot \(slot) was fenced off: another worker holds it"))
+        snapshot.write(written) { (covered, lease) throws(StoreError) in
+            let writer = try Self.connect(connectionString, slotCount: nil)
+            defer { writer.connection.close() }
+            // Copied first, as PostgresStore does.
+            let entries = frozen.entries
+            let wrote: Bool
+            do {
+                wrote = try writer.writeSnapshot(
+                    slot: lease.slot,
+                    covering: covered,
+                    epoch: lease.epoch,
+                    worker: worker,
+                    entries: entries
+                )
             } catch {
-                written(error)
+                throw StoreError("PostgreSQL: \(error)", transient: true)
             }
+            if !wrote { throw StoreError("slot \(lease.slot) was fenced off: another worker holds it") }
         }
     }
 
     func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
-        guard let snapshot else { throw StoreError("no snapshot is being written") }
-        self.snapshot = nil
-        if let writeError { throw writeError }
+        let snapshot = try self.snapshot.complete(writeError: writeError)
         // Only if the slot is still held under the same lease: one loaded again counts anew.
-        if fence[snapshot.slot] == snapshot.epoch {
-            bytesSinceSnapshot[snapshot.slot, default: 0] -= snapshot.bytesAtBegin
+        if fence[snapshot.detail.slot] == snapshot.detail.epoch {
+            bytesSinceSnapshot[snapshot.detail.slot, default: 0] -= snapshot.bytesAtBegin
         }
         return snapshot.covered
     }

@@ -104,7 +104,7 @@ struct StatusCommand: Command {
     /// to have `remainder` as its CRC-32 (``device(withCRC:)``). The work is bounded whatever the
     /// modulus, up to 2^32 - 1.
     static func probeDevice(remainder: UInt32, modulus: UInt32) -> String {
-        func serves(_ device: String) -> Bool { modulus == 1 || crc32(Array(device.utf8)) % modulus == remainder }
+        func serves(_ device: String) -> Bool { deviceBucket(device, among: modulus) == remainder }
         if serves("chime-probe") { return "chime-probe" }
         if let n = (1...probeTries).first(where: { serves("chime-probe-\($0)") }) { return "chime-probe-\(n)" }
         return device(withCRC: remainder)
