@@ -30,6 +30,11 @@ struct CommandKeyWindow: Sendable {
 
     var count: Int { order.count }
 
+    private static func push(_ entry: (key: CommandKey, at: Int64), to keys: inout [(key: CommandKey, at: Int64)]) {
+        if keys.count == perDevice { keys.removeFirst() }
+        keys.append(entry)
+    }
+
     /// Keys read from a snapshot, device by device, to be put in time order before first use.
     private var staged: [(device: String, key: CommandKey, at: Int64)] = []
 
@@ -37,16 +42,17 @@ struct CommandKeyWindow: Sendable {
         if !staged.isEmpty { insertStaged() }
         guard let keys = shards[Self.shard(device)][device] else { return false }
         let oldest = now.milliseconds - Self.maximumAge
-        return keys.contains { $0.key == key && $0.at >= oldest }
+        // A plain loop over the buffer: every command of a device that sent 64 scans them all.
+        return keys.withUnsafeBufferPointer { buffer in
+            for entry in buffer where entry.key.value == key.value && entry.at >= oldest { return true }
+            return false
+        }
     }
 
     mutating func insert(_ key: CommandKey, device: String, at: Int64) {
         if !staged.isEmpty { insertStaged() }
-        let s = Self.shard(device)
-        var keys = shards[s].removeValue(forKey: device) ?? []
-        if keys.count == Self.perDevice { keys.removeFirst() }
-        keys.append((key, at))
-        shards[s][device] = keys
+        // In place: one lookup of the device.
+        Self.push((key, at), to: &shards[Self.shard(device)][device, default: []])
         order.append((device, key, at))
         while let old = order.first, order.count > total || old.at < at - Self.maximumAge {
             order.removeFirst()

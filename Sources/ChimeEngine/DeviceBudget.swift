@@ -28,6 +28,12 @@ public struct DeviceBudget: Sendable {
     private struct Bucket {
         var level: Double
         var at: Int64
+
+        /// Refilled to `now`, then `cost` taken.
+        mutating func spend(_ cost: Double, now: Int64, rate: Double, burst: Double) {
+            level = min(burst, level + Double(max(0, now - at)) * rate / 1000) - cost
+            at = now
+        }
     }
 
     private var buckets: [String: Bucket] = [:]
@@ -57,8 +63,9 @@ public struct DeviceBudget: Sendable {
     /// Takes the cost of a command `device` sent from its bucket.
     public mutating func charge(_ device: String, milliseconds cost: Double, now: Instant) {
         guard rate > 0 else { return }
-        let current = buckets[device].map { level($0, at: now) } ?? burst
-        buckets[device] = Bucket(level: current - max(cost, Self.minimumCost), at: now.milliseconds)
+        // One lookup: a device first seen starts full.
+        buckets[device, default: Bucket(level: burst, at: now.milliseconds)]
+            .spend(max(cost, Self.minimumCost), now: now.milliseconds, rate: rate, burst: burst)
         // Forget devices whose bucket is full again, at most once a second: memory follows the
         // devices active in the last `burst / rate` seconds, not every device ever seen.
         if now.milliseconds - sweptAt >= 1000 && buckets.count > 1024 {

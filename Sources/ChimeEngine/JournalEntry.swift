@@ -11,10 +11,12 @@ public enum JournalEntry: Hashable, Sendable {
     case schedule(deviceId: String, at: Instant, replaced: [String], notifications: [ResolvedNotification])
     /// Replaces the fields of an existing notification by `notification` (the fields it keeps and
     /// the ones `update` changed), keeping its state: see ``Engine/apply(_:key:)``.
-    case update(deviceId: String, at: Instant, notification: ResolvedNotification)
+    /// Boxed (`indirect`), as `device` is, so that every entry (and every action that carries one)
+    /// is not as large as a notification.
+    indirect case update(deviceId: String, at: Instant, notification: ResolvedNotification)
     case cancel(deviceId: String, at: Instant, ids: [String])
     case setEnabled(deviceId: String, at: Instant, ids: [String], enabled: Bool)
-    case device(deviceId: String, at: Instant, update: DeviceUpdate)
+    indirect case device(deviceId: String, at: Instant, update: DeviceUpdate)
     case snooze(deviceId: String, at: Instant, id: String, due: Instant)
     /// An occurrence the broker acknowledged.
     case delivered(OccurrenceRecord)

@@ -9,8 +9,10 @@ public enum Command: Hashable, Sendable {
     case pause(Selector)
     case resume(Selector)
     case list(match: JSONObject?, limit: Int, cursor: String?)
-    case preview(PreviewTarget, count: Int, from: Instant?)
-    case device(DeviceUpdate)
+    /// Boxed (`indirect`), as `device` is: a notification held inline made every `Command`, and every
+    /// `Request` the worker copies on the hot path, as large as one (hundreds of bytes).
+    indirect case preview(PreviewTarget, count: Int, from: Instant?)
+    indirect case device(DeviceUpdate)
     /// `after` in milliseconds.
     case snooze(id: String, after: Int64)
     /// Deliveries the device has (receipts); `badge` applies only if one of them was new.
@@ -369,8 +371,11 @@ public struct CommandDecoder: Sendable {
     /// A notification object's members as the decoder reads them (``NotificationCoding/canonical(_:)``),
     /// each one of `allowed`: else `unknown_field`, with a hint when another API's name was given.
     func knownNotificationMembers(_ r: FieldReader, allowed: Set<String>) throws(ChimeError) -> FieldReader {
-        // The common case, one lookup a member: each is one of `allowed`, none to rename or drop.
-        if r.object.members.allSatisfy({ allowed.contains($0.key) }) { return r }
+        // The common case: each is one of `allowed`, none to rename or drop. Every `allowed` holds
+        // the fields, whose names are found without hashing them.
+        if r.object.members.allSatisfy({ NotificationCoding.fieldBit($0.key) != nil || allowed.contains($0.key) }) {
+            return r
+        }
         let r = try NotificationCoding.canonical(r)
         try r.checkKnown(allowed, hints: NotificationCoding.portingHints)
         return r

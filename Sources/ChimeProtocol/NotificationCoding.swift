@@ -6,10 +6,29 @@ package enum NotificationCoding {
     /// Every member a notification object may have (``NotificationField``).
     package static let fields = Set(NotificationField.allCases.map(\.wireName))
 
-    /// Each field's bit in a mask of the fields an object has, by its member's name.
-    package static let fieldBits: [String: UInt64] = Dictionary(
-        uniqueKeysWithValues: NotificationField.allCases.enumerated().map { ($1.wireName, 1 << UInt64($0)) }
-    )
+    /// Each field's bit in a mask of the fields an object has, by its member's name: nil for a
+    /// member that is no field.
+    ///
+    /// The names are looked up by their length, then compared: a few comparisons of short strings
+    /// cost less than hashing the name, which a dictionary or set would do for every member of
+    /// every notification.
+    @inline(__always)
+    package static func fieldBit(_ name: String) -> UInt64? {
+        let length = name.utf8.count
+        guard length < fieldsByLength.count else { return nil }
+        for (wireName, bit) in fieldsByLength[length] where wireName == name { return bit }
+        return nil
+    }
+
+    private static let fieldsByLength: [[(String, UInt64)]] = {
+        var table: [[(String, UInt64)]] = []
+        for (i, field) in NotificationField.allCases.enumerated() {
+            let length = field.wireName.utf8.count
+            while table.count <= length { table.append([]) }
+            table[length].append((field.wireName, 1 << UInt64(i)))
+        }
+        return table
+    }()
 
     /// A single `schedule` command's members: the fields and `requestId`.
     package static let fieldsAndRequestId = fields.union(["requestId"])
@@ -93,7 +112,7 @@ package enum NotificationCoding {
         // one: which are there is found in one pass over the members, not one search a field.
         var present: UInt64 = 0
         for member in r.object.members {
-            if let bit = fieldBits[member.key] { present |= bit }
+            if let bit = fieldBit(member.key) { present |= bit }
         }
         for (i, field) in NotificationField.allCases.enumerated() {
             if present & (1 << UInt64(i)) != 0 { try field.decode(r, into: &spec, from: source) }

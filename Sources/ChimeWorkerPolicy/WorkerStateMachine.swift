@@ -156,8 +156,9 @@ public struct WorkerStateMachine {
         case closeStore
         /// Stop: cleanly (nil) or with a one-line reason.
         case exit(WorkerError?)
-        /// Hand the numbers to the metrics endpoint (every ``Policy/metricsInterval``).
-        case exportMetrics(WorkerMetrics)
+        /// Hand the numbers to the metrics endpoint (every ``Policy/metricsInterval``). Boxed
+        /// (`indirect`): inline, they made every action, a few a command, hundreds of bytes.
+        indirect case exportMetrics(WorkerMetrics)
         /// Read the rules of these zones again from the zone database (``ZoneDatabase/reload(_:)``);
         /// report ``Event/zoneRulesChecked(_:)``.
         case checkZones([String])
@@ -342,7 +343,7 @@ public struct WorkerStateMachine {
     /// The slot of a device: `crc32(deviceId) mod S` in slot mode, else 0.
     public func slot(of deviceId: String) -> Int {
         guard let slots = policy.slots else { return 0 }
-        return Int(crc32(Array(deviceId.utf8)) % UInt32(slots.slotCount))
+        return Int(deviceBucket(deviceId, among: UInt32(slots.slotCount)))
     }
 
     /// Deliveries in flight over every engine.
@@ -615,26 +616,49 @@ public struct WorkerStateMachine {
 
     // MARK: Commands
 
+    /// Where a message stands before its payload is read: the one admission that ``command(_:now:_:)``
+    /// and ``predecodable(_:now:)`` both follow.
+    enum Admission {
+        /// Not on a command topic.
+        case notACommand
+        /// Another worker's: another partition, or (`otherSlot`) a slot not served here, or one being
+        /// loaded or handed over, which answers nothing (its next owner answers the resend).
+        case elsewhere(otherSlot: Bool)
+        /// Served here, by the engine of `slot`.
+        case here(Topics.CommandAddress, slot: Int, engine: Engine)
+    }
+
+    func admission(_ topic: String) -> Admission {
+        guard let address = policy.topics.parseCommand(topic) else { return .notACommand }
+        guard policy.partition.owns(address.deviceId) else { return .elsewhere(otherSlot: false) }
+        let slot = slot(of: address.deviceId)
+        guard let engine = engines[slot], draining[slot] == nil else {
+            return .elsewhere(otherSlot: policy.slots != nil)
+        }
+        return .here(address, slot: slot, engine: engine)
+    }
+
     /// Decides a command: refused before it is parsed when its device has used its share, answered
     /// at once when it changes nothing, else appended to the store (``appended(_:_:)`` applies it).
     mutating func command(_ message: InboundMessage, now: Instant, _ actions: inout [Action]) {
         guard lifecycle != .stopped else { return }
-        guard let address = policy.topics.parseCommand(message.topic) else {
+        let address: Topics.CommandAddress
+        let slot: Int
+        let engine: Engine
+        switch admission(message.topic) {
+        case .notACommand:
             stats.invalidTopics += 1
             log(.debug, "ignoring a message on a topic that is not a command", ["topic": message.topic], into: &actions)
             return
-        }
-        guard policy.partition.owns(address.deviceId) else { return }
-        // Slot mode: another worker answers the slots not served here; one being loaded or handed
-        // over answers nothing (its next owner answers the resend).
-        let slot = slot(of: address.deviceId)
-        guard let engine = engines[slot], draining[slot] == nil else {
-            if policy.slots != nil { stats.commandsForOtherSlots += 1 }
+        case .elsewhere(let otherSlot):
+            if otherSlot { stats.commandsForOtherSlots += 1 }
             return
+        case .here(let a, let s, let e):
+            (address, slot, engine) = (a, s, e)
         }
         // Op names come from the topic: count the unknown ones under one name, so that a client
         // cannot grow the stats (and the metrics' label values) without bound.
-        stats.commands[address.op?.rawValue ?? "unknown", default: 0] += 1
+        stats.countCommand(address.op)
         let replyTo = replyDestination(message, address, slot: slot)
         if let problem = address.problem {
             guard let replyTo else {
@@ -737,13 +761,9 @@ public struct WorkerStateMachine {
         var bytesByDevice: [String: Int] = [:]
         for (i, message) in messages.enumerated()
         where message.payload.count >= Self.minimumPredecodedBytes && message.topic != statusTopic {
-            guard let address = policy.topics.parseCommand(message.topic), address.problem == nil,
-                let op = address.op, policy.partition.owns(address.deviceId)
+            guard case .here(let address, _, _) = admission(message.topic), address.problem == nil, let op = address.op,
+                budget.admits(address.deviceId, now: now).admitted
             else { continue }
-            let slot = slot(of: address.deviceId)
-            guard engines[slot] != nil, draining[slot] == nil, budget.admits(address.deviceId, now: now).admitted else {
-                continue
-            }
             let bytes = bytesByDevice[address.deviceId, default: 0] + message.payload.count
             guard bytes <= decoder.limits.maxCommandBytes else { continue }
             bytesByDevice[address.deviceId] = bytes

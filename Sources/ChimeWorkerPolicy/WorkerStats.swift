@@ -60,7 +60,19 @@ public struct Histogram: Hashable, Sendable {
 /// are totals since start, so rates come from two samples.
 public struct WorkerStats: Hashable, Sendable {
     /// Commands received, by op (`unknown` for an op that does not exist).
-    public internal(set) var commands: [String: Int] = [:]
+    public var commands: [String: Int] {
+        var byName: [String: Int] = [:]
+        for (i, n) in commandCounts.enumerated() where n > 0 {
+            byName[i < Operation.allCases.count ? Operation.allCases[i].rawValue : "unknown"] = n
+        }
+        return byName
+    }
+    /// ``commands`` by ``Operation``'s order, then `unknown`: counted without hashing the op's name.
+    private var commandCounts = [Int](repeating: 0, count: Operation.allCases.count + 1)
+
+    mutating func countCommand(_ op: Operation?) {
+        commandCounts[op.flatMap { Operation.allCases.firstIndex(of: $0) } ?? Operation.allCases.count] += 1
+    }
     /// Commands answered with an error, by error code.
     public internal(set) var errorsByCode: [String: Int] = [:]
     public internal(set) var invalidTopics = 0

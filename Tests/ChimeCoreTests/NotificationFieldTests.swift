@@ -86,7 +86,7 @@ import Testing
     /// A notification written once when it is scheduled (``NotificationCoding/encoded(_:)``) is
     /// the same bytes as each writer on its own: the listed form, the stored content, the record.
     @Test func aNotificationWrittenOnceIsWhatEachWriterWrites() throws {
-        #expect(NotificationField.allCases.count <= 64, "a field's bit in NotificationCoding.fieldBits")
+        #expect(NotificationField.allCases.count <= 64, "a field's bit in NotificationCoding.fieldBit")
         let local: JSONObject = ["id": "l", "fireDate": "2026-12-01T18:00:00", "alertBody": "q\"é\u{1}"]
         for object in Array(Self.samples.values) + Self.together + [local] {
             let spec = try NotificationCoding.decode(FieldReader(object), limits: CommandLimits())
