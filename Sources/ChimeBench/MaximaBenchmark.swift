@@ -32,6 +32,7 @@ struct MaximaBenchmark {
         for p in pending { rows += try deviceSize(p) }
         rows += receipts(cap: quick ? 20_000 : 100_000)
         rows += try rules()
+        rows += try heldRules(1_000)
         for r in rows {
             say(
                 String(
@@ -170,6 +171,38 @@ struct MaximaBenchmark {
                 milliseconds: median(times),
                 reply: reply
             )
+        }
+    }
+
+    /// A device holding `count` costly rules that follow its zone, gathered over many commands
+    /// (each within its allowance): what a command that computes them all again holds the loop.
+    func heldRules(_ count: Int) throws -> [Row] {
+        let engine = Engine(configuration: EngineConfiguration(maxPendingPerDevice: count, maxBytesPerDevice: 1 << 40))
+        let at = Instant(milliseconds: wallMilliseconds())
+        let rule = try RecurrenceRule(parsing: HostileRules.all.first { $0.name == "monthly-setpos-89280" }!.rule)
+        engine.apply(
+            .device(deviceId: "held", at: at, update: DeviceUpdate(timeZone: Zone(identifier: "Europe/Paris")))
+        )
+        let notifications = (0..<count).map { i in
+            var spec = NotificationSpec()
+            spec.rrule = rule
+            spec.timeZone = .device
+            return ResolvedNotification(
+                id: "r\(i)",
+                fireDate: .local(LocalDateTime(year: 2027, month: 1, day: 1, hour: 9)),
+                spec
+            )
+        }
+        engine.apply(.schedule(deviceId: "held", at: at, replaced: [], notifications: notifications), key: nil)
+        let (loop, _, transport) = try BenchLoop.online(budget: DeviceBudget(rate: 0, burst: 1000), engine: engine)
+        let commands: [(String, String, String)] = [
+            ("device", #"{"timeZone":"Asia/Shanghai"}"#, "device: a new zone, \(count) costly rules"),
+            ("pause", #"{"all":true}"#, "pause all, \(count) costly rules"),
+            ("resume", #"{"all":true}"#, "resume all, \(count) costly rules"),
+        ]
+        return try commands.map { op, payload, name in
+            let (ms, reply) = try turn(loop, transport, device: "held", op: op, Array(payload.utf8))
+            return Row(limit: "--max-pending-per-device", value: count, command: name, milliseconds: ms, reply: reply)
         }
     }
 
