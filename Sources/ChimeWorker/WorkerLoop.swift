@@ -121,7 +121,7 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     func perform(_ actions: [WorkerStateMachine.Action]) throws(WorkerError) {
         for action in actions {
             switch action {
-            case .append(let entry, let key, let slot):
+            case .append(let entry, let key, let slot, let id):
                 let outcome: Result<Void, StoreError>
                 do {
                     try store.append(entry, key: key, slot: slot)
@@ -129,7 +129,7 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
                 } catch {
                     outcome = .failure(error)
                 }
-                try perform(machine.report(.appended(outcome), now: clock.now()))
+                try perform(machine.report(.appended(id, outcome), now: clock.now()))
             case .commit:
                 let result: WorkerStateMachine.ActionResult
                 do {

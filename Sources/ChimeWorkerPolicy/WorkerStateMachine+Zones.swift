@@ -118,8 +118,7 @@ extension WorkerStateMachine {
             zoneRulesAppended(records, changed: changed, slot: slot, &actions)
             return
         }
-        pendingWrites.append(.zoneRules(records, changed: changed, slot: slot))
-        actions.append(.append(entry, key: nil, slot: slot))
+        append(.zoneRules(records, changed: changed, slot: slot), entry, key: nil, slot: slot, &actions)
     }
 
     /// The zone rules entry was appended (or could not be: the new rules are used all the same, as a

@@ -125,8 +125,8 @@ public struct WorkerStateMachine {
     /// What the owner does for the policy.
     public enum Action: Sendable {
         /// Append to the store (to the journal of `slot` in slot mode, else 0); report
-        /// ``ActionResult/appended(_:)``.
-        case append(JournalEntry, key: CommandKey?, slot: Int)
+        /// ``ActionResult/appended(_:_:)`` with `id`.
+        case append(JournalEntry, key: CommandKey?, slot: Int, id: AppendId)
         /// Make everything appended durable; report ``ActionResult/committed(syncMicroseconds:store:)``.
         case commit
         /// Publish; report ``ActionResult/published(_:_:)``.
@@ -174,7 +174,8 @@ public struct WorkerStateMachine {
 
     /// How an action went.
     public enum ActionResult: Sendable {
-        case appended(Result<Void, StoreError>)
+        /// The append of that id went: each result names its write, whatever order they come in.
+        case appended(AppendId, Result<Void, StoreError>)
         /// The commit succeeded; `syncMicroseconds` is how long its sync took, nil when it did not sync.
         /// In slot mode, `fenced`: the slots whose records the store refused (another worker holds
         /// them now); the replies of their commands are not sent.
@@ -238,6 +239,11 @@ public struct WorkerStateMachine {
     }
 
     /// A store append waiting for its result.
+    /// Which append a result is for (``Action/append(_:key:slot:id:)``).
+    public struct AppendId: Hashable, Sendable {
+        let value: UInt64
+    }
+
     enum PendingWrite {
         case command(Request, JournalEntry, ReplyDestination)
         case record(JournalEntry, slot: Int)
@@ -289,7 +295,9 @@ public struct WorkerStateMachine {
     public private(set) var isFinished = false
     /// Slot mode (``Policy/slots``).
     public let hasSlots: Bool
-    var pendingWrites: [PendingWrite] = []
+    /// Appended and not yet reported, oldest first, each with its id.
+    var pendingWrites: [(id: AppendId, write: PendingWrite)] = []
+    var nextAppendId: UInt64 = 0
     /// Replies waiting for the commit that makes their commands durable, with their slots.
     var pendingReplies: [(slot: Int, message: OutboundMessage)] = []
     /// Deliveries published and not yet acknowledged, by message id: their slots and tokens.
@@ -441,7 +449,7 @@ public struct WorkerStateMachine {
     public mutating func report(_ result: ActionResult, now: Instant) -> [Action] {
         var actions: [Action] = []
         switch result {
-        case .appended(let outcome): appended(outcome, now: now, &actions)
+        case .appended(let id, let outcome): appended(id, outcome, now: now, &actions)
         case .committed(let syncMicroseconds, let store, let fenced):
             if let syncMicroseconds { stats.fsync.record(microseconds: syncMicroseconds) }
             if !fenced.isEmpty { lease(.fenced(fenced), now: now, monotonic: nil, &actions) }
@@ -738,8 +746,7 @@ public struct WorkerStateMachine {
                 queueReply(Reply(request: request, error: error), to: replyTo)
                 return
             }
-            pendingWrites.append(.command(request, entry, replyTo))
-            actions.append(.append(entry, key: request.key, slot: slot))
+            append(.command(request, entry, replyTo), entry, key: request.key, slot: slot, &actions)
         }
     }
 
@@ -811,9 +818,32 @@ public struct WorkerStateMachine {
         )
     }
 
-    mutating func appended(_ outcome: Result<Void, StoreError>, now: Instant, _ actions: inout [Action]) {
-        guard !pendingWrites.isEmpty else { return }
-        switch pendingWrites.removeFirst() {
+    /// Asks the owner to append `entry`, and keeps what to do once it is appended.
+    mutating func append(
+        _ write: PendingWrite,
+        _ entry: JournalEntry,
+        key: CommandKey?,
+        slot: Int,
+        _ actions: inout [Action]
+    ) {
+        nextAppendId += 1
+        let id = AppendId(value: nextAppendId)
+        pendingWrites.append((id, write))
+        actions.append(.append(entry, key: key, slot: slot, id: id))
+    }
+
+    mutating func appended(
+        _ id: AppendId,
+        _ outcome: Result<Void, StoreError>,
+        now: Instant,
+        _ actions: inout [Action]
+    ) {
+        // The oldest, unless an owner reports out of order.
+        guard let index = pendingWrites.firstIndex(where: { $0.id == id }) else {
+            log(.error, "an append was reported that is not waiting", ["id": "\(id.value)"], into: &actions)
+            return
+        }
+        switch pendingWrites.remove(at: index).write {
         case .command(let request, let entry, let replyTo):
             switch outcome {
             case .success:
@@ -882,8 +912,7 @@ public struct WorkerStateMachine {
             engines[slot]?.apply(entry)
             return
         }
-        pendingWrites.append(.record(entry, slot: slot))
-        actions.append(.append(entry, key: nil, slot: slot))
+        append(.record(entry, slot: slot), entry, key: nil, slot: slot, &actions)
     }
 
     /// After the commit: the replies of what it made durable, then what is due.

@@ -67,7 +67,22 @@ import Testing
     }
 
     static func appendedSlots(_ actions: [WorkerStateMachine.Action]) -> [Int] {
-        actions.compactMap { if case .append(_, _, let slot) = $0 { slot } else { nil } }
+        actions.compactMap { if case .append(_, _, let slot, _) = $0 { slot } else { nil } }
+    }
+
+    /// The ids of the appends asked for, in order.
+    static func appendIds(_ actions: [WorkerStateMachine.Action]) -> [WorkerStateMachine.AppendId] {
+        actions.compactMap { if case .append(_, _, _, let id) = $0 { id } else { nil } }
+    }
+
+    /// Handles `event` and reports each append it asks for as done.
+    static func handleAndAppend(
+        _ m: inout WorkerStateMachine,
+        _ event: WorkerStateMachine.Event
+    ) -> [WorkerStateMachine.Action] {
+        var after: [WorkerStateMachine.Action] = []
+        for id in appendIds(m.handle(event, now: t0)) { after += m.report(.appended(id, .success(())), now: t0) }
+        return after
     }
 
     static func replies(_ actions: [WorkerStateMachine.Action]) -> [[UInt8]?] {
@@ -80,7 +95,8 @@ import Testing
         #expect(m.handle(Self.schedule(Self.devices[2], "x"), now: Self.t0).isEmpty)
         let actions = m.handle(Self.schedule(Self.devices[1], "y"), now: Self.t0)
         #expect(Self.appendedSlots(actions) == [1])
-        #expect(Self.replies(m.report(.appended(.success(())), now: Self.t0)).isEmpty)
+        let id = Self.appendIds(actions)[0]
+        #expect(Self.replies(m.report(.appended(id, .success(())), now: Self.t0)).isEmpty)
         #expect(m.handle(.batchEnded, now: Self.t0).contains { if case .commit = $0 { true } else { false } })
         let committed = m.report(.committed(syncMicroseconds: nil, store: StoreStatus()), now: Self.t0)
         #expect(Self.replies(committed) == [Array("y".utf8)])
@@ -88,12 +104,32 @@ import Testing
         #expect(m.stats.commandsForOtherSlots == 1)
     }
 
+    /// Each append's result is matched to its write by id: an owner that reports them out of order
+    /// gets each command's own reply, and a result for nothing waiting changes nothing.
+    @Test func appendResultsAreMatchedByIdentity() throws {
+        var (m, _) = Self.worker(loaded: [0, 1])
+        let first = Self.appendIds(m.handle(Self.schedule(Self.devices[0], "first"), now: Self.t0))
+        let second = Self.appendIds(m.handle(Self.schedule(Self.devices[1], "second"), now: Self.t0))
+        try #require(first.count == 1 && second.count == 1 && first != second)
+        _ = m.report(.appended(second[0], .failure(StoreError("disk full"))), now: Self.t0)
+        _ = m.report(.appended(first[0], .success(())), now: Self.t0)
+        _ = m.report(.appended(first[0], .success(())), now: Self.t0)
+        let committed = m.report(.committed(syncMicroseconds: nil, store: StoreStatus()), now: Self.t0)
+        let replies = committed.compactMap { action -> (String, Bool)? in
+            guard case .publish(let message) = action, message.purpose == .reply,
+                let object = (try? JSON(parsing: message.payload))?.objectValue
+            else { return nil }
+            return (String(decoding: message.correlationData ?? [], as: UTF8.self), object["ok"] == true)
+        }
+        #expect(replies.map(\.0).sorted() == ["first", "second"])
+        #expect(replies.first { $0.0 == "first" }?.1 == true)
+        #expect(replies.first { $0.0 == "second" }?.1 == false)
+    }
+
     @Test func aFencedCommitSendsNoReplyOfItsSlotAndDropsIt() {
         var (m, _) = Self.worker(loaded: [0, 1])
-        _ = m.handle(Self.schedule(Self.devices[0], "lost"), now: Self.t0)
-        _ = m.report(.appended(.success(())), now: Self.t0)
-        _ = m.handle(Self.schedule(Self.devices[1], "kept"), now: Self.t0)
-        _ = m.report(.appended(.success(())), now: Self.t0)
+        _ = Self.handleAndAppend(&m, Self.schedule(Self.devices[0], "lost"))
+        _ = Self.handleAndAppend(&m, Self.schedule(Self.devices[1], "kept"))
         let committed = m.report(.committed(syncMicroseconds: nil, store: StoreStatus(), fenced: [0]), now: Self.t0)
         #expect(Self.replies(committed) == [Array("kept".utf8)])
         #expect(committed.contains { if case .forgetSlot(slot: 0) = $0 { true } else { false } })
@@ -138,8 +174,7 @@ import Testing
 
     @Test func aFailedCommitDropsEverySlotAndAnswersNothing() {
         var (m, _) = Self.worker(loaded: [0, 1, 2, 3])
-        _ = m.handle(Self.schedule(Self.devices[3], "z"), now: Self.t0)
-        _ = m.report(.appended(.success(())), now: Self.t0)
+        _ = Self.handleAndAppend(&m, Self.schedule(Self.devices[3], "z"))
         let failed = m.report(.commitFailed(StoreError("connection lost", transient: true)), now: Self.t0)
         #expect(Self.replies(failed).isEmpty)
         #expect(m.engines.isEmpty)
@@ -151,8 +186,7 @@ import Testing
         var (m, c0) = Self.worker(loaded: [0, 1])
         // Both have something due now.
         for (slot, id) in [(0, "a"), (1, "b")] {
-            _ = m.handle(Self.schedule(Self.devices[slot], id, after: 1), now: Self.t0)
-            _ = m.report(.appended(.success(())), now: Self.t0)
+            _ = Self.handleAndAppend(&m, Self.schedule(Self.devices[slot], id, after: 1))
         }
         _ = m.report(.committed(syncMicroseconds: nil, store: StoreStatus()), now: Self.t0)
         // A second worker joins: a's target is 2 of 4 and it holds 4 (2 of them still loading): the
