@@ -32,7 +32,7 @@ struct MaximaBenchmark {
         for p in pending { rows += try deviceSize(p) }
         rows += receipts(cap: quick ? 20_000 : 100_000)
         rows += try rules()
-        rows += try heldRules(1_000)
+        rows += try heldRules(DeviceLimits.maxPendingPerDevice)
         for r in rows {
             say(
                 String(
@@ -174,31 +174,39 @@ struct MaximaBenchmark {
         }
     }
 
-    /// A device holding `count` costly rules that follow its zone, gathered over many commands
-    /// (each within its allowance): what a command that computes them all again holds the loop.
+    /// A device that gathers costly rules following its zone, two a command (each within its
+    /// allowance), on a worker allowing `count` a device, until it may hold no more
+    /// (``EngineConfiguration/maxRuleWorkPerDevice``): what a command that computes them all again
+    /// holds the loop.
     func heldRules(_ count: Int) throws -> [Row] {
         let engine = Engine(configuration: EngineConfiguration(maxPendingPerDevice: count, maxBytesPerDevice: 1 << 40))
-        let at = Instant(milliseconds: wallMilliseconds())
-        let rule = try RecurrenceRule(parsing: HostileRules.all.first { $0.name == "monthly-setpos-89280" }!.rule)
-        engine.apply(
-            .device(deviceId: "held", at: at, update: DeviceUpdate(timeZone: Zone(identifier: "Europe/Paris")))
+        let limits = CommandLimits(maxCommandBytes: CommandLimits.largestCommandBytes, maxUserInfoBytes: 4096)
+        let (loop, _, transport) = try BenchLoop.online(
+            limits: limits,
+            budget: DeviceBudget(rate: 0, burst: 1000),
+            engine: engine
         )
-        let notifications = (0..<count).map { i in
-            var spec = NotificationSpec()
-            spec.rrule = rule
-            spec.timeZone = .device
-            return ResolvedNotification(
-                id: "r\(i)",
-                fireDate: .local(LocalDateTime(year: 2027, month: 1, day: 1, hour: 9)),
-                spec
-            )
+        let rule = HostileRules.all.first { $0.name == "monthly-setpos-89280" }!.rule
+        _ = try turn(loop, transport, device: "held", op: "device", Array(#"{"timeZone":"Europe/Paris"}"#.utf8))
+        var held = 0
+        var refusal = ""
+        while held < count {
+            let items = (held..<min(count, held + 2)).map {
+                #"{"id":"r\#($0)","fireDate":"2027-01-01T09:00:00","timeZone":"device","rrule":"\#(rule)"}"#
+            }
+            let payload = #"{"notifications":[\#(items.joined(separator: ","))]}"#
+            let (_, reply) = try turn(loop, transport, device: "held", op: "schedule", Array(payload.utf8))
+            guard reply == "ok" else {
+                refusal = reply
+                break
+            }
+            held += items.count
         }
-        engine.apply(.schedule(deviceId: "held", at: at, replaced: [], notifications: notifications), key: nil)
-        let (loop, _, transport) = try BenchLoop.online(budget: DeviceBudget(rate: 0, burst: 1000), engine: engine)
+        say("  held rules: \(held) costly rules held, then \(refusal.isEmpty ? "the limit" : refusal)")
         let commands: [(String, String, String)] = [
-            ("device", #"{"timeZone":"Asia/Shanghai"}"#, "device: a new zone, \(count) costly rules"),
-            ("pause", #"{"all":true}"#, "pause all, \(count) costly rules"),
-            ("resume", #"{"all":true}"#, "resume all, \(count) costly rules"),
+            ("device", #"{"timeZone":"Asia/Shanghai"}"#, "device: a new zone, \(held) costly rules"),
+            ("pause", #"{"all":true}"#, "pause all, \(held) costly rules"),
+            ("resume", #"{"all":true}"#, "resume all, \(held) costly rules"),
         ]
         return try commands.map { op, payload, name in
             let (ms, reply) = try turn(loop, transport, device: "held", op: op, Array(payload.utf8))

@@ -338,6 +338,9 @@ extension Engine {
         }
         n.armedDue = nil
         if !refusals.isEmpty { refusals.removeValue(forKey: ObjectIdentifier(n)) }
+        if n.extras?.hasRule == true, let cost = device.ruleWork.removeValue(forKey: n.id) {
+            device.ruleWorkTotal -= cost
+        }
         if n.isListed {
             device.listedCount -= 1
             if let bytes = device.storedBytes { device.storedBytes = bytes - n.storedBytes }
@@ -395,7 +398,13 @@ extension Engine {
     }
 
     private func armNow(_ n: StoredNotification, _ device: DeviceState) {
-        guard n.enabled, !n.done, !n.removed else { return }
+        guard !n.done, !n.removed else { return }
+        guard n.enabled else {
+            // A paused rule is computed once, when it comes, so that resuming it is counted in
+            // what the device's rules cost (``EngineConfiguration/maxRuleWorkPerDevice``).
+            if n.extras?.hasRule == true, device.ruleWork[n.id] == nil { _ = firstOccurrence(n, device) }
+            return
+        }
         if !n.isRepeating && n.extras?.exdates == nil {
             // A plain one-shot: its one occurrence, unless already sent in this run.
             guard n.sentThrough == nil else { return }
@@ -408,21 +417,37 @@ extension Engine {
             setTimer(n, n.fireTime(n.next!).milliseconds)
             return
         }
+        n.next = firstOccurrence(n, device)
+        if let next = n.next { setTimer(n, n.fireTime(next).milliseconds) }
+    }
+
+    /// The occurrence to arm a repeating notification (or one with exdates) for, and, for a rule,
+    /// what computing it cost, kept in its device's ``DeviceState/ruleWork``.
+    private func firstOccurrence(_ n: StoredNotification, _ device: DeviceState) -> Occurrence? {
+        var work = RecurrenceAllowance(.max)
+        var built: Recurrence?
+        defer {
+            if n.extras?.hasRule == true {
+                let cost = (built?.proofCandidates ?? 0) + work.used
+                device.ruleWorkTotal += cost - (device.ruleWork.updateValue(cost, forKey: n.id) ?? 0)
+            }
+        }
         do {
-            guard let recurrence = try recurrence(n, device) else { return }
+            guard let recurrence = try recurrence(n, device) else { return nil }
+            built = recurrence
             // A one-shot fires even when its time has passed; a series resumes at pendingFrom,
             // past whatever this run has already published.
             if n.isRepeating {
                 var from = n.pendingFrom
                 if let sent = n.sentThrough, sent >= from { from = sent + 1 }
-                n.next = try recurrence.first(atOrAfter: Instant(milliseconds: from))
+                return try recurrence.first(atOrAfter: Instant(milliseconds: from), within: &work)
             } else if n.sentThrough == nil {
-                n.next = try recurrence.first(atOrAfter: .distantPast)
+                return try recurrence.first(atOrAfter: .distantPast, within: &work)
             }
+            return nil
         } catch {
-            n.next = nil
+            return nil
         }
-        if let next = n.next { setTimer(n, n.fireTime(next).milliseconds) }
     }
 
     func setTimer(_ n: StoredNotification, _ due: Int64) {

@@ -17,6 +17,12 @@ public struct EngineConfiguration: Hashable, Sendable {
     public var maxMissedCount = 100_000
     /// Receipts, the inbox and history.
     public var receipts = Receipts()
+    /// What computing all of a device's rules again may cost, in candidate date-times (the unit of
+    /// ``RecurrenceAllowance``): past it, a `schedule` or `update` with a rule is `quota_exceeded`.
+    /// A new zone for a device whose rules follow it, `resume` of them all, and a start compute
+    /// them all at once, so this bounds how long one device's rules can hold the worker (about
+    /// 60 to 180 ms, with one command's allowance over it).
+    public var maxRuleWorkPerDevice = 20_000_000
 
     public init(minRepeatSeconds: Int64 = 60, maxPendingPerDevice: Int = 1000, maxBytesPerDevice: Int = 1_048_576) {
         self.minRepeatSeconds = minRepeatSeconds
@@ -270,6 +276,12 @@ public final class Engine {
             if let old = existing[spec.id], old.isListed { bytes -= old.storedBytes }
         }
         try checkBytesQuota(bytes)
+        if let device, resolved.contains(where: { $0.rrule != nil }) {
+            // What stays of the device's rules: those replaced, by `replace` or by id, go.
+            var staying = device.ruleWorkTotal
+            for id in leaving.union(resolved.map(\.id)) { staying -= device.ruleWork[id] ?? 0 }
+            try checkRuleWork(staying)
+        }
         return .write(.schedule(deviceId: request.deviceId, at: now, replaced: replaced, notifications: resolved))
     }
 
@@ -279,6 +291,19 @@ public final class Engine {
         var counter = JSONByteCount()
         NotificationCoding.write(spec.spec, to: &counter)
         return counter.count
+    }
+
+    /// `quota_exceeded` when the rules a device keeps already cost more than
+    /// ``EngineConfiguration/maxRuleWorkPerDevice`` to compute again: a new one would add to the
+    /// work that a new zone, `resume` of all, or a start does at once. (What they cost is known once
+    /// they are armed, so the device ends at most one command's allowance over it.)
+    private func checkRuleWork(_ staying: Int) throws(ChimeError) {
+        guard staying > configuration.maxRuleWorkPerDevice else { return }
+        throw ChimeError(
+            .quotaExceeded,
+            "the device's rules need \(staying) candidate date-times to compute again, more than the "
+                + "\(configuration.maxRuleWorkPerDevice) a device may hold; cancel some or simplify them"
+        )
     }
 
     /// `quota_exceeded` when the device would hold more than `--max-bytes-per-device`.
@@ -334,6 +359,7 @@ public final class Engine {
         var allowance = RecurrenceAllowance()
         try checkFires(resolved, path: "", deviceZone: device.timeZone, now: now, allowance: &allowance)
         try checkBytesQuota(device.totalStoredBytes - n.storedBytes + Self.listedBytes(resolved))
+        if resolved.rrule != nil { try checkRuleWork(device.ruleWorkTotal - (device.ruleWork[id] ?? 0)) }
         return .write(.update(deviceId: request.deviceId, at: now, notification: resolved))
     }
 

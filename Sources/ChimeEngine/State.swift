@@ -463,6 +463,10 @@ struct ZoneInterner: Sendable {
 final class DeviceState {
     let id: String
     var timeZone: Zone?
+    /// What computing each of its rules (`rrule`) again cost when it was last armed, in candidate
+    /// date-times, and their sum (``EngineConfiguration/maxRuleWorkPerDevice``).
+    var ruleWork: [String: Int] = [:]
+    var ruleWorkTotal = 0
     /// The badge counter as acknowledged deliveries and `device` commands left it.
     var badge = 0
     var quietHours: QuietHours?

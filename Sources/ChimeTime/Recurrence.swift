@@ -252,8 +252,9 @@ public struct Recurrence: Sendable {
         return "\(date.month)\(date.isLeapMonth ? "L" : "")-\(date.day)"
     }
 
-    /// The candidates examined at construction (at most ``maximumCandidatesPerProof``), for tests.
-    var proofCandidates: Int {
+    /// The candidates examined at construction (at most ``maximumCandidatesPerProof``): what building
+    /// this recurrence again would cost.
+    public var proofCandidates: Int {
         if case .rule(let s) = series { return s.expansion.proofCandidates }
         return 0
     }

@@ -76,6 +76,53 @@ import Testing
         #expect(h.journal.count == before)
     }
 
+    /// The rules a device keeps are bounded all together: each is within its command's allowance,
+    /// but a device gathering them over many commands would make a new zone, `resume` of all, or a
+    /// start compute them all at once (a thousand costly ones held the loop 0.32 s).
+    @Test func theRulesADeviceKeepsAreBoundedInWhatTheyCostAgain() {
+        var configuration = EngineConfiguration()
+        configuration.maxRuleWorkPerDevice = 2_000_000
+        var h = Harness(configuration: configuration)
+        // About 90,000 candidates to compute again from now: about twenty fit in two million.
+        let costly = HostileRules.all.first { $0.name == "monthly-setpos-89280" }!.rule
+        for (device, enabled) in [("d1", true), ("d2", false)] {
+            var accepted = 0
+            var refusal: (code: String?, field: String?, message: String?)?
+            for i in 0..<40 {
+                let payload =
+                    #"{"id":"c\#(i)","fireDate":"2026-12-01T09:15:30Z","rrule":"\#(costly)","enabled":\#(enabled)}"#
+                let reply = h.send(device, .schedule, payload)
+                if reply["ok"] == true {
+                    accepted += 1
+                } else {
+                    let e = reply["error"]?.objectValue
+                    refusal = (e?["code"]?.stringValue, e?["field"]?.stringValue, e?["message"]?.stringValue)
+                    break
+                }
+            }
+            // Paused ones count as well: resuming them all computes them all.
+            #expect((10...30).contains(accepted), "\(device): \(accepted) accepted")
+            #expect(refusal?.code == "quota_exceeded", "\(device)")
+            #expect(
+                refusal?.message?.hasSuffix("more than the 2000000 a device may hold; cancel some or simplify them")
+                    == true
+            )
+            // A rule replaced by id costs what it replaces; one-shots do not count.
+            #expect(
+                h.send(device, .schedule, #"{"id":"c0","fireDate":"2026-12-01T09:15:30Z","rrule":"\#(costly)"}"#)["ok"]
+                    == true
+            )
+            #expect(h.send(device, .schedule, #"{"id":"one","after":60}"#)["ok"] == true)
+            // Cancelled rules free what they cost.
+            #expect(h.send(device, .cancel, #"{"all":true}"#)["ok"] == true)
+            #expect(
+                h.send(device, .schedule, #"{"id":"again","fireDate":"2026-12-01T09:15:30Z","rrule":"\#(costly)"}"#)[
+                    "ok"
+                ] == true
+            )
+        }
+    }
+
     /// What apps schedule costs a few thousand candidates a rule: a thousand in one batch are well within
     /// the allowance.
     @Test func aBatchOfAThousandEverydayRulesIsAccepted() {
