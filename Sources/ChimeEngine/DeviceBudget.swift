@@ -29,9 +29,14 @@ public struct DeviceBudget: Sendable {
         var level: Double
         var at: Int64
 
+        /// Its level at `now`, refilled at `rate` ms a second up to `burst`.
+        func refilled(at now: Int64, rate: Double, burst: Double) -> Double {
+            min(burst, level + Double(max(0, now - at)) * rate / 1000)
+        }
+
         /// Refilled to `now`, then `cost` taken.
         mutating func spend(_ cost: Double, now: Int64, rate: Double, burst: Double) {
-            level = min(burst, level + Double(max(0, now - at)) * rate / 1000) - cost
+            level = refilled(at: now, rate: rate, burst: burst) - cost
             at = now
         }
     }
@@ -49,7 +54,7 @@ public struct DeviceBudget: Sendable {
     public var trackedDevices: Int { buckets.count }
 
     private func level(_ bucket: Bucket, at now: Instant) -> Double {
-        min(burst, bucket.level + Double(max(0, now.milliseconds - bucket.at)) * rate / 1000)
+        bucket.refilled(at: now.milliseconds, rate: rate, burst: burst)
     }
 
     /// Whether `device` may send a command now; if not, how many milliseconds until it may.
