@@ -39,6 +39,13 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // Debian's libcrypto (OpenSSL 3), for push delivery's signatures and encryption. Only
+        // ChimeCrypto imports it.
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         // Pure calendar arithmetic: instants, civil times, zones, ISO 8601, RRULE. Foundation only.
         .target(name: "ChimeTime", swiftSettings: swiftSettings),
         // The wire protocol, pure: JSON, commands, replies, notification fields, command keys. All a
@@ -75,6 +82,9 @@ let package = Package(
         .target(name: "ChimeMQTT", dependencies: ["CMosquitto"], swiftSettings: swiftSettings),
         // The only code that imports CMicroHTTPD: a small bounded HTTP/1.1 responder.
         .target(name: "ChimeHTTP", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
+        // The only code that imports CCrypto: the keys, signatures (ES256, RS256 JWTs) and Web Push
+        // encryption (RFC 8291) that push delivery needs, every primitive libcrypto's.
+        .target(name: "ChimeCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
         // The only code that imports CPostgres: a connection, parameterised statements, transactions.
         .target(name: "ChimePostgres", dependencies: ["CPostgres"], swiftSettings: swiftSettings),
         // The journal in PostgreSQL: its schema and migrations, group commit, snapshots. Only SQL
@@ -154,6 +164,12 @@ let package = Package(
         .testTarget(
             name: "ChimeHTTPTests",
             dependencies: ["ChimeHTTP", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // ChimeCrypto against the RFCs' examples and keys and signatures made with the openssl tool.
+        .testTarget(
+            name: "ChimeCryptoTests",
+            dependencies: ["ChimeCrypto"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
