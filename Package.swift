@@ -39,6 +39,13 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // Debian's libcurl (OpenSSL, nghttp2), for push notifications over HTTP/2. Only ChimeHTTPClient
+        // imports it.
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         // Pure calendar arithmetic: instants, civil times, zones, ISO 8601, RRULE. Foundation only.
         .target(name: "ChimeTime", swiftSettings: swiftSettings),
         // The wire protocol, pure: JSON, commands, replies, notification fields, command keys. All a
@@ -75,6 +82,9 @@ let package = Package(
         .target(name: "ChimeMQTT", dependencies: ["CMosquitto"], swiftSettings: swiftSettings),
         // The only code that imports CMicroHTTPD: a small bounded HTTP/1.1 responder.
         .target(name: "ChimeHTTP", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
+        // The only code that imports CCurl: an HTTPS client (HTTP/2 multiplexed) on a thread of its own,
+        // for push services, with every connection's address checked against a policy.
+        .target(name: "ChimeHTTPClient", dependencies: ["CCurl"], swiftSettings: swiftSettings),
         // The only code that imports CPostgres: a connection, parameterised statements, transactions.
         .target(name: "ChimePostgres", dependencies: ["CPostgres"], swiftSettings: swiftSettings),
         // The journal in PostgreSQL: its schema and migrations, group commit, snapshots. Only SQL
@@ -154,6 +164,13 @@ let package = Package(
         .testTarget(
             name: "ChimeHTTPTests",
             dependencies: ["ChimeHTTP", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // ChimeHTTPClient against real servers on loopback: nghttpd (HTTP/2), openssl s_server (HTTP/1),
+        // and sockets that never answer.
+        .testTarget(
+            name: "ChimeHTTPClientTests",
+            dependencies: ["ChimeHTTPClient", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
