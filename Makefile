@@ -30,7 +30,7 @@ run: release
 ## ReadBackTests (in ChimeWorkerTests, beside the fuzz checks it shares) is CPU-bound and needs no
 ## broker, and WorkerPolicyTests run the worker's loop on fakes: both run with the unit tests.
 UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ChimeCryptoTests|ReadBackTests|WorkerPolicyTests
-WORKER_TESTS = ChimeHTTPTests|ChimeMQTTTests|ChimeWorkerTests|ChimeDeployTests
+WORKER_TESTS = ChimeHTTPTests|ChimeHTTPClientTests|ChimeMQTTTests|ChimeWorkerTests|ChimeDeployTests
 CLIENT_TESTS = ChimePostgresTests|ChimePostgresStoreTests|ChimeCLITests|ChimeClientTests
 
 test: bootstrap

@@ -46,6 +46,13 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // Debian's libcurl (OpenSSL, nghttp2), for push notifications over HTTP/2. Only ChimeHTTPClient
+        // imports it.
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         // Pure calendar arithmetic: instants, civil times, zones, ISO 8601, RRULE. Foundation only.
         .target(name: "ChimeTime", swiftSettings: swiftSettings),
         // The wire protocol, pure: JSON, commands, replies, notification fields, command keys. All a
@@ -85,6 +92,9 @@ let package = Package(
         // The only code that imports CCrypto: the keys, signatures (ES256, RS256 JWTs) and Web Push
         // encryption (RFC 8291) that push delivery needs, every primitive libcrypto's.
         .target(name: "ChimeCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
+        // The only code that imports CCurl: an HTTPS client (HTTP/2 multiplexed) on a thread of its own,
+        // for push services, with every connection's address checked against a policy.
+        .target(name: "ChimeHTTPClient", dependencies: ["CCurl"], swiftSettings: swiftSettings),
         // The only code that imports CPostgres: a connection, parameterised statements, transactions.
         .target(name: "ChimePostgres", dependencies: ["CPostgres"], swiftSettings: swiftSettings),
         // The journal in PostgreSQL: its schema and migrations, group commit, snapshots. Only SQL
@@ -170,6 +180,13 @@ let package = Package(
         .testTarget(
             name: "ChimeCryptoTests",
             dependencies: ["ChimeCrypto"],
+            swiftSettings: swiftSettings
+        ),
+        // ChimeHTTPClient against real servers on loopback: nghttpd (HTTP/2), openssl s_server (HTTP/1),
+        // and sockets that never answer.
+        .testTarget(
+            name: "ChimeHTTPClientTests",
+            dependencies: ["ChimeHTTPClient", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
