@@ -109,11 +109,19 @@ let package = Package(
         // What chimed and chime share: flags, usage errors, logging, signals, clocks, the version,
         // the heap.
         .target(name: "ChimeSupport", dependencies: ["ChimeCore", "CMalloc"], swiftSettings: swiftSettings),
+        // Push delivery (APNs, FCM, Web Push): the credentials and their tokens, each delivery as
+        // each platform takes it, what each answer means, and the attempts made off the loop.
+        .target(
+            name: "ChimePush",
+            dependencies: ["ChimeCore", "ChimeCrypto", "ChimeHTTPClient", "ChimeSupport"],
+            swiftSettings: swiftSettings
+        ),
         // Wiring: configuration, services, the engine loop, signals.
         .target(
             name: "ChimeWorker",
             dependencies: [
-                "ChimeCore", "ChimeJournal", "ChimePostgresStore", "ChimeMQTT", "ChimeHTTP", "ChimeSupport",
+                "ChimeCore", "ChimeJournal", "ChimePostgresStore", "ChimeMQTT", "ChimeHTTP", "ChimePush",
+                "ChimeSupport",
             ],
             swiftSettings: swiftSettings
         ),

@@ -74,6 +74,9 @@ struct NotificationFlags: Sendable {
         .init("no-action", value: false, env: false, "hasAction false"),
         .init("sound", env: false, "soundName (default for the default sound)"),
         .init("category", env: false, "category"),
+        .init("thread", env: false, "threadId: groups the notifications on the device (APNs thread-id)"),
+        .init("level", env: false, "interruptionLevel: passive, active, timeSensitive or critical (for push)"),
+        .init("channels", env: false, "all (default), mqtt (no push) or push (no MQTT delivery)"),
         .init("badge", env: false, "N, or +N / -N applied to the device's badge when it fires"),
         .init(
             "info",
@@ -118,6 +121,9 @@ struct NotificationFlags: Sendable {
         case .hasAction: return "no-action"
         case .soundName: return "sound"
         case .category: return "category"
+        case .threadId: return "thread"
+        case .interruptionLevel: return "level"
+        case .channels: return "channels"
         case .badge: return "badge"
         case .userInfo: return "info"
         case .expiresAfter: return "expires"
@@ -317,6 +323,9 @@ struct NotificationFlags: Sendable {
         if flags.isSet("no-action") { o["hasAction"] = false }
         if let v = flags["sound"] { o["soundName"] = .string(v) }
         if let v = flags["category"] { o["category"] = .string(v) }
+        if let v = flags["thread"] { o["threadId"] = .string(v) }
+        if let v = flags["level"] { o["interruptionLevel"] = .string(v) }
+        if let v = flags["channels"] { o["channels"] = .string(v) }
         if let v = flags["badge"] { o["badge"] = try Parse.badge(v) }
         if let info = try Parse.keyValues(flags.all("info"), flag: "info") { o["userInfo"] = .object(info) }
         if let v = flags["misfire"] {

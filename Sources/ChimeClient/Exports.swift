@@ -1,7 +1,9 @@
 // The protocol's own model types that the client's API uses, so that `import ChimeClient` is all
 // an app needs. Each is declared once, in ChimeProtocol or ChimeTime, and shared with the worker.
 @_exported import enum ChimeProtocol.Badge
+@_exported import enum ChimeProtocol.Channels
 @_exported import enum ChimeProtocol.DeliveryState
+@_exported import enum ChimeProtocol.InterruptionLevel
 @_exported import enum ChimeProtocol.JSON
 @_exported import struct ChimeProtocol.JSONObject
 @_exported import enum ChimeProtocol.Misfire

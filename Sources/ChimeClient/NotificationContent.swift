@@ -19,6 +19,11 @@ public struct NotificationContent: Sendable, Hashable {
     public var sound: String?
     /// `category` (`categoryIdentifier`).
     public var category: String?
+    /// `threadId` (`threadIdentifier`): groups notifications on the device (APNs `thread-id`).
+    public var threadIdentifier: String?
+    /// `interruptionLevel`: how a push may interrupt (APNs `interruption-level`, FCM and Web Push
+    /// priority).
+    public var interruptionLevel: InterruptionLevel?
     /// `badge`: `.absolute(n)` sets the device's badge; `.increment(n)` / `.decrement(n)` change its
     /// counter when the notification fires (never below 0).
     public var badge: Badge?
@@ -34,6 +39,8 @@ public struct NotificationContent: Sendable, Hashable {
     public var enabled: Bool?
     /// `keepAfterFiring`: a one-shot that has fired stays listed, paused, until removed.
     public var keepAfterFiring: Bool?
+    /// `channels`: MQTT and push (nil), MQTT only, or push only.
+    public var channels: Channels?
 
     public init(
         title: String? = nil,
@@ -49,8 +56,14 @@ public struct NotificationContent: Sendable, Hashable {
         misfire: Misfire? = nil,
         ignoreQuietHours: Bool? = nil,
         enabled: Bool? = nil,
-        keepAfterFiring: Bool? = nil
+        keepAfterFiring: Bool? = nil,
+        threadIdentifier: String? = nil,
+        interruptionLevel: InterruptionLevel? = nil,
+        channels: Channels? = nil
     ) {
+        self.threadIdentifier = threadIdentifier
+        self.interruptionLevel = interruptionLevel
+        self.channels = channels
         self.title = title
         self.body = body
         self.alertBodies = alertBodies
@@ -112,6 +125,9 @@ extension NotificationContent {
         case .hasAction: return hasAction.map(JSON.bool)
         case .soundName: return sound.map(JSON.string)
         case .category: return category.map(JSON.string)
+        case .threadId: return threadIdentifier.map(JSON.string)
+        case .interruptionLevel: return interruptionLevel.map { .string($0.rawValue) }
+        case .channels: return channels.map { .string($0.rawValue) }
         case .badge: return try badge?.json()
         case .userInfo: return userInfo.map(JSON.object)
         case .expiresAfter:
@@ -143,7 +159,10 @@ extension NotificationContent {
             misfire: spec.misfire,
             ignoreQuietHours: spec.ignoreQuietHours,
             enabled: spec.enabled,
-            keepAfterFiring: spec.keepAfterFiring
+            keepAfterFiring: spec.keepAfterFiring,
+            threadIdentifier: spec.threadId,
+            interruptionLevel: spec.interruptionLevel,
+            channels: spec.channels
         )
     }
 }

@@ -118,6 +118,7 @@ extension Engine {
                 // Turning receipts off empties the inbox: nothing would ever acknowledge it.
                 if r.receipts == false { r.inbox.removeAll() }
             }
+            if let change = update.push { applyPush(change, to: device) }
             let zoneChanged = update.timeZone != nil && update.timeZone != device.timeZone
             if let zone = update.timeZone { device.timeZone = zones.held(zone) }
             if zoneChanged || update.quietHours != nil {
@@ -135,6 +136,10 @@ extension Engine {
 
         case .zoneRules(_, let records):
             _ = applyZoneRules(records)
+            return nil
+
+        case .pushed(let record):
+            applyPushed(record)
             return nil
 
         case .snooze(let deviceId, let at, let id, let due):
@@ -165,6 +170,9 @@ extension Engine {
             }
             if case .delivered = entry, let capture = record.receipt {
                 keep(capture, of: record, fireId: fireId(record.id, record.occurrence), in: device)
+            }
+            if case .delivered = entry, let capture = record.push {
+                keepPush(capture, fireId: fireId(record.id, record.occurrence), at: record.at, in: device)
             }
             if let n = device.notifications[record.id], n.version == record.version {
                 willChange(n)

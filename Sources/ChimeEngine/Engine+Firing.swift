@@ -167,7 +167,16 @@ extension Engine {
                     due: n.fireTime(o).milliseconds,
                     expiresAfter: extras?.expiresAfter,
                     now: now
-                )
+                ),
+                push: device.push == nil || extras?.channels == .mqtt
+                    ? nil
+                    : capturePush(
+                        device,
+                        payload: payload,
+                        due: n.fireTime(o).milliseconds,
+                        expiresAfter: extras?.expiresAfter,
+                        now: now
+                    )
             )
             var expiry: UInt32?
             if let expires = extras?.expiresAfter {
@@ -182,7 +191,8 @@ extension Engine {
                         fireId: fireId(n.id, o),
                         payload: payload,
                         messageExpiry: expiry,
-                        due: n.fireTime(o)
+                        due: n.fireTime(o),
+                        mqtt: extras?.channels != .push
                     )
                 )
             )
@@ -208,7 +218,8 @@ extension Engine {
                 at: f.firedAt,
                 last: f.last,
                 badge: f.badge,
-                receipt: f.capture
+                receipt: f.capture,
+                push: f.push
             )
         )
     }

@@ -20,16 +20,19 @@ public struct EngineSnapshot: Sendable {
     let receipts: [FrozenReceipts]
     /// The rules of every zone the engine uses, as it computes with them.
     let zoneRules: [ZoneRulesRecord]
+    /// The push registrations and outboxes of the devices that use push.
+    let pushes: [FrozenPush]
 
-    /// The current snapshot format (5: binary entries with command keys, receipts and the zone rules
-    /// computed with, see ``SnapshotCoding``). Readers accept this and every earlier one (4: without
-    /// zone rules, 3: without receipts, 2: without command keys, 1: JSON entries).
-    public static let format: Int64 = 5
+    /// The current snapshot format (6: binary entries with command keys, receipts, the zone rules
+    /// computed with and push registrations, see ``SnapshotCoding``). Readers accept this and every
+    /// earlier one (5: without push, 4: without zone rules, 3: without receipts, 2: without command
+    /// keys, 1: JSON entries).
+    public static let format: Int64 = 6
 
     /// How many entries ``forEachEntry(_:)`` produces.
     public var entryCount: Int {
         1 + devices.count + notifications.count + commandKeys.reduce(0) { $0 + $1.count } + receipts.count
-            + (zoneRules.isEmpty ? 0 : 1)
+            + (zoneRules.isEmpty ? 0 : 1) + pushes.count
     }
 
     /// Every entry ``forEachEntry(_:)`` produces, in order, copied into one array.
@@ -54,7 +57,15 @@ public struct EngineSnapshot: Sendable {
         for (device, keys) in commandKeys.joined() { try body(SnapshotCoding.encode(commandKeys: keys, of: device)) }
         for r in receipts { try body(SnapshotCoding.encode(r)) }
         if !zoneRules.isEmpty { try body(SnapshotCoding.encode(zoneRules: zoneRules)) }
+        for p in pushes { try body(SnapshotCoding.encode(p)) }
     }
+}
+
+/// A device's ``DevicePush`` copied out for a snapshot.
+struct FrozenPush: Sendable {
+    var deviceId: String
+    var registrations: [PushRegistration]
+    var outbox: [PushJob]
 }
 
 /// A device's ``DeviceReceipts`` copied out for a snapshot.
@@ -80,6 +91,7 @@ struct SnapshotCapture {
     let zoneRules: [ZoneRulesRecord]
     var devices: [EngineSnapshot.Device] = []
     var receipts: [FrozenReceipts] = []
+    var pushes: [FrozenPush] = []
     var notifications: [(notification: StoredNotification, state: DurableState)] = []
     /// Where the walk is: the next device in ``Engine/deviceOrder``, and the position in its
     /// ``DeviceState/order`` when it has one.
@@ -171,7 +183,8 @@ extension Engine {
             nextVersion: c.nextVersion,
             commandKeys: c.commandKeys,
             receipts: c.receipts,
-            zoneRules: c.zoneRules
+            zoneRules: c.zoneRules,
+            pushes: c.pushes
         )
     }
 
@@ -204,6 +217,9 @@ extension Engine {
                     dropped: r.dropped
                 )
             )
+        }
+        if let p = device.push {
+            c.pushes.append(FrozenPush(deviceId: device.id, registrations: p.registrations, outbox: p.outbox))
         }
     }
 

@@ -23,6 +23,8 @@ public struct EngineConfiguration: Hashable, Sendable {
     /// them all at once, so this bounds how long one device's rules can hold the worker (about
     /// 60 to 180 ms, with one command's allowance over it).
     public var maxRuleWorkPerDevice = 20_000_000
+    /// Push delivery.
+    public var push = Push()
 
     public init(minRepeatSeconds: Int64 = 60, maxPendingPerDevice: Int = 1000, maxBytesPerDevice: Int = 1_048_576) {
         self.minRepeatSeconds = minRepeatSeconds
@@ -42,6 +44,9 @@ public struct Delivery: Hashable, Sendable {
     public var messageExpiry: UInt32?
     /// When it was due (its `fireDate`), to measure lateness.
     public var due: Instant
+    /// Published to the notifications topic; false for `channels: "push"`, whose delivery is
+    /// recorded at once (``Engine/acknowledged(_:)``) and only pushed.
+    public var mqtt = true
 }
 
 /// What the engine asks its owner to do after a tick.
@@ -80,6 +85,8 @@ public final class Engine {
     /// Notifications whose last delivery the broker refused, with how many times in a row: their
     /// retries back off (``publishRefused(_:now:)``). Cleared by an acknowledged delivery.
     var refusals: [ObjectIdentifier: Int] = [:]
+    /// Pushes put in outboxes and not yet handed to the worker (``takeNewPushJobs()``).
+    var newPushJobs: [PushJob] = []
     /// The keys of recently applied commands, to recognise redeliveries.
     var commandKeys = CommandKeyWindow()
     var nextToken: UInt64 = 1
@@ -214,6 +221,7 @@ public final class Engine {
                     Reply(request: request, result: historyPage(request.deviceId, since: since, limit: limit, now: now))
                 )
             case .device(let update):
+                if let change = update.push { try checkPush(change, of: request.deviceId) }
                 if update.isEmpty {
                     return .reply(Reply(request: request, result: .device(deviceStatus(request.deviceId))))
                 }
@@ -249,7 +257,9 @@ public final class Engine {
             let spec = try resolve(spec, path: path, deviceZone: device?.timeZone, now: now, random: &random)
             try checkFires(spec, path: path, deviceZone: device?.timeZone, now: now, allowance: &allowance)
             // Written once here for the quota, the journal and the engine's copy.
-            resolved.append(spec.encodedOnce())
+            let encoded = spec.encodedOnce()
+            try checkPushFits(encoded, deviceId: request.deviceId, path: path)
+            resolved.append(encoded)
         }
         let replaced = replace.map { selectedIds(request.deviceId, $0) } ?? []
         // Quota: what remains after `replace`, plus ids not already there.
@@ -359,6 +369,7 @@ public final class Engine {
         var allowance = RecurrenceAllowance()
         try checkFires(resolved, path: "", deviceZone: device.timeZone, now: now, allowance: &allowance)
         try checkBytesQuota(device.totalStoredBytes - n.storedBytes + Self.listedBytes(resolved))
+        try checkPushFits(resolved.encodedOnce(), deviceId: request.deviceId, path: "")
         if resolved.rrule != nil { try checkRuleWork(device.ruleWorkTotal - (device.ruleWork[id] ?? 0)) }
         return .write(.update(deviceId: request.deviceId, at: now, notification: resolved))
     }
@@ -571,7 +582,8 @@ public final class Engine {
             quietHours: device.quietHours,
             pending: device.listedCount,
             receipts: mode.inbox,
-            history: mode.history
+            history: mode.history,
+            push: device.push?.registrations.map(\.redacted) ?? []
         )
     }
 

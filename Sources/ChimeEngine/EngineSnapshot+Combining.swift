@@ -35,7 +35,9 @@ extension EngineSnapshot {
         var commandKeys: [String: [(key: CommandKey, at: Int64)]] = [:]
         var receipts: [String: FrozenReceipts] = [:]
         var zoneRules: [String: UInt64] = [:]
+        var pushes: [String: FrozenPush] = [:]
         for part in parts {
+            for p in part.pushes where isIncluded(p.deviceId) { pushes[p.deviceId] = p }
             for rule in part.zoneRules { zoneRules[rule.zone] = rule.fingerprint }
             for (device, keys) in part.commandKeys.joined() where isIncluded(device) { commandKeys[device] = keys }
             for r in part.receipts where isIncluded(r.deviceId) { receipts[r.deviceId] = r }
@@ -55,7 +57,10 @@ extension EngineSnapshot {
             nextVersion: nextVersion,
             commandKeys: [commandKeys],
             receipts: Array(receipts.values),
-            zoneRules: zoneRules.sorted { $0.key < $1.key }.map { ZoneRulesRecord(zone: $0.key, fingerprint: $0.value) }
+            zoneRules: zoneRules.sorted { $0.key < $1.key }.map {
+                ZoneRulesRecord(zone: $0.key, fingerprint: $0.value)
+            },
+            pushes: Array(pushes.values)
         )
     }
 }

@@ -28,6 +28,8 @@ public enum JournalEntry: Hashable, Sendable {
     /// or at start, or zones recorded for the first time): every notification whose wall-clock times
     /// depend on one of them is computed again. Belongs to no device.
     case zoneRules(at: Instant, zones: [ZoneRulesRecord])
+    /// A push ended: accepted, refused or expired (PROTOCOL.md section 3.11).
+    case pushed(PushRecord)
 
     /// When the worker received the command, for command entries; nil for delivery records.
     public var commandTime: Instant? {
@@ -35,7 +37,7 @@ public enum JournalEntry: Hashable, Sendable {
         case .schedule(_, let at, _, _), .update(_, let at, _), .cancel(_, let at, _), .setEnabled(_, let at, _, _),
             .device(_, let at, _), .snooze(_, let at, _, _), .ack(_, let at, _, _):
             return at
-        case .delivered, .dropped, .zoneRules: return nil
+        case .delivered, .dropped, .zoneRules, .pushed: return nil
         }
     }
 
@@ -47,6 +49,7 @@ public enum JournalEntry: Hashable, Sendable {
             return d
         case .delivered(let r), .dropped(let r): return r.deviceId
         case .zoneRules: return ""
+        case .pushed(let r): return r.key.deviceId
         }
     }
 }
@@ -84,6 +87,8 @@ public struct OccurrenceRecord: Hashable, Sendable {
     public var badge: Badge?
     /// For a device with receipts or history, what its inbox and history keep.
     public var receipt: ReceiptCapture?
+    /// For a device with push registrations, what its pushes are made of.
+    public var push: PushCapture?
 
     public init(
         deviceId: String,
@@ -94,7 +99,8 @@ public struct OccurrenceRecord: Hashable, Sendable {
         at: Instant,
         last: Bool,
         badge: Badge? = nil,
-        receipt: ReceiptCapture? = nil
+        receipt: ReceiptCapture? = nil,
+        push: PushCapture? = nil
     ) {
         self.deviceId = deviceId
         self.id = id
@@ -105,6 +111,7 @@ public struct OccurrenceRecord: Hashable, Sendable {
         self.last = last
         self.badge = badge
         self.receipt = receipt
+        self.push = push
     }
 }
 
@@ -126,6 +133,7 @@ extension JournalEntry {
         case ack = 8
         case update = 9
         case zoneRules = 10
+        case pushed = 11
 
         public var name: String { "\(self)" }
     }
@@ -142,6 +150,7 @@ extension JournalEntry {
         case .ack: return .ack
         case .update: return .update
         case .zoneRules: return .zoneRules
+        case .pushed: return .pushed
         }
     }
 
@@ -213,6 +222,7 @@ extension JournalEntry {
             }
             if let receipts = update.receipts { out.appendMember("receipts", .bool(receipts), first: &first) }
             if let history = update.history { out.appendMember("history", .bool(history), first: &first) }
+            if let push = update.push?.member { out.appendMember(push.name, push.value, first: &first) }
         case .ack(let d, let at, let fireIds, let change):
             out.appendMember("device", .string(d), first: &first)
             out.appendMember("at", .int(at.milliseconds), first: &first)
@@ -251,6 +261,17 @@ extension JournalEntry {
                 out.appendMember("expires", .int(receipt.expiresAt), first: &first)
                 if receipt.late { out.appendMember("late", true, first: &first) }
             }
+            if let push = r.push {
+                out.appendMember("push", .string(String(decoding: push.payload, as: UTF8.self)), first: &first)
+                out.appendMember("pushExpires", .int(push.expiresAt), first: &first)
+            }
+        case .pushed(let r):
+            out.appendMember("device", .string(r.key.deviceId), first: &first)
+            out.appendMember("fireId", .string(r.key.fireId), first: &first)
+            out.appendMember("registration", .string(r.key.registration), first: &first)
+            out.appendMember("at", .int(r.at.milliseconds), first: &first)
+            out.appendMember("outcome", .string(r.outcome.rawValue), first: &first)
+            if let reason = r.reason { out.appendMember("reason", .string(reason), first: &first) }
         }
         if let key { out.appendMember("key", .string(key.description), first: &first) }
         out.append(UInt8(ascii: "}"))
@@ -355,6 +376,7 @@ extension JournalEntry {
             if let badge = try r.integer("badge", in: 0...Int64(Int32.max)) { update.badge = Int(badge) }
             update.receipts = try r.bool("receipts")
             update.history = try r.bool("history")
+            update.push = try PushChange.decode(r)
             if let value = r.object["quietHours"] {
                 if case .object(let q) = value {
                     let qr = FieldReader(q, path: "quietHours.")
@@ -389,7 +411,27 @@ extension JournalEntry {
                     late: try r.bool("late") ?? false
                 )
             }
+            if let push = try r.string("push", maxLength: .max) {
+                record.push = PushCapture(
+                    payload: Array(push.utf8),
+                    expiresAt: try required(try r.integer("pushExpires", in: limits), "pushExpires")
+                )
+            }
             return kind == .delivered ? .delivered(record) : .dropped(record)
+        case .pushed:
+            let outcome = try required(try r.string("outcome"), "outcome")
+            return .pushed(
+                PushRecord(
+                    key: PushJobKey(
+                        deviceId: device,
+                        fireId: try required(try r.string("fireId"), "fireId"),
+                        registration: try required(try r.string("registration"), "registration")
+                    ),
+                    at: Instant(milliseconds: try required(try r.integer("at", in: limits), "at")),
+                    outcome: try required(PushOutcome(rawValue: outcome), "outcome"),
+                    reason: try r.string("reason")
+                )
+            )
         case .ack:
             return .ack(
                 deviceId: device,

@@ -200,6 +200,8 @@ struct HistoryEntry: Hashable, Sendable {
     var leftAs: DeliveryState?
     /// Nil without receipts.
     var expiresAt: Int64?
+    /// What became of its pushes, one per registration, in the order they ended.
+    var push: [PushTrail] = []
 
     func state(at now: Int64) -> DeliveryState {
         if acknowledgedAt != nil { return .acknowledged }
@@ -207,6 +209,14 @@ struct HistoryEntry: Hashable, Sendable {
         guard let expiresAt else { return .delivered }
         return now >= expiresAt ? .expired : .unacknowledged
     }
+}
+
+/// What became of one push of a delivery, as `history` shows it.
+struct PushTrail: Hashable, Sendable {
+    var registration: String
+    var outcome: PushOutcome
+    var at: Int64
+    var reason: String?
 }
 
 /// A device's most recent deliveries, oldest first, with consecutive sequence numbers from

@@ -228,7 +228,15 @@ extension Engine {
                     firedAt: Instant(milliseconds: entry.firedAt),
                     late: entry.late,
                     acknowledgedAt: entry.acknowledgedAt.map { Instant(milliseconds: $0) },
-                    state: entry.state(at: now.milliseconds)
+                    state: entry.state(at: now.milliseconds),
+                    push: entry.push.map {
+                        PushResult(
+                            registration: $0.registration,
+                            outcome: $0.outcome,
+                            at: Instant(milliseconds: $0.at),
+                            reason: $0.reason
+                        )
+                    }
                 )
             )
             if rows.count == limit { break }
@@ -281,7 +289,8 @@ extension Engine {
                     late: try e.bool("late") ?? false,
                     acknowledgedAt: try e.integer("acknowledgedAt", in: all),
                     leftAs: left,
-                    expiresAt: try e.integer("expires", in: all)
+                    expiresAt: try e.integer("expires", in: all),
+                    push: try PushTrail.decode(e)
                 )
             )
         }

@@ -24,6 +24,26 @@ enum SnapshotCoding {
     /// and the `UInt64` fingerprint of its rules (``Zone/rulesFingerprint``), so that a restart after a
     /// tzdata upgrade notices which zones changed while chimed was stopped.
     static let zoneRules = UInt8(ascii: "Z")
+    /// A device's push registrations and outbox (format 6): `P`, then a JSON object, as few
+    /// devices have one.
+    static let push = UInt8(ascii: "P")
+
+    static func encode(_ p: FrozenPush) -> [UInt8] {
+        let o: JSONObject = [
+            "device": .string(p.deviceId),
+            "registrations": .array(p.registrations.map { .object($0.json) }),
+            "outbox": .array(
+                p.outbox.map {
+                    .object([
+                        "fireId": .string($0.fireId), "registration": .object($0.registration.json),
+                        "payload": .string(String(decoding: $0.payload, as: UTF8.self)),
+                        "firedAt": .int($0.firedAt.milliseconds), "expires": .int($0.expiresAt.milliseconds),
+                    ])
+                }
+            ),
+        ]
+        return [push] + JSON.object(o).bytes
+    }
 
     static func encode(zoneRules rules: [ZoneRulesRecord]) -> [UInt8] {
         var w = ByteWriter()
@@ -68,6 +88,7 @@ enum SnapshotCoding {
                     if let at = h.acknowledgedAt { e.append("acknowledgedAt", .int(at)) }
                     if let left = h.leftAs { e.append("left", .string(left.rawValue)) }
                     if let expires = h.expiresAt { e.append("expires", .int(expires)) }
+                    if !h.push.isEmpty { e.append("push", .array(h.push.map { .object($0.json) })) }
                     return .object(e)
                 }
             )
@@ -223,6 +244,16 @@ extension Engine {
                 try restoreReceipts(FieldReader(o))
             } catch {
                 throw RecoveryError(description: "receipts: \(error.message)")
+            }
+            return
+        case SnapshotCoding.push:
+            do throws(ChimeError) {
+                guard case .object(let o)? = try? JSON(parsing: Array(bytes.dropFirst())) else {
+                    throw ChimeError(.invalidArgument, "push entry is not a JSON object")
+                }
+                try restorePush(FieldReader(o))
+            } catch {
+                throw RecoveryError(description: "push: \(error.message)")
             }
             return
         case SnapshotCoding.zoneRules:

@@ -32,6 +32,7 @@ final class SpecExtras: Sendable {
     let ignoreQuietHours: Bool?
     let enabled: Bool?
     let keepAfterFiring: Bool?
+    let channels: Channels?
     let seed: UInt64
     /// `rrule != nil`, asked on every arming: reading the optional rule itself copies it.
     let hasRule: Bool
@@ -48,6 +49,7 @@ final class SpecExtras: Sendable {
         ignoreQuietHours = spec.ignoreQuietHours
         enabled = spec.enabled
         keepAfterFiring = spec.keepAfterFiring
+        channels = spec.channels
         seed = spec.seed
     }
 
@@ -63,6 +65,7 @@ final class SpecExtras: Sendable {
         spec.ignoreQuietHours = ignoreQuietHours
         spec.enabled = enabled
         spec.keepAfterFiring = keepAfterFiring
+        spec.channels = channels
         spec.seed = seed
     }
 
@@ -70,7 +73,7 @@ final class SpecExtras: Sendable {
     static func needed(_ s: NotificationSpec) -> Bool {
         s.rrule != nil || s.count != nil || s.until != nil || s.exdates != nil || s.alertBodies != nil
             || s.expiresAfter != nil || s.misfire != nil || s.ignoreQuietHours != nil || s.enabled != nil
-            || s.keepAfterFiring != nil || s.seed != 0
+            || s.keepAfterFiring != nil || s.channels != nil || s.seed != 0
     }
 }
 
@@ -504,6 +507,8 @@ final class DeviceState {
     var index: UserInfoIndex?
     /// Receipts settings, inbox and history; nil for a device that uses none.
     var receipts: DeviceReceipts?
+    /// Push registrations and outbox; nil for a device that uses none.
+    var push: DevicePush?
     /// Whether the snapshot being taken holds this device's own state already (see
     /// ``StoredNotification/snapshotMark``).
     var snapshotMark = false
@@ -519,7 +524,7 @@ final class DeviceState {
 
     var isEmpty: Bool {
         notifications.isEmpty && timeZone == nil && badge == 0 && quietHours == nil && inflightBadges.isEmpty
-            && receipts?.isEmpty != false
+            && receipts?.isEmpty != false && push == nil
     }
 }
 
@@ -606,4 +611,6 @@ struct InFlight: Sendable {
     var badge: Badge?
     /// What the device's inbox and history keep of it (receipts or history only).
     var capture: ReceiptCapture?
+    /// What its pushes are made of (devices with push registrations only).
+    var push: PushCapture?
 }

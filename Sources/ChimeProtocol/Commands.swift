@@ -38,23 +38,27 @@ public struct DeviceUpdate: Hashable, Sendable {
     public var receipts: Bool?
     /// Keep the recent deliveries for `history` (always, with receipts).
     public var history: Bool?
+    /// Its push registrations (`push`, `addPush` or `removePush`).
+    public var push: PushChange?
 
     public init(
         timeZone: Zone? = nil,
         badge: Int? = nil,
         quietHours: QuietHours?? = nil,
         receipts: Bool? = nil,
-        history: Bool? = nil
+        history: Bool? = nil,
+        push: PushChange? = nil
     ) {
         self.timeZone = timeZone
         self.badge = badge
         self.quietHours = quietHours
         self.receipts = receipts
         self.history = history
+        self.push = push
     }
 
     public var isEmpty: Bool {
-        timeZone == nil && badge == nil && quietHours == nil && receipts == nil && history == nil
+        timeZone == nil && badge == nil && quietHours == nil && receipts == nil && history == nil && push == nil
     }
 }
 
@@ -249,8 +253,11 @@ public struct CommandDecoder: Sendable {
                 throw ChimeError(.invalidArgument, field: "id", "preview takes exactly one of id or notification")
             }
         case .device:
-            try r.checkKnown(["requestId", "timeZone", "badge", "quietHours", "receipts", "history"])
+            try r.checkKnown(
+                Set(["requestId", "timeZone", "badge", "quietHours", "receipts", "history"] + PushChange.members)
+            )
             var update = DeviceUpdate()
+            update.push = try PushChange.decode(r)
             update.receipts = try r.bool("receipts")
             update.history = try r.bool("history")
             if let name = try r.string("timeZone", maxLength: 64) {

@@ -111,6 +111,22 @@ public struct QuietHours: Hashable, Sendable {
     }
 }
 
+/// How a notification may interrupt (Apple's `UNNotificationInterruptionLevel`), for the push
+/// services that have a priority (PROTOCOL.md section 3.11).
+public enum InterruptionLevel: String, CaseIterable, Hashable, Sendable {
+    case passive, active, timeSensitive, critical
+}
+
+/// Where a notification's deliveries go (PROTOCOL.md section 2).
+public enum Channels: String, CaseIterable, Hashable, Sendable {
+    /// MQTT and every push registration of the device.
+    case all
+    /// MQTT only: silent data for a connected app.
+    case mqtt
+    /// Push only: nothing on the notifications topic.
+    case push
+}
+
 /// A notification as a client described it (PROTOCOL.md section 2), validated.
 ///
 /// Optional fields are nil when the client did not give them, so that `list` shows a
@@ -138,6 +154,9 @@ public struct NotificationSpec: Hashable, Sendable {
     public var hasAction: Bool?
     public var soundName: String?
     public var category: String?
+    /// Groups notifications on the device (APNs `thread-id`).
+    public var threadId: String?
+    public var interruptionLevel: InterruptionLevel?
     public var badge: Badge?
     public var userInfo: JSONObject?
     /// `expiresAfter`, in milliseconds.
@@ -146,6 +165,8 @@ public struct NotificationSpec: Hashable, Sendable {
     public var ignoreQuietHours: Bool?
     public var enabled: Bool?
     public var keepAfterFiring: Bool?
+    /// Where deliveries go: MQTT, the push registrations, or both (nil: both).
+    public var channels: Channels?
 
     /// Seeds the pick among `alertBodies`, so that a replayed or re-sent delivery picks the same one.
     public var seed: UInt64 = 0

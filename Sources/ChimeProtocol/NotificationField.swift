@@ -22,8 +22,9 @@
 /// (`ListCommand.column(for:)`, `NotificationFlags.flag(for:)`), checked by the CLI's tests.
 public enum NotificationField: String, CaseIterable, Hashable, Sendable {
     case id, fireDate, after, alignTo, timeZone, repeatInterval, rrule, count, until, exdates, leadTime
-    case alertTitle, alertBody, alertBodies, alertAction, hasAction, soundName, category, badge, userInfo
-    case expiresAfter, misfire, ignoreQuietHours, enabled, keepAfterFiring
+    case alertTitle, alertBody, alertBodies, alertAction, hasAction, soundName, category, threadId, interruptionLevel
+    case badge, userInfo
+    case expiresAfter, misfire, ignoreQuietHours, enabled, keepAfterFiring, channels
 
     /// The member's name in a notification object.
     public var wireName: String { rawValue }
@@ -53,10 +54,12 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
         case .timeZone: return .zone
         case .repeatInterval: return .repeatUnit
         case .leadTime: return .leadTime
-        case .alertTitle, .alertBody, .alertAction, .hasAction, .soundName, .category, .userInfo: return .content
+        case .alertTitle, .alertBody, .alertAction, .hasAction, .soundName, .category, .threadId, .interruptionLevel,
+            .userInfo:
+            return .content
         case .badge: return .badge
         case .rrule, .count, .until, .exdates, .alertBodies, .expiresAfter, .misfire, .ignoreQuietHours, .enabled,
-            .keepAfterFiring:
+            .keepAfterFiring, .channels:
             return .extras
         }
     }
@@ -70,8 +73,8 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
     /// it keeps what is delivered and how, and drops the schedule (its id and fire date are its own).
     package var keptBySnooze: Bool {
         switch self {
-        case .alertTitle, .alertBody, .alertBodies, .alertAction, .hasAction, .soundName, .category, .badge,
-            .userInfo, .expiresAfter, .misfire, .ignoreQuietHours:
+        case .alertTitle, .alertBody, .alertBodies, .alertAction, .hasAction, .soundName, .category, .threadId,
+            .interruptionLevel, .badge, .userInfo, .expiresAfter, .misfire, .ignoreQuietHours, .channels:
             return true
         case .id, .fireDate, .after, .alignTo, .timeZone, .repeatInterval, .rrule, .count, .until, .exdates,
             .leadTime, .enabled, .keepAfterFiring:
@@ -86,8 +89,9 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
         switch self {
         case .fireDate, .after, .alignTo, .timeZone, .repeatInterval, .rrule, .count, .until, .exdates, .leadTime:
             return true
-        case .id, .alertTitle, .alertBody, .alertBodies, .alertAction, .hasAction, .soundName, .category, .badge,
-            .userInfo, .expiresAfter, .misfire, .ignoreQuietHours, .enabled, .keepAfterFiring:
+        case .id, .alertTitle, .alertBody, .alertBodies, .alertAction, .hasAction, .soundName, .category, .threadId,
+            .interruptionLevel, .badge, .userInfo, .expiresAfter, .misfire, .ignoreQuietHours, .enabled,
+            .keepAfterFiring, .channels:
             return false
         }
     }
@@ -103,8 +107,8 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
         case .alertBody: return [.alertBodies]
         case .alertBodies: return [.alertBody]
         case .id, .alignTo, .timeZone, .count, .until, .exdates, .leadTime, .alertTitle, .alertAction, .hasAction,
-            .soundName, .category, .badge, .userInfo, .expiresAfter, .misfire, .ignoreQuietHours, .enabled,
-            .keepAfterFiring:
+            .soundName, .category, .threadId, .interruptionLevel, .badge, .userInfo, .expiresAfter, .misfire,
+            .ignoreQuietHours, .enabled, .keepAfterFiring, .channels:
             return []
         }
     }
@@ -114,11 +118,12 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
     public var deliveredAs: String? {
         switch self {
         // `badge` is delivered as the counter it leaves, not as given.
-        case .id, .alertTitle, .alertBody, .alertAction, .hasAction, .soundName, .category, .badge, .userInfo:
+        case .id, .alertTitle, .alertBody, .alertAction, .hasAction, .soundName, .category, .threadId,
+            .interruptionLevel, .badge, .userInfo:
             return wireName
         case .alertBodies: return NotificationField.alertBody.wireName
         case .fireDate, .after, .alignTo, .timeZone, .repeatInterval, .rrule, .count, .until, .exdates, .leadTime,
-            .expiresAfter, .misfire, .ignoreQuietHours, .enabled, .keepAfterFiring:
+            .expiresAfter, .misfire, .ignoreQuietHours, .enabled, .keepAfterFiring, .channels:
             return nil
         }
     }
@@ -149,6 +154,8 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
         case .hasAction: return spec.hasAction.map(JSON.bool)
         case .soundName: return spec.soundName.map(JSON.string)
         case .category: return spec.category.map(JSON.string)
+        case .threadId: return spec.threadId.map(JSON.string)
+        case .interruptionLevel: return spec.interruptionLevel.map { .string($0.rawValue) }
         case .badge:
             switch spec.badge {
             case .absolute(let n): return .int(Int64(n))
@@ -161,6 +168,7 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
         case .ignoreQuietHours: return spec.ignoreQuietHours.map(JSON.bool)
         case .enabled: return spec.enabled.map(JSON.bool)
         case .keepAfterFiring: return spec.keepAfterFiring.map(JSON.bool)
+        case .channels: return spec.channels.map { .string($0.rawValue) }
         }
     }
 
@@ -185,6 +193,8 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
         case .hasAction: spec.hasAction = nil
         case .soundName: spec.soundName = nil
         case .category: spec.category = nil
+        case .threadId: spec.threadId = nil
+        case .interruptionLevel: spec.interruptionLevel = nil
         case .badge: spec.badge = nil
         case .userInfo: spec.userInfo = nil
         case .expiresAfter: spec.expiresAfter = nil
@@ -192,6 +202,7 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
         case .ignoreQuietHours: spec.ignoreQuietHours = nil
         case .enabled: spec.enabled = nil
         case .keepAfterFiring: spec.keepAfterFiring = nil
+        case .channels: spec.channels = nil
         }
     }
 
@@ -318,6 +329,16 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
             spec.soundName = try r.string("soundName")
         case .category:
             spec.category = try r.string("category")
+        case .threadId:
+            spec.threadId = try r.string("threadId", maxLength: 256)
+        case .interruptionLevel:
+            if let text = try r.string("interruptionLevel", maxLength: 32) {
+                guard let level = InterruptionLevel(rawValue: text) else {
+                    let names = InterruptionLevel.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw .invalid(r.name("interruptionLevel"), "\(quoted(text)) is not one of \(names)")
+                }
+                spec.interruptionLevel = level
+            }
         case .badge:
             spec.badge = try NotificationCoding.decodeBadge(r)
         case .userInfo:
@@ -346,6 +367,13 @@ public enum NotificationField: String, CaseIterable, Hashable, Sendable {
             spec.enabled = try r.bool("enabled")
         case .keepAfterFiring:
             spec.keepAfterFiring = try r.bool("keepAfterFiring")
+        case .channels:
+            if let text = try r.string("channels", maxLength: 16) {
+                guard let channels = Channels(rawValue: text) else {
+                    throw .invalid(r.name("channels"), "\(quoted(text)) is not one of all, mqtt, push")
+                }
+                spec.channels = channels
+            }
         }
     }
 }

@@ -128,6 +128,8 @@ public enum ReplyResult: Hashable, Sendable {
         public var late: Bool
         public var acknowledgedAt: Instant?
         public var state: DeliveryState
+        /// How its pushes ended (devices with push registrations; absent from the JSON when none).
+        public var push: [PushResult]
 
         public init(
             fireId: String,
@@ -136,8 +138,10 @@ public enum ReplyResult: Hashable, Sendable {
             firedAt: Instant,
             late: Bool,
             acknowledgedAt: Instant?,
-            state: DeliveryState
+            state: DeliveryState,
+            push: [PushResult] = []
         ) {
+            self.push = push
             self.fireId = fireId
             self.id = id
             self.occurrenceDate = occurrenceDate
@@ -148,7 +152,7 @@ public enum ReplyResult: Hashable, Sendable {
         }
 
         var json: JSONObject {
-            [
+            var o: JSONObject = [
                 "fireId": .string(fireId),
                 "id": .string(id),
                 "occurrenceDate": .string(occurrenceDate.rfc3339(fractional: true)),
@@ -157,6 +161,8 @@ public enum ReplyResult: Hashable, Sendable {
                 "acknowledgedAt": acknowledgedAt.map { .string($0.rfc3339(fractional: true)) } ?? .null,
                 "state": .string(state.rawValue),
             ]
+            if !push.isEmpty { o.append("push", .array(push.map { .object($0.json) })) }
+            return o
         }
 
         init(_ r: FieldReader) throws(ChimeError) {
@@ -171,7 +177,11 @@ public enum ReplyResult: Hashable, Sendable {
                 firedAt: try instant("firedAt"),
                 late: try r.required(try r.bool("late"), "late"),
                 acknowledgedAt: try Replies.optionalInstant(r, "acknowledgedAt"),
-                state: try r.required(DeliveryState(rawValue: stateName), "state")
+                state: try r.required(DeliveryState(rawValue: stateName), "state"),
+                push: try (r.array("push", maxCount: .max) ?? []).enumerated().map { (i, item) throws(ChimeError) in
+                    guard case .object(let o) = item else { throw .invalid(r.name("push[\(i)]"), "expected an object") }
+                    return try PushResult(FieldReader(o, path: r.name("push[\(i)].")))
+                }
             )
         }
     }
@@ -212,6 +222,9 @@ public enum ReplyResult: Hashable, Sendable {
         public var receipts: Bool
         /// It keeps a delivery history (always with receipts).
         public var history: Bool
+        /// Its push registrations as replies show them, without their secrets
+        /// (``PushRegistration/redacted``).
+        public var push: [JSONObject]
 
         public init(
             deviceId: String,
@@ -220,8 +233,10 @@ public enum ReplyResult: Hashable, Sendable {
             quietHours: QuietHours?,
             pending: Int,
             receipts: Bool = false,
-            history: Bool = false
+            history: Bool = false,
+            push: [JSONObject] = []
         ) {
+            self.push = push
             self.deviceId = deviceId
             self.timeZone = timeZone
             self.badge = badge
@@ -285,7 +300,7 @@ public enum ReplyResult: Hashable, Sendable {
         case .paused(let ids): return ["paused": .array(ids.map(JSON.string))]
         case .resumed(let ids): return ["resumed": .array(ids.map(JSON.string))]
         case .device(let d):
-            return [
+            var o: JSONObject = [
                 "deviceId": .string(d.deviceId),
                 "timeZone": d.timeZone.map { .string($0.identifier) } ?? .null,
                 "badge": .int(Int64(d.badge)),
@@ -294,6 +309,8 @@ public enum ReplyResult: Hashable, Sendable {
                 "receipts": .bool(d.receipts),
                 "history": .bool(d.history),
             ]
+            if !d.push.isEmpty { o.append("push", .array(d.push.map(JSON.object))) }
+            return o
         case .snoozed(let next): return next.json
         case .listed(let page):
             return [
@@ -365,7 +382,8 @@ public enum ReplyResult: Hashable, Sendable {
                     quietHours: quiet,
                     pending: Int(try r.required(try r.integer("pending", in: 0...Int64(Int32.max)), "pending")),
                     receipts: try r.bool("receipts") ?? false,
-                    history: try r.bool("history") ?? false
+                    history: try r.bool("history") ?? false,
+                    push: try (r.array("push", maxCount: .max) ?? []).compactMap(\.objectValue)
                 )
             )
         case .ack:

@@ -2,6 +2,7 @@ import ChimeCore
 import ChimeHTTP
 import ChimeJournal
 import ChimeMQTT
+import ChimePush
 import ChimeSupport
 import Foundation
 
@@ -44,130 +45,146 @@ public struct WorkerConfiguration: Sendable {
     /// `--zoneinfo-check`: seconds between two readings of the zones in use, for changed rules; 0: only
     /// on SIGHUP.
     public var zoneinfoCheck: Int
+    /// Push delivery: the credentials, the endpoint policy, the bounds.
+    public var push: PushConfiguration
 
-    public static let flagSpecs: [Flags.Spec] = [
-        .init("broker", default: "mqtt://127.0.0.1:1883", "broker URL, mqtt:// or mqtts://, optional user:password@"),
-        .init("data-dir", default: "./data", "journal and snapshots; locked against a second worker"),
-        .init(
-            "store",
-            default: nil,
-            "postgres://user@host/db: keep the journal and snapshots in PostgreSQL instead of --data-dir"
-        ),
-        .init("topic-prefix", default: "chime", "the P of every topic"),
-        .init("worker-id", default: nil, "unique per broker; names the persistent MQTT session (default: host name)"),
-        .init("partition", default: "0/1", "k/N: serve devices whose crc32(deviceId) mod N is k"),
-        .init(
-            "slots",
-            default: "0",
-            range: 0...SlotOwnership.slotCounts.upperBound,
-            "S > 0: share a PostgreSQL --store with other workers through S slots and their leases (0: off)"
-        ),
-        .init(
-            "lease-ttl",
-            default: "10",
-            range: 2...300,
-            "seconds a slot's lease lasts in the store unless renewed (with --slots)"
-        ),
-        .init("fsync", default: "always", "always, interval:MS or none (see docs/durability.md: what each can lose)"),
-        .init("min-repeat-seconds", default: "60", range: 1...31_536_000, "reject repeats more often than this"),
-        .init(
-            "max-pending-per-device",
-            default: "1000",
-            range: 1...DeviceLimits.maxPendingPerDevice,
-            "notifications a device may hold"
-        ),
-        .init(
-            "max-bytes-per-device",
-            default: "1048576",
-            range: 1024...(1 << 40),
-            "bytes of notifications (content, userInfo, rules) a device may hold"
-        ),
-        .init(
-            "receipts",
-            default: "false",
-            "true: every device that did not choose keeps deliveries in its inbox until it acknowledges them"
-        ),
-        .init(
-            "inbox-ttl",
-            default: "604800",
-            range: 1...DeviceLimits.largestInboxTTLSeconds,
-            "seconds an unacknowledged delivery stays in an inbox"
-        ),
-        .init(
-            "max-inbox-per-device",
-            default: "100",
-            range: 1...DeviceLimits.maxInboxPerDevice,
-            "unacknowledged deliveries a device's inbox holds (oldest go first)"
-        ),
-        .init(
-            "max-inbox-bytes-per-device",
-            default: "1048576",
-            range: 1024...DeviceLimits.maxInboxBytesPerDevice,
-            "bytes of deliveries a device's inbox holds"
-        ),
-        .init(
-            "history-per-device",
-            default: "50",
-            range: 1...DeviceLimits.maxHistoryPerDevice,
-            "deliveries a device's history keeps"
-        ),
-        .init(
-            "max-command-bytes",
-            default: "262144",
-            range: 256...CommandLimits.largestCommandBytes,
-            "largest command payload"
-        ),
-        .init(
-            "max-userinfo-bytes",
-            default: "4096",
-            range: 2...CommandLimits.largestCommandBytes,
-            "largest serialized userInfo"
-        ),
-        .init(
-            "device-rate",
-            default: "250",
-            range: 0...DeviceBudget.largestRate,
-            "milliseconds of engine time per second one device may use (past it: rate_limited); 0: no limit"
-        ),
-        .init(
-            "device-burst",
-            default: "1000",
-            range: 1...DeviceBudget.largestBurst,
-            "milliseconds of engine time one device may use at once"
-        ),
-        .init(
-            "stats-interval",
-            default: "10",
-            range: 0...86_400,
-            "seconds between stats publications; 0 turns them off"
-        ),
-        .init(
-            "snapshot-bytes",
-            default: "268435456",
-            range: 65_536...(1 << 40),
-            "journal bytes since the last snapshot that trigger the next"
-        ),
-        .init(
-            "metrics-listen",
-            default: nil,
-            "HOST:PORT serving GET /metrics (Prometheus), /livez and /readyz; off when unset"
-        ),
-        .init(
-            "zoneinfo",
-            default: nil,
-            "zone database directory of TZif files (default: $TZDIR, else /usr/share/zoneinfo); others from Foundation"
-        ),
-        .init(
-            "zoneinfo-check",
-            default: "300",
-            range: 0...86_400,
-            "seconds between readings of the zones in use for changed rules (tzdata upgrades); 0: only on SIGHUP"
-        ),
-        .init("log-level", default: "info", "trace, debug, info, notice, warning, error"),
-        .init("log-format", default: "text", "text or json"),
-        .init("help", value: false, env: false, "show this help"),
-        .init("version", value: false, env: false, "show the version"),
-    ]
+    public static let flagSpecs: [Flags.Spec] =
+        [
+            .init(
+                "broker",
+                default: "mqtt://127.0.0.1:1883",
+                "broker URL, mqtt:// or mqtts://, optional user:password@"
+            ),
+            .init("data-dir", default: "./data", "journal and snapshots; locked against a second worker"),
+            .init(
+                "store",
+                default: nil,
+                "postgres://user@host/db: keep the journal and snapshots in PostgreSQL instead of --data-dir"
+            ),
+            .init("topic-prefix", default: "chime", "the P of every topic"),
+            .init(
+                "worker-id",
+                default: nil,
+                "unique per broker; names the persistent MQTT session (default: host name)"
+            ),
+            .init("partition", default: "0/1", "k/N: serve devices whose crc32(deviceId) mod N is k"),
+            .init(
+                "slots",
+                default: "0",
+                range: 0...SlotOwnership.slotCounts.upperBound,
+                "S > 0: share a PostgreSQL --store with other workers through S slots and their leases (0: off)"
+            ),
+            .init(
+                "lease-ttl",
+                default: "10",
+                range: 2...300,
+                "seconds a slot's lease lasts in the store unless renewed (with --slots)"
+            ),
+            .init(
+                "fsync",
+                default: "always",
+                "always, interval:MS or none (see docs/durability.md: what each can lose)"
+            ),
+            .init("min-repeat-seconds", default: "60", range: 1...31_536_000, "reject repeats more often than this"),
+            .init(
+                "max-pending-per-device",
+                default: "1000",
+                range: 1...DeviceLimits.maxPendingPerDevice,
+                "notifications a device may hold"
+            ),
+            .init(
+                "max-bytes-per-device",
+                default: "1048576",
+                range: 1024...(1 << 40),
+                "bytes of notifications (content, userInfo, rules) a device may hold"
+            ),
+            .init(
+                "receipts",
+                default: "false",
+                "true: every device that did not choose keeps deliveries in its inbox until it acknowledges them"
+            ),
+            .init(
+                "inbox-ttl",
+                default: "604800",
+                range: 1...DeviceLimits.largestInboxTTLSeconds,
+                "seconds an unacknowledged delivery stays in an inbox"
+            ),
+            .init(
+                "max-inbox-per-device",
+                default: "100",
+                range: 1...DeviceLimits.maxInboxPerDevice,
+                "unacknowledged deliveries a device's inbox holds (oldest go first)"
+            ),
+            .init(
+                "max-inbox-bytes-per-device",
+                default: "1048576",
+                range: 1024...DeviceLimits.maxInboxBytesPerDevice,
+                "bytes of deliveries a device's inbox holds"
+            ),
+            .init(
+                "history-per-device",
+                default: "50",
+                range: 1...DeviceLimits.maxHistoryPerDevice,
+                "deliveries a device's history keeps"
+            ),
+            .init(
+                "max-command-bytes",
+                default: "262144",
+                range: 256...CommandLimits.largestCommandBytes,
+                "largest command payload"
+            ),
+            .init(
+                "max-userinfo-bytes",
+                default: "4096",
+                range: 2...CommandLimits.largestCommandBytes,
+                "largest serialized userInfo"
+            ),
+            .init(
+                "device-rate",
+                default: "250",
+                range: 0...DeviceBudget.largestRate,
+                "milliseconds of engine time per second one device may use (past it: rate_limited); 0: no limit"
+            ),
+            .init(
+                "device-burst",
+                default: "1000",
+                range: 1...DeviceBudget.largestBurst,
+                "milliseconds of engine time one device may use at once"
+            ),
+            .init(
+                "stats-interval",
+                default: "10",
+                range: 0...86_400,
+                "seconds between stats publications; 0 turns them off"
+            ),
+            .init(
+                "snapshot-bytes",
+                default: "268435456",
+                range: 65_536...(1 << 40),
+                "journal bytes since the last snapshot that trigger the next"
+            ),
+            .init(
+                "metrics-listen",
+                default: nil,
+                "HOST:PORT serving GET /metrics (Prometheus), /livez and /readyz; off when unset"
+            ),
+            .init(
+                "zoneinfo",
+                default: nil,
+                "zone database directory of TZif files (default: $TZDIR, else /usr/share/zoneinfo); others from Foundation"
+            ),
+            .init(
+                "zoneinfo-check",
+                default: "300",
+                range: 0...86_400,
+                "seconds between readings of the zones in use for changed rules (tzdata upgrades); 0: only on SIGHUP"
+            ),
+        ] + PushConfiguration.flagSpecs + [
+            .init("log-level", default: "info", "trace, debug, info, notice, warning, error"),
+            .init("log-format", default: "text", "text or json"),
+            .init("help", value: false, env: false, "show this help"),
+            .init("version", value: false, env: false, "show the version"),
+        ]
 
     /// Builds the configuration from parsed flags; every problem is one line naming the flag.
     public init(flags: Flags) throws(UsageError) {
@@ -268,5 +285,9 @@ public struct WorkerConfiguration: Sendable {
         }
         logFormat = format
         broker.clientId = "chimed-\(workerId)"
+        push = try PushConfiguration(flags: flags)
+        engine.push.providers = push.providers
+        engine.push.endpoints = push.endpoints
+        engine.push.expiry = Int64(push.expiry) * 1000
     }
 }

@@ -11,6 +11,8 @@ public enum WorkerEvent: Sendable {
     case snapshotRequested
     /// SIGHUP: read the zone database again.
     case zoneCheckRequested
+    /// A push attempt ended.
+    case push(PushJobKey, PushAttemptResult)
     case stop
 }
 

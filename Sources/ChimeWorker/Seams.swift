@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeJournal
 import ChimeMQTT
+import ChimePush
 import ChimeSupport
 import Foundation
 
@@ -280,3 +281,11 @@ struct SystemClock: WorkerClock {
     func now() -> Instant { wallClock() }
     func monotonic() -> ContinuousClock.Instant { .now }
 }
+
+/// Makes push attempts off the loop and reports each one's end as ``WorkerEvent/push(_:_:)``
+/// (ChimePush's `PushService`; a fake in tests).
+public protocol PushSender: Sendable {
+    func send(_ job: PushJob)
+}
+
+extension PushService: PushSender {}

@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeJournal
 import ChimeMQTT
+import ChimePush
 import ChimeSupport
 import ChimeTime
 import Foundation
@@ -188,6 +189,21 @@ public final class Worker: Sendable {
         }
 
         let inbox = self.inbox
+        var pusher: PushService?
+        if !configuration.push.providers.isEmpty {
+            do {
+                pusher = try PushService(configuration: configuration.push, now: { clock.now() }) { key, result in
+                    inbox.push(.push(key, result))
+                }
+            } catch {
+                try? store.close()
+                throw WorkerError("cannot start push delivery: \(error)")
+            }
+            logger.info(
+                "push delivery",
+                ["providers": configuration.push.providers.map(\.rawValue).sorted().joined(separator: ",")]
+            )
+        }
         let client: MQTTClient
         do {
             var options = configuration.broker
@@ -224,7 +240,8 @@ public final class Worker: Sendable {
             store,
             MQTTTransport(client),
             clock,
-            metrics
+            metrics,
+            pusher
         )
     }
 
@@ -234,7 +251,8 @@ public final class Worker: Sendable {
         _ store: some WorkerStore,
         _ transport: MQTTTransport,
         _ clock: SystemClock,
-        _ metrics: MetricsEndpoint?
+        _ metrics: MetricsEndpoint?,
+        _ pusher: PushService?
     ) throws(WorkerError) {
         let loop = WorkerLoop(
             machine: machine,
@@ -244,8 +262,10 @@ public final class Worker: Sendable {
             logger: logger,
             inbox: inbox,
             metrics: metrics,
-            engineConfiguration: configuration.engine
+            engineConfiguration: configuration.engine,
+            pusher: pusher
         )
+        defer { pusher?.shutdown() }
         try loop.run()
     }
 }
@@ -277,5 +297,6 @@ extension WorkerStateMachine.Policy {
         version = chimeVersion
         zoneCheckInterval = Int64(configuration.zoneinfoCheck) * 1000
         metricsInterval = configuration.metricsListen == nil ? 0 : MetricsEndpoint.interval
+        pushLimits.perProvider = configuration.push.inFlight
     }
 }

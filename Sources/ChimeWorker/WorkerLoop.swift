@@ -1,5 +1,6 @@
 import ChimeCore
 import ChimeMQTT
+import ChimePush
 import ChimeSupport
 import ChimeTime
 
@@ -19,6 +20,8 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     let engineConfiguration: EngineConfiguration
     /// Where the zones' rules are read again (``WorkerStateMachine/Action/checkZones(_:)``).
     let zoneDatabase: ZoneDatabase
+    /// Where push attempts go (nil: no provider has credentials).
+    let pusher: (any PushSender)?
 
     public init(
         machine: WorkerStateMachine,
@@ -29,8 +32,10 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
         inbox: Inbox,
         metrics: (any MetricsSink)? = nil,
         engineConfiguration: EngineConfiguration = EngineConfiguration(),
-        zoneDatabase: ZoneDatabase = .shared
+        zoneDatabase: ZoneDatabase = .shared,
+        pusher: (any PushSender)? = nil
     ) {
+        self.pusher = pusher
         self.zoneDatabase = zoneDatabase
         self.engineConfiguration = engineConfiguration
         self.machine = machine
@@ -114,6 +119,8 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
             try perform(machine.handle(.zoneCheckRequested, now: clock.now()))
         case .stop:
             try perform(machine.handle(.stopRequested, now: clock.now()))
+        case .push(let key, let result):
+            try perform(machine.handle(.pushFinished(key, result), now: clock.now()))
         }
     }
 
@@ -224,6 +231,13 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
                 if let fatal { throw fatal }
             case .exportMetrics(let numbers):
                 metrics?.update(numbers)
+            case .sendPush(let job, _):
+                if let pusher {
+                    pusher.send(job)
+                } else {
+                    // Credentials taken away since the registration: kept until it expires.
+                    inbox.push(.push(job.key, PushService.unconfigured("push credentials")))
+                }
             case .checkZones(let zones):
                 // File reads: a zone file is a few kilobytes, and only the zones in use are read.
                 let reload = zoneDatabase.reload(zones)

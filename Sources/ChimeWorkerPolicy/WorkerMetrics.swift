@@ -22,6 +22,9 @@ public struct WorkerMetrics: Hashable, Sendable {
     public var slots: [Int]? = nil
     /// Zones in use that the zone database does not have (``Engine/unresolvedZones``).
     public var unresolvedZones = 0
+    /// Push attempts in flight, by provider, and pushes known to the dispatch (waiting or in flight).
+    public var pushInFlight: [PushRegistration.Provider: Int] = [:]
+    public var pushQueued = 0
 
     public var ready: Bool { notReady.isEmpty }
 
@@ -82,6 +85,20 @@ public struct WorkerMetrics: Hashable, Sendable {
         ("chime_worker_info", "gauge", "The worker's id, partition, instance and version, as labels."),
     ]
 
+    /// The push families (PROTOCOL.md section 3.11), each with a sample per provider.
+    public static let pushFamilies: [(name: String, type: String, help: String)] = [
+        ("chime_push_attempts_total", "counter", "Push attempts handed to the HTTP client, by provider."),
+        ("chime_push_retries_total", "counter", "Push attempts that were not the first of their push."),
+        ("chime_push_transient_failures_total", "counter", "Push attempts to be tried again: 429, 5xx, timeouts."),
+        (
+            "chime_pushes_total", "counter",
+            "Pushes ended, by provider and outcome (accepted, refused, unregistered, expired)."
+        ),
+        ("chime_push_in_flight", "gauge", "Push attempts waiting for their push service's answer."),
+        ("chime_push_queued", "gauge", "Pushes not yet ended: waiting to be tried, or in flight."),
+        ("chime_push_seconds", "histogram", "From a push attempt's start to its push service's answer."),
+    ]
+
     /// The families exposed in slot mode (`--slots`) only, after the others.
     public static let slotFamilies: [(name: String, type: String, help: String)] = [
         ("chime_slots_served", "gauge", "Slots this worker serves now."),
@@ -100,7 +117,9 @@ public struct WorkerMetrics: Hashable, Sendable {
     public var prometheusText: String {
         var out = PrometheusWriter()
         // Each family's header comes right before its samples.
-        func family(_ name: String) { out.header((Self.families + Self.slotFamilies).first { $0.name == name }!) }
+        func family(_ name: String) {
+            out.header((Self.families + Self.pushFamilies + Self.slotFamilies).first { $0.name == name }!)
+        }
         family("chime_commands_total")
         for (op, n) in stats.commands.sorted(by: { $0.key < $1.key }) {
             out.sample("chime_commands_total", ["op": op], Double(n))
@@ -151,6 +170,35 @@ public struct WorkerMetrics: Hashable, Sendable {
             ["worker_id": workerId, "partition": partition, "instance": instance, "version": version],
             1
         )
+        let providers = PushRegistration.Provider.allCases
+        for (name, counts) in [
+            ("chime_push_attempts_total", stats.push.attempts), ("chime_push_retries_total", stats.push.retries),
+            ("chime_push_transient_failures_total", stats.push.transient),
+        ] {
+            family(name)
+            for p in providers { out.sample(name, ["provider": p.rawValue], Double(counts[p] ?? 0)) }
+        }
+        family("chime_pushes_total")
+        for p in providers {
+            for outcome in PushOutcome.allCases {
+                let n = stats.push.ended[PushStats.Key(provider: p, outcome: outcome)] ?? 0
+                out.sample("chime_pushes_total", ["provider": p.rawValue, "outcome": outcome.rawValue], Double(n))
+            }
+        }
+        family("chime_push_in_flight")
+        for p in providers {
+            out.sample("chime_push_in_flight", ["provider": p.rawValue], Double(pushInFlight[p] ?? 0))
+        }
+        family("chime_push_queued")
+        out.sample("chime_push_queued", [:], Double(pushQueued))
+        family("chime_push_seconds")
+        for p in providers {
+            out.histogram(
+                "chime_push_seconds",
+                stats.push.latency[p] ?? Histogram(),
+                labels: [("provider", p.rawValue)]
+            )
+        }
         if let slots {
             family("chime_slots_served")
             out.sample("chime_slots_served", [:], Double(slots.count))
@@ -182,24 +230,30 @@ struct PrometheusWriter {
         text += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) \(family.type)\n"
     }
 
-    mutating func sample(_ name: String, _ labels: KeyValuePairs<String, String>, _ value: Double) {
+    mutating func sample(
+        _ name: String,
+        _ labels: KeyValuePairs<String, String>,
+        _ value: Double,
+        also extra: [(String, String)] = []
+    ) {
         text += name
-        if !labels.isEmpty {
-            text += "{" + labels.map { "\($0.key)=\"\(Self.escape($0.value))\"" }.joined(separator: ",") + "}"
+        let all = extra + labels.map { ($0.key, $0.value) }
+        if !all.isEmpty {
+            text += "{" + all.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
         }
         text += " \(Self.number(value))\n"
     }
 
     /// A histogram as one in seconds: the buckets' upper bounds become `le`.
-    mutating func histogram(_ name: String, _ h: Histogram) {
+    mutating func histogram(_ name: String, _ h: Histogram, labels: [(String, String)] = []) {
         var cumulative = 0
         for (i, bound) in Histogram.bounds.enumerated() {
             cumulative += h.counts[i]
-            sample(name + "_bucket", ["le": Self.number(Double(bound) / 1000)], Double(cumulative))
+            sample(name + "_bucket", ["le": Self.number(Double(bound) / 1000)], Double(cumulative), also: labels)
         }
-        sample(name + "_bucket", ["le": "+Inf"], Double(h.total))
-        sample(name + "_sum", [:], Double(h.sum) / 1_000_000)
-        sample(name + "_count", [:], Double(h.total))
+        sample(name + "_bucket", ["le": "+Inf"], Double(h.total), also: labels)
+        sample(name + "_sum", [:], Double(h.sum) / 1_000_000, also: labels)
+        sample(name + "_count", [:], Double(h.total), also: labels)
     }
 
     static func number(_ value: Double) -> String {

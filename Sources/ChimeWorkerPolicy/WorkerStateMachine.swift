@@ -68,6 +68,8 @@ public struct WorkerStateMachine {
         /// Milliseconds between two readings of the zone database (`--zoneinfo-check`); 0: only on
         /// SIGHUP (``Event/zoneCheckRequested``).
         public var zoneCheckInterval: Int64 = 0
+        /// Pushes in flight, per provider and per device (``PushDispatch``).
+        public var pushLimits = PushDispatch.Limits()
 
         public init(
             workerId: String,
@@ -120,6 +122,8 @@ public struct WorkerStateMachine {
         /// After ``Action/checkZones(_:)``: the zones whose rules changed (the database now hands out
         /// the new ones) and those that could not be read.
         case zoneRulesChecked(ZoneDatabase.Reload)
+        /// A push attempt (``Action/sendPush(_:attempt:)``) ended.
+        case pushFinished(PushJobKey, PushAttemptResult)
     }
 
     /// What the owner does for the policy.
@@ -162,6 +166,9 @@ public struct WorkerStateMachine {
         /// Read the rules of these zones again from the zone database (``ZoneDatabase/reload(_:)``);
         /// report ``Event/zoneRulesChecked(_:)``.
         case checkZones([String])
+        /// Make this push attempt off the loop; report ``Event/pushFinished(_:_:)``. Boxed, as a job
+        /// carries its delivery.
+        indirect case sendPush(PushJob, attempt: Int)
     }
 
     /// The worker's two subscriptions.
@@ -316,6 +323,8 @@ public struct WorkerStateMachine {
     /// Slots whose engine's zone rules are still to be compared with those it recorded (at start,
     /// and when a slot is loaded).
     var zoneRulesToCompare: Set<Int> = []
+    /// Pushes to make, in flight and waiting to be tried again.
+    public internal(set) var pushes: PushDispatch
 
     /// - Parameters:
     ///   - engine: recovered; the machine owns it from now on. In slot mode (``Policy/slots``) none:
@@ -340,6 +349,7 @@ public struct WorkerStateMachine {
         self.random = random
         self.lastTick = now
         self.lastStats = now
+        self.pushes = PushDispatch(limits: policy.pushLimits)
     }
 
     /// The engine of the whole store, without slots.
@@ -404,6 +414,7 @@ public struct WorkerStateMachine {
             }
         case .batchEnded:
             tick(now: now, &actions)
+            pushTurn(now: now, &actions)
             continueSnapshot(&actions)
             maybeCheckZones(now: now, &actions)
             actions.append(.commit)
@@ -424,6 +435,8 @@ public struct WorkerStateMachine {
             if lifecycle == .running { checkZones(because: "SIGHUP", now: now, &actions) }
         case .zoneRulesChecked(let reload):
             zoneRulesChecked(reload, now: now, &actions)
+        case .pushFinished(let key, let result):
+            pushFinished(key, result, now: now, &actions)
         }
         // A long batch of commands does not hold up what falls due meanwhile.
         if now.milliseconds - lastTick.milliseconds >= policy.tickInterval { tick(now: now, &actions) }
@@ -440,6 +453,7 @@ public struct WorkerStateMachine {
             wait = min(wait, next.milliseconds - now.milliseconds)
         }
         if case .refused(let at) = connection { wait = min(wait, at.milliseconds - now.milliseconds) }
+        if lifecycle == .running, let at = pushes.nextWake { wait = min(wait, at.milliseconds - now.milliseconds) }
         if case .stopping = lifecycle { wait = min(wait, 50) }
         return max(0, wait)
     }
@@ -946,6 +960,9 @@ public struct WorkerStateMachine {
         for (slot, engine, _) in due.sorted(by: { $0.at < $1.at }) where room > 0 {
             for output in engine.tick(now: now, limit: room) {
                 switch output {
+                case .publish(let delivery) where !delivery.mqtt:
+                    // Push only: nothing to publish; recorded now, and pushed once recorded.
+                    if let entry = engine.acknowledged(delivery.token) { record(entry, slot: slot, &actions) }
                 case .publish(let delivery):
                     room -= 1
                     actions.append(
@@ -1184,6 +1201,8 @@ public struct WorkerStateMachine {
             at: now
         )
         if policy.slots != nil { numbers.slots = engines.keys.sorted() }
+        for p in PushRegistration.Provider.allCases { numbers.pushInFlight[p] = pushes.inFlight(p) }
+        numbers.pushQueued = pushes.count
         numbers.unresolvedZones = engines.values.reduce(into: Set<String>()) { $0.formUnion($1.unresolvedZones) }.count
         return numbers
     }

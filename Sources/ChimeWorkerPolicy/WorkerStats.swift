@@ -69,6 +69,8 @@ public struct WorkerStats: Hashable, Sendable {
     }
     /// ``commands`` by ``Operation``'s order, then `unknown`: counted without hashing the op's name.
     private var commandCounts = [Int](repeating: 0, count: Operation.allCases.count + 1)
+    /// Push attempts and outcomes.
+    public var push = PushStats()
 
     mutating func countCommand(_ op: Operation?) {
         commandCounts[op.flatMap { Operation.allCases.firstIndex(of: $0) } ?? Operation.allCases.count] += 1

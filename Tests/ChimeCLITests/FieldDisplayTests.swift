@@ -26,6 +26,8 @@ import Testing
         .hasAction: ["--no-action"],
         .soundName: ["--sound", "default"],
         .category: ["--category", "c"],
+        .threadId: ["--thread", "meds"],
+        .interruptionLevel: ["--level", "timeSensitive"],
         .badge: ["--badge", "+1"],
         .userInfo: ["--info", "k=v"],
         .expiresAfter: ["--expires", "1h"],
@@ -33,6 +35,7 @@ import Testing
         .ignoreQuietHours: ["--ignore-quiet-hours"],
         .enabled: ["--disabled"],
         .keepAfterFiring: ["--keep"],
+        .channels: ["--channels", "mqtt"],
     ]
 
     @Test(arguments: NotificationField.allCases)

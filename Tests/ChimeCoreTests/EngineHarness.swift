@@ -17,8 +17,15 @@ struct Harness {
     /// Acknowledge each delivery as soon as it is published.
     var autoAck = true
 
+    /// Where push attempts go (``RecordingPusher``).
+    let pusher: RecordingPusher
+
     init(now: String = "2026-12-01T10:00:00Z", configuration: EngineConfiguration = EngineConfiguration()) {
-        worker = Self.online(WorkerTestLoop(now: instant(now), engine: Engine(configuration: configuration)))
+        let pusher = RecordingPusher()
+        self.pusher = pusher
+        worker = Self.online(
+            WorkerTestLoop(now: instant(now), engine: Engine(configuration: configuration), pusher: pusher)
+        )
     }
 
     private static func online(_ worker: WorkerTestLoop) -> WorkerTestLoop {
@@ -38,7 +45,7 @@ struct Harness {
             unacked = []
             publishedEarlier = []
             seen = 0
-            worker = Self.online(WorkerTestLoop(now: now, engine: newValue))
+            worker = Self.online(WorkerTestLoop(now: now, engine: newValue, pusher: pusher))
         }
     }
 
@@ -90,10 +97,13 @@ struct Harness {
 
     /// Moves the clock and returns the deliveries published (acknowledged at once unless
     /// `autoAck` is off).
+    @discardableResult
     mutating func advance(to text: String) -> [JSONObject] { advance(to: instant(text)) }
 
+    @discardableResult
     mutating func advance(seconds: Int64) -> [JSONObject] { advance(to: now.adding(seconds: seconds)) }
 
+    @discardableResult
     mutating func advance(to target: Instant) -> [JSONObject] {
         var delivered: [JSONObject] = []
         // Step through each wake-up so that repeats fire at their own times, as the worker does.

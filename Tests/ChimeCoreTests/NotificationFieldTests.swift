@@ -30,6 +30,8 @@ import Testing
         .hasAction: with(["hasAction": false]),
         .soundName: with(["soundName": "default"]),
         .category: with(["category": "c"]),
+        .threadId: with(["threadId": "meds"]),
+        .interruptionLevel: with(["interruptionLevel": "timeSensitive"]),
         .badge: with(["badge": "+2"]),
         .userInfo: with(["userInfo": ["k": "v", "n": 1]]),
         .expiresAfter: with(["expiresAfter": 3600.5]),
@@ -37,6 +39,7 @@ import Testing
         .ignoreQuietHours: with(["ignoreQuietHours": true]),
         .enabled: with(["enabled": false]),
         .keepAfterFiring: with(["keepAfterFiring": true]),
+        .channels: with(["channels": "mqtt"]),
     ]
 
     /// Two notifications that set every field between them (some exclude others).

@@ -44,6 +44,7 @@ import Testing
         for early in [
             "ChimeWorkerNotReady, time: 1m", "ChimeTargetDown, time: 3m", "ChimeDeliveriesLate, time: 5m",
             "ChimeJournalSyncSlow, time: 5m", "ChimeDeliveriesRefused, time: 5m", "ChimeCommandsFailing, time: 3m",
+            "ChimePushProviderFailing, time: 5m",
         ] {
             #expect(hastyOutput.contains("alertname: \(early)"), "\(hastyOutput)")
         }
@@ -202,7 +203,11 @@ import Testing
     /// The `chime_` names in `expression` that are not metric families chimed exposes, or a
     /// histogram family's `_bucket`, `_sum` or `_count`.
     static func unknownMetrics(in expression: String) -> [String] {
-        let families = Dictionary((WorkerMetrics.families + WorkerMetrics.slotFamilies).map { ($0.name, $0.type) }) {
+        let families = Dictionary(
+            (WorkerMetrics.families + WorkerMetrics.pushFamilies + WorkerMetrics.slotFamilies).map {
+                ($0.name, $0.type)
+            }
+        ) {
             first,
             _ in first
         }

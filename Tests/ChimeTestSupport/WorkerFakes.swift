@@ -212,7 +212,8 @@ public final class WorkerTestLoop {
         metricsInterval: Int64 = 0,
         zoneCheckInterval: Int64 = 0,
         deviceBudget: DeviceBudget = DeviceBudget(rate: 0, burst: 1000),
-        snapshotStep: Int = Engine.snapshotStep
+        snapshotStep: Int = Engine.snapshotStep,
+        pusher: (any PushSender)? = nil
     ) {
         clock = ManualClock(now)
         store = FakeStore(timeline: timeline)
@@ -240,7 +241,8 @@ public final class WorkerTestLoop {
             clock: clock,
             logger: Logger(level: .info, format: .text) { log.append($0) },
             inbox: inbox,
-            metrics: metrics
+            metrics: metrics,
+            pusher: pusher
         )
     }
 
@@ -304,4 +306,17 @@ public final class RecordingMetrics: MetricsSink {
     public init() {}
     public func update(_ metrics: WorkerMetrics) { exported.withLock { $0.append(metrics) } }
     public func stopped() { isStopped.withLock { $0 = true } }
+}
+
+/// A push sender that keeps each attempt handed to it; a test answers with ``WorkerEvent/push(_:_:)``.
+public final class RecordingPusher: PushSender {
+    public let sent = Mutex<[PushJob]>([])
+    public init() {}
+    public func send(_ job: PushJob) { sent.withLock { $0.append(job) } }
+    /// The attempts so far, and forgets them.
+    public func take() -> [PushJob] {
+        sent.withLock { s in
+            defer { s.removeAll() }; return s
+        }
+    }
 }

@@ -11,7 +11,8 @@ import Testing
 /// `v2` the binary snapshot (format 2), `v3` snapshot format 4 with receipts: inboxes and
 /// histories in the snapshot and in records after it, and `ack` records; `v4` adds `update`
 /// records; `v5` snapshot format 5, with the rules of the zones in use (a `Z` entry), and
-/// `zoneRules` records on both sides of it. Replies that gained members since a fixture was
+/// `zoneRules` records on both sides of it; `v6` snapshot format 6, with push registrations and
+/// pushes not yet taken (a `P` entry), and `pushed` records after it. Replies that gained members since a fixture was
 /// written are compared on the members it has.
 ///
 /// Written by ``writeDataDirectory()`` (about 30 s):
@@ -19,14 +20,15 @@ import Testing
 /// Never rewrite one: when a format changes, add the next version beside them and to ``versions``.
 @Suite(.serialized) struct DurabilityFixtureTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
-    static let versions = ["v1", "v2", "v3", "v4", "v5"]
+    static let versions = ["v1", "v2", "v3", "v4", "v5", "v6"]
 
     /// The record kinds after each fixture's snapshot: all there were when it was written.
     static func kinds(_ version: String) -> Set<JournalEntry.Kind> {
         switch version {
-        case "v1", "v2": return Set(JournalEntry.Kind.allCases).subtracting([.ack, .update, .zoneRules])
-        case "v3": return Set(JournalEntry.Kind.allCases).subtracting([.update, .zoneRules])
-        case "v4": return Set(JournalEntry.Kind.allCases).subtracting([.zoneRules])
+        case "v1", "v2": return Set(JournalEntry.Kind.allCases).subtracting([.ack, .update, .zoneRules, .pushed])
+        case "v3": return Set(JournalEntry.Kind.allCases).subtracting([.update, .zoneRules, .pushed])
+        case "v4": return Set(JournalEntry.Kind.allCases).subtracting([.zoneRules, .pushed])
+        case "v5": return Set(JournalEntry.Kind.allCases).subtracting([.pushed])
         default: return Set(JournalEntry.Kind.allCases)
         }
     }
@@ -98,6 +100,15 @@ import Testing
             // Not compared with the rules in use: those are the machine's tzdata, which may differ
             // from the one the fixture was written with.
             #expect(engine.zoneFingerprints["Europe/Paris"] != nil, "\(engine.zoneFingerprints)")
+        }
+        if version >= "v6" {
+            // The snapshot held d1's pushes not yet taken; the records after it ended them all.
+            #expect(engine.pendingPushJobs.isEmpty, "\(engine.pendingPushJobs.map(\.key))")
+            let (journal, _, opened) = try Durability.open(scratch.appending("data"))
+            var entryKinds = Set<UInt8>()
+            try opened.snapshot?.forEachEntry { entry in entryKinds.insert(entry.first ?? 0) }
+            try journal.close()
+            #expect(entryKinds.contains(UInt8(ascii: "P")), "a P entry in the snapshot")
         }
 
         #expect(expected.devices.count == 2)
@@ -174,9 +185,27 @@ import Testing
     @Test(.enabled(if: ProcessInfo.processInfo.environment["CHIME_WRITE_FIXTURES"] != nil))
     func writeDataDirectory() async throws {
         let version = try #require(ProcessInfo.processInfo.environment["CHIME_WRITE_FIXTURES"])
-        // The inbox keeps what it holds for a century, so that the fixture reads the same later.
-        let f = try await WorkerFixture.start(extra: ["--inbox-ttl", "3153600000"])
+        // From v6: push registrations, pushes held in the snapshot, `pushed` records after it.
+        let standin = version >= "v6" ? try await PushStandin.start() : nil
+        defer { Task { await standin?.stop() } }
+        // The inbox keeps what it holds for a century, so that the fixture reads the same later;
+        // pushes are tried for four weeks.
+        let f = try await WorkerFixture.start(
+            extra: ["--inbox-ttl", "3153600000"] + (try standin?.chimedFlags() ?? []) + ["--push-expiry", "2419200"]
+        )
         defer { Task { await f.stop() } }
+        if let standin {
+            let subscription = JSON.object(try standin.subscription()).text
+            let token = String(repeating: "5e", count: 32)
+            try await f.ok(
+                "d1",
+                .device,
+                #"{"push":[{"apns":{"token":"\#(token)","topic":"com.example.fixture"}},{"webpush":\#(subscription)}]}"#
+            )
+            // What d1's deliveries push is taken by no one until chimed has stopped: the snapshot holds it.
+            try standin.blackhole("apns", true)
+            try standin.blackhole("webpush", true)
+        }
         try await f.subscribeDeliveries("d1")
         try await f.subscribeDeliveries("d2")
         let quick = #""ignoreQuietHours":true"#
@@ -247,6 +276,10 @@ import Testing
         }
 
         // 3. Every kind of entry again, after the snapshot; "expiring" is dropped.
+        if let standin {
+            try standin.blackhole("apns", false)
+            try standin.blackhole("webpush", false)
+        }
         try await f.startWorker()
         try await f.ok(
             "d2",
@@ -265,8 +298,23 @@ import Testing
         try await f.ok("d2", .pause, #"{"all":true}"#)
         try await f.ok("d2", .resume, #"{"ids":["p2"]}"#)
         let snooze2 = try await f.ok("d2", .snooze, #"{"id":"p2","after":314000000}"#)
+        if standin != nil {
+            try await f.ok("d2", .device, #"{"addPush":[{"fcm":{"token":"fixture-fcm-token"}}]}"#)
+        }
         try await f.ok("d2", .schedule, #"{"id":"now","after":1,"badge":"-1",\#(quick)}"#)
         _ = await f.waitForDeliveries("d2", count: 1, timeout: .seconds(20))
+        if standin != nil {
+            // Every push taken and recorded: d1's five deliveries from before the stop, to two
+            // registrations each, and d2's one now.
+            for (device, pushes) in [("d1", 10), ("d2", 1)] {
+                try #require(
+                    await eventually(timeout: .seconds(60)) {
+                        let rows = try await f.ok(device, .history, "{}")["deliveries"]?.arrayValue ?? []
+                        return rows.reduce(0) { $0 + ($1.objectValue?["push"]?.arrayValue?.count ?? 0) } == pushes
+                    }
+                )
+            }
+        }
         try #require(await eventually { try await f.ok("d2", .device, "{}")["badge"] == 1 })
         try await f.ok("d1", .device, #"{"quietHours":null}"#)
         // An ack after the snapshot: one of d1's inbox goes, the badge moves once.

@@ -84,7 +84,8 @@ struct ListCommand: Command {
         case .enabled: return .on
         case .alertTitle, .alertBody, .alertBodies: return .body
         case .fireDate, .after, .alignTo, .exdates, .leadTime, .alertAction, .hasAction, .soundName, .category,
-            .badge, .userInfo, .expiresAfter, .misfire, .ignoreQuietHours, .keepAfterFiring:
+            .threadId, .interruptionLevel, .badge, .userInfo, .expiresAfter, .misfire, .ignoreQuietHours,
+            .keepAfterFiring, .channels:
             return nil
         }
     }

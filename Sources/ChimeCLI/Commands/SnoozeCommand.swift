@@ -44,11 +44,12 @@ struct SnoozeCommand: Command {
 /// `chime device`: show the device, or set its zone, badge, quiet hours, receipts or history.
 struct DeviceCommand: Command {
     static let name = "device"
-    static let summary = "show the device, or set its time zone, badge, quiet hours and receipts"
-    /// Two lines, the second aligned under the first option after `usage: chime device `.
+    static let summary = "show the device, or set its time zone, badge, quiet hours, receipts and push"
+    /// Three lines, the others aligned under the first option after `usage: chime device `.
     static let synopsis =
         "chime device --device ID [--tz ZONE] [--badge N] [--quiet HH:MM-HH:MM | --no-quiet]\n"
-        + "                    [--receipts on|off] [--history on|off] [options]"
+        + "                    [--receipts on|off] [--history on|off] [--apns-token HEX --apns-topic ID]\n"
+        + "                    [--fcm-token TOKEN] [--webpush JSON] [--remove-push ID,... | --no-push] [options]"
     static let discussion = """
         Without settings, shows the device. With them, sets what is given and shows the result.
         Changing the zone re-computes every notification that follows the device's zone. A delivery due
@@ -56,7 +57,8 @@ struct DeviceCommand: Command {
         delivery waits in the device's inbox until the device acknowledges it (chime inbox, chime ack);
         turning them off empties the inbox. History keeps the recent deliveries for chime history
         (receipts imply it). Shown as they apply now: a device that did not choose has the worker's
-        --receipts.
+        --receipts. The push options add a registration (APNs, FCM, Web Push) so that deliveries also
+        reach the device while its app is closed; the device shows each one by id, without its secrets.
         """
     static let specs: [Flags.Spec] =
         [
@@ -67,6 +69,13 @@ struct DeviceCommand: Command {
             .init("no-quiet", value: false, env: false, "remove the quiet hours"),
             .init("receipts", env: false, "on: keep each delivery in the inbox until acknowledged; off: not"),
             .init("history", env: false, "on: keep the recent deliveries for chime history; off: not"),
+            .init("apns-token", env: false, "add an APNs registration: the device token in hex"),
+            .init("apns-topic", env: false, "its app's bundle id (with --apns-token)"),
+            .init("apns-sandbox", value: false, env: false, "the app is a development build (with --apns-token)"),
+            .init("fcm-token", env: false, "add an FCM registration: the app's registration token"),
+            .init("webpush", env: false, "add a Web Push registration: the browser's PushSubscription JSON"),
+            .init("remove-push", env: false, "remove the registrations with these ids (comma-separated)"),
+            .init("no-push", value: false, env: false, "remove every push registration"),
             DeviceRequest.rawSpec,
         ] + ConnectionOptions.specs
     static let examples: [(comment: String, command: String)] = [
@@ -77,6 +86,10 @@ struct DeviceCommand: Command {
         ),
         ("no more quiet hours", "chime device --device phone-1 --no-quiet"),
         ("deliveries wait in its inbox until it acknowledges them", "chime device --device phone-1 --receipts on"),
+        (
+            "push to the phone while its app is closed",
+            "chime device --device phone-1 --apns-token 0a1b…(64 hex digits) --apns-topic com.example.pills"
+        ),
     ]
 
     let request: DeviceRequest
@@ -96,6 +109,7 @@ struct DeviceCommand: Command {
         for (flag, key) in [("receipts", "receipts"), ("history", "history")] {
             if let value = flags[flag] { o[key] = .bool(try Parse.onOff(value, flag: flag)) }
         }
+        if let change = try Self.pushChange(flags) { o[change.key] = change.value }
         payload = o
     }
 
@@ -103,6 +117,35 @@ struct DeviceCommand: Command {
         try await request.send(.device, payload, console) { (_, result) throws(CLIFailure) in
             guard case .device(let status) = result else { return }
             console.out(lines: Self.lines(status))
+        }
+    }
+
+    /// The `addPush`, `removePush` or `push` member the push options make.
+    static func pushChange(_ flags: Flags) throws(UsageError) -> (key: String, value: JSON)? {
+        var added: [JSON] = []
+        if let token = flags["apns-token"] {
+            guard let topic = flags["apns-topic"] else { throw UsageError("--apns-token needs --apns-topic") }
+            let environment = flags.isSet("apns-sandbox") ? "sandbox" : "production"
+            added.append(
+                ["apns": ["token": .string(token), "topic": .string(topic), "environment": .string(environment)]]
+            )
+        } else if flags["apns-topic"] != nil || flags.isSet("apns-sandbox") {
+            throw UsageError("--apns-topic and --apns-sandbox go with --apns-token")
+        }
+        if let token = flags["fcm-token"] { added.append(["fcm": ["token": .string(token)]]) }
+        if let text = flags["webpush"] {
+            guard case .object(let subscription)? = try? JSON(parsing: text) else {
+                throw UsageError("--webpush: expected the PushSubscription's JSON ({\"endpoint\": ..., \"keys\": ...})")
+            }
+            added.append(["webpush": .object(subscription)])
+        }
+        let removed = flags["remove-push"].map { $0.split(separator: ",").map { JSON.string(String($0)) } }
+        switch (added.isEmpty, removed, flags.isSet("no-push")) {
+        case (true, nil, false): return nil
+        case (false, nil, false): return ("addPush", .array(added))
+        case (true, let ids?, false): return ("removePush", .array(ids))
+        case (true, nil, true): return ("push", .array([]))
+        default: throw UsageError("add registrations, --remove-push or --no-push: one of them at a time")
         }
     }
 
@@ -116,6 +159,12 @@ struct DeviceCommand: Command {
         table.append(["pending", String(status.pending)])
         table.append(["receipts", status.receipts ? "on" : "off"])
         table.append(["history", status.history ? "on" : "off"])
+        for registration in status.push {
+            let fields = ["id", "token", "topic", "environment", "endpoint"].compactMap {
+                registration[$0]?.stringValue
+            }
+            table.append(["push", fields.joined(separator: " ")])
+        }
         return table.lines
     }
 }

@@ -1,0 +1,325 @@
+import ChimeProtocol
+
+/// Push delivery (PROTOCOL.md section 3.11): a device's registrations, and its outbox of pushes
+/// that are due and not yet accepted by their push service.
+///
+/// A delivery is pushed once the broker has it: its `delivered` record carries the delivery as
+/// published and the time the push expires (``PushCapture``), and applying the record puts one
+/// ``PushJob`` per registration in the device's outbox. A job leaves the outbox only with a
+/// `pushed` record (accepted, refused, expired), so after a kill the jobs that were due and not
+/// accepted are in the outbox again, and are pushed again with the same identifiers.
+
+/// What a delivery keeps for its pushes, from publication to record.
+public struct PushCapture: Hashable, Sendable {
+    /// The delivery as published (PROTOCOL.md section 5): what each platform's payload is made of.
+    public var payload: [UInt8]
+    /// When its pushes stop being tried (milliseconds).
+    public var expiresAt: Int64
+
+    public init(payload: [UInt8], expiresAt: Int64) {
+        self.payload = payload
+        self.expiresAt = expiresAt
+    }
+}
+
+/// One push to make: a delivery to one registration.
+public struct PushJob: Hashable, Sendable {
+    public var deviceId: String
+    public var fireId: String
+    public var registration: PushRegistration
+    /// The delivery as published.
+    public var payload: [UInt8]
+    public var firedAt: Instant
+    public var expiresAt: Instant
+
+    public init(
+        deviceId: String,
+        fireId: String,
+        registration: PushRegistration,
+        payload: [UInt8],
+        firedAt: Instant,
+        expiresAt: Instant
+    ) {
+        self.deviceId = deviceId
+        self.fireId = fireId
+        self.registration = registration
+        self.payload = payload
+        self.firedAt = firedAt
+        self.expiresAt = expiresAt
+    }
+
+    public var key: PushJobKey { PushJobKey(deviceId: deviceId, fireId: fireId, registration: registration.id) }
+}
+
+/// Names a push: the device, the delivery and the registration.
+public struct PushJobKey: Hashable, Sendable, CustomStringConvertible {
+    public var deviceId: String
+    public var fireId: String
+    public var registration: String
+
+    public init(deviceId: String, fireId: String, registration: String) {
+        self.deviceId = deviceId
+        self.fireId = fireId
+        self.registration = registration
+    }
+
+    public var description: String { "\(deviceId)/\(fireId)/\(registration)" }
+}
+
+/// A push that ended: what a `pushed` journal record says.
+public struct PushRecord: Hashable, Sendable {
+    public var key: PushJobKey
+    public var at: Instant
+    public var outcome: PushOutcome
+    /// The push service's reason (`Unregistered`, `UNREGISTERED`, an HTTP status), if any.
+    public var reason: String?
+
+    public init(key: PushJobKey, at: Instant, outcome: PushOutcome, reason: String? = nil) {
+        self.key = key
+        self.at = at
+        self.outcome = outcome
+        self.reason = reason
+    }
+}
+
+/// A device's registrations and outbox. Only devices that use push have one.
+final class DevicePush {
+    var registrations: [PushRegistration] = []
+    /// Pushes not yet ended, oldest first.
+    var outbox: [PushJob] = []
+
+    var isEmpty: Bool { registrations.isEmpty && outbox.isEmpty }
+}
+
+extension EngineConfiguration {
+    /// The push flags: `--push-expiry`, the Web Push endpoint policy, and the outbox bound.
+    public struct Push: Hashable, Sendable {
+        /// Milliseconds a push is tried for, when the notification has no `expiresAfter`.
+        public var expiry: Int64 = 86_400_000
+        /// The Web Push endpoints a device may register.
+        public var endpoints = PushEndpointPolicy()
+        /// Pushes waiting per device, at most; past it the oldest expire.
+        public var maxOutboxPerDevice = 1000
+        /// The providers the worker has credentials for: a registration for another is refused.
+        public var providers: Set<PushRegistration.Provider> = []
+
+        public init() {}
+    }
+}
+
+extension Engine {
+    /// Checks a `device` command's push change: the endpoints against the policy, the count.
+    func checkPush(_ change: PushChange, of deviceId: String) throws(ChimeError) {
+        let field: String
+        switch change {
+        case .remove: return
+        case .replace: field = "push"
+        case .add: field = "addPush"
+        }
+        let current = devices[deviceId]?.push?.registrations ?? []
+        let after = change.applied(to: current)
+        for registration in after where !current.contains(registration) {
+            guard configuration.push.providers.contains(registration.provider) else {
+                throw ChimeError(
+                    .invalidArgument,
+                    field: field,
+                    "\(field): this worker has no \(registration.provider.rawValue) credentials, so it cannot push there"
+                )
+            }
+        }
+        for registration in after {
+            guard case .webPush(let endpoint, _, _) = registration.target,
+                let why = configuration.push.endpoints.refusal(endpoint)
+            else { continue }
+            // Only a new registration can fail here: the ones kept passed when they came.
+            guard !current.contains(registration) else { continue }
+            throw ChimeError(.invalidArgument, field: field, "\(field): the endpoint \(why)")
+        }
+        guard after.count <= PushRegistration.maximumPerDevice else {
+            throw ChimeError(
+                .quotaExceeded,
+                field: field,
+                "\(field): a device holds at most \(PushRegistration.maximumPerDevice) push registrations"
+            )
+        }
+    }
+
+    /// Applies a push change to a device's registrations. Pushes waiting for a registration that
+    /// goes stay in the outbox: they were due to it, and end with their record.
+    func applyPush(_ change: PushChange, to device: DeviceState) {
+        let push = device.push ?? DevicePush()
+        push.registrations = change.applied(to: push.registrations)
+        device.push = push.isEmpty ? nil : push
+    }
+
+    /// What a delivery being published keeps for its pushes, if its device has registrations.
+    func capturePush(
+        _ device: DeviceState,
+        payload: [UInt8],
+        due: Int64,
+        expiresAfter: Int64?,
+        now: Instant
+    )
+        -> PushCapture?
+    {
+        guard let push = device.push, !push.registrations.isEmpty else { return nil }
+        var expires = now.milliseconds + configuration.push.expiry
+        if let expiresAfter { expires = min(expires, due + expiresAfter) }
+        return PushCapture(payload: payload, expiresAt: expires)
+    }
+
+    /// A delivery was recorded: one job per registration the device has now, into its outbox
+    /// and ``newPushJobs``.
+    func keepPush(_ capture: PushCapture, fireId: String, at: Instant, in device: DeviceState) {
+        guard let push = device.push, !push.registrations.isEmpty else { return }
+        for registration in push.registrations {
+            let job = PushJob(
+                deviceId: device.id,
+                fireId: fireId,
+                registration: registration,
+                payload: capture.payload,
+                firedAt: at,
+                expiresAt: Instant(milliseconds: capture.expiresAt)
+            )
+            // A delivery recorded twice (replayed over a snapshot that has it) is one job.
+            guard !push.outbox.contains(where: { $0.key == job.key }) else { continue }
+            push.outbox.append(job)
+            newPushJobs.append(job)
+        }
+        // The bound: the oldest leave, as expired, with no record (replay drops the same ones).
+        let excess = push.outbox.count - configuration.push.maxOutboxPerDevice
+        if excess > 0 {
+            let gone = push.outbox.prefix(excess).map(\.key)
+            push.outbox.removeFirst(excess)
+            for key in gone { pushTrail(key, outcome: .expired, at: at.milliseconds, reason: "outbox full", device) }
+        }
+    }
+
+    /// A push ended: out of the outbox; an unregistered registration goes with it.
+    func applyPushed(_ record: PushRecord) {
+        guard let device = devices[record.key.deviceId] else { return }
+        willChange(device)
+        if let push = device.push {
+            push.outbox.removeAll { $0.key == record.key }
+            if record.outcome == .unregistered {
+                push.registrations.removeAll { $0.id == record.key.registration }
+            }
+            if push.isEmpty { device.push = nil }
+        }
+        pushTrail(record.key, outcome: record.outcome, at: record.at.milliseconds, reason: record.reason, device)
+        dropIfEmpty(device)
+    }
+
+    /// Whether a push is still in its device's outbox (not ended, not dropped).
+    public func isPending(_ key: PushJobKey) -> Bool {
+        devices[key.deviceId]?.push?.outbox.contains { $0.key == key } == true
+    }
+
+    /// The jobs put in outboxes since the last call (records applied, or a recovery): the worker
+    /// starts pushing them.
+    public func takeNewPushJobs() -> [PushJob] {
+        defer { newPushJobs.removeAll() }
+        return newPushJobs
+    }
+
+    /// Every job in every outbox, oldest first per device: what a recovered engine has to push.
+    public var pendingPushJobs: [PushJob] {
+        devices.values.flatMap { $0.push?.outbox ?? [] }
+    }
+}
+
+extension Engine {
+    /// Notes how a push ended in the history entry of its delivery, if the device keeps one.
+    func pushTrail(_ key: PushJobKey, outcome: PushOutcome, at: Int64, reason: String?, _ device: DeviceState) {
+        guard let r = device.receipts, let seq = r.log.seqs(of: key.fireId).last else { return }
+        r.log.update(seq) {
+            $0.push.append(PushTrail(registration: key.registration, outcome: outcome, at: at, reason: reason))
+        }
+    }
+}
+
+extension PushTrail {
+    var json: JSONObject {
+        var o: JSONObject = [
+            "registration": .string(registration), "outcome": .string(outcome.rawValue), "at": .int(at),
+        ]
+        if let reason { o.append("reason", .string(reason)) }
+        return o
+    }
+
+    /// The `push` member of a history entry in a snapshot.
+    static func decode(_ e: FieldReader) throws(ChimeError) -> [PushTrail] {
+        var trail: [PushTrail] = []
+        for (i, item) in (try e.array("push", maxCount: .max) ?? []).enumerated() {
+            guard case .object(let o) = item else { throw .invalid(e.name("push[\(i)]"), "not an object") }
+            let t = FieldReader(o, path: e.name("push[\(i)]."))
+            trail.append(
+                PushTrail(
+                    registration: try t.required(try t.string("registration"), "registration"),
+                    outcome: try t.required(PushOutcome(rawValue: try t.string("outcome") ?? ""), "outcome"),
+                    at: try t.required(try t.integer("at", in: Int64.min...Int64.max), "at"),
+                    reason: try t.string("reason")
+                )
+            )
+        }
+        return trail
+    }
+}
+
+extension Engine {
+    /// Reads a snapshot's `P` entry (``SnapshotCoding/encode(_:)``); its outbox is pushed again.
+    func restorePush(_ r: FieldReader) throws(ChimeError) {
+        let device = device(try r.required(try r.string("device"), "device"))
+        let push = DevicePush()
+        for (i, item) in (try r.array("registrations", maxCount: .max) ?? []).enumerated() {
+            push.registrations.append(try PushRegistration.decode(item, path: "registrations[\(i)]."))
+        }
+        for (i, item) in (try r.array("outbox", maxCount: .max) ?? []).enumerated() {
+            guard case .object(let o) = item else { throw .invalid("outbox[\(i)]", "not an object") }
+            let e = FieldReader(o, path: "outbox[\(i)].")
+            let all = Int64.min...Int64.max
+            let registration = try e.required(e.object["registration"], "registration")
+            push.outbox.append(
+                PushJob(
+                    deviceId: device.id,
+                    fireId: try e.required(try e.string("fireId", maxLength: .max), "fireId"),
+                    registration: try PushRegistration.decode(registration, path: e.name("registration.")),
+                    payload: Array(try e.required(try e.string("payload", maxLength: .max), "payload").utf8),
+                    firedAt: Instant(milliseconds: try e.required(try e.integer("firedAt", in: all), "firedAt")),
+                    expiresAt: Instant(milliseconds: try e.required(try e.integer("expires", in: all), "expires"))
+                )
+            )
+        }
+        device.push = push.isEmpty ? nil : push
+        newPushJobs.append(contentsOf: push.outbox)
+    }
+}
+
+extension Engine {
+    /// The most plaintext a Web Push record holds (4096 bytes encrypted), and the least of the
+    /// three platforms' limits: a delivery pushed must fit it.
+    public static let maxPushedDelivery = 3993
+
+    /// The largest a delivery of `spec` to `deviceId` can be: its content as stored, the longest of
+    /// its `alertBodies`, its ids, and the members every delivery has (dates, counts, flags, badge).
+    static func deliveryBound(_ spec: ResolvedNotification, deviceId: String) -> Int {
+        let content = spec.encoded?.content.count ?? 0
+        let longestBody = spec.alertBodies?.map { JSON.string($0).bytes.count }.max() ?? 0
+        return content + longestBody + deviceId.utf8.count + 2 * spec.id.utf8.count + 320
+    }
+
+    /// `payload_too_large` for a notification whose deliveries could not be pushed, when the
+    /// device has push registrations and the notification is pushed (PROTOCOL.md section 3.11). One
+    /// scheduled before the device registered is checked when it fires: its push is `refused`.
+    func checkPushFits(_ spec: ResolvedNotification, deviceId: String, path: String) throws(ChimeError) {
+        guard devices[deviceId]?.push?.registrations.isEmpty == false, spec.channels != .mqtt else { return }
+        let bound = Self.deliveryBound(spec, deviceId: deviceId)
+        guard bound > Self.maxPushedDelivery else { return }
+        throw ChimeError(
+            .payloadTooLarge,
+            field: path.isEmpty ? nil : String(path.dropLast()),
+            "\(path)its deliveries could be \(bound) bytes, more than the \(Self.maxPushedDelivery) a push "
+                + "carries; shorten its texts or userInfo, or give it channels \"mqtt\""
+        )
+    }
+}

@@ -1,0 +1,80 @@
+import ChimeEngine
+import ChimeProtocol
+
+/// Push delivery (PROTOCOL.md section 3.11): the engines' outboxes handed to ``PushDispatch``,
+/// its attempts carried out off the loop, and how each push ended journaled as a `pushed` record.
+extension WorkerStateMachine {
+    /// Takes the jobs the engines put in outboxes since the last turn, and starts what is due.
+    mutating func pushTurn(now: Instant, _ actions: inout [Action]) {
+        for engine in engines.values {
+            for job in engine.takeNewPushJobs() { pushes.add(job, now: now) }
+        }
+        guard lifecycle == .running, pushes.needsWalk(now: now) else { return }
+        let engines = self.engines
+        let slots = policy.slots.map { UInt32($0.slotCount) }
+        let steps = pushes.due(now: now) { key in
+            let slot = slots.map { Int(deviceBucket(key.deviceId, among: $0)) } ?? 0
+            return engines[slot]?.isPending(key) == true
+        }
+        for step in steps {
+            switch step {
+            case .send(let job, let attempt):
+                stats.push.attempts[job.registration.provider, default: 0] += 1
+                if attempt > 1 { stats.push.retries[job.registration.provider, default: 0] += 1 }
+                actions.append(.sendPush(job, attempt: attempt))
+            case .record(let record):
+                ended(record, provider: nil, &actions)
+            }
+        }
+    }
+
+    mutating func pushFinished(_ key: PushJobKey, _ result: PushAttemptResult, now: Instant, _ actions: inout [Action])
+    {
+        let provider = PushRegistration.Provider(rawValue: String(key.registration.prefix { $0 != "-" }))
+        if let provider, let ms = pushes.elapsed(key, now: now) {
+            stats.push.latency[provider, default: Histogram()].record(microseconds: ms * 1000)
+        }
+        if case .transient(let reason, _) = result {
+            if let provider { stats.push.transient[provider, default: 0] += 1 }
+            log(.info, "push not taken; it will be tried again", ["push": "\(key)", "reason": reason], into: &actions)
+        }
+        guard let record = pushes.finished(key, result, now: now) else { return }
+        ended(record, provider: provider, &actions)
+    }
+
+    /// Journals how a push ended (the engine applies it once appended).
+    private mutating func ended(_ pushed: PushRecord, provider: PushRegistration.Provider?, _ actions: inout [Action]) {
+        let provider =
+            provider ?? PushRegistration.Provider(rawValue: String(pushed.key.registration.prefix { $0 != "-" }))
+        if let provider {
+            stats.push.ended[PushStats.Key(provider: provider, outcome: pushed.outcome), default: 0] += 1
+        }
+        if pushed.outcome != .accepted {
+            log(
+                pushed.outcome == .unregistered ? .notice : .warning,
+                pushed.outcome == .unregistered ? "push registration removed" : "push not delivered",
+                ["push": "\(pushed.key)", "outcome": pushed.outcome.rawValue, "reason": pushed.reason ?? ""],
+                into: &actions
+            )
+        }
+        record(.pushed(pushed), slot: slot(of: pushed.key.deviceId), &actions)
+    }
+}
+
+/// Push counters, per provider, for the metrics.
+public struct PushStats: Hashable, Sendable {
+    public struct Key: Hashable, Sendable {
+        public var provider: PushRegistration.Provider
+        public var outcome: PushOutcome
+    }
+    /// Attempts made, retries among them, and transient failures.
+    public var attempts: [PushRegistration.Provider: Int] = [:]
+    public var retries: [PushRegistration.Provider: Int] = [:]
+    public var transient: [PushRegistration.Provider: Int] = [:]
+    /// Pushes ended, by outcome.
+    public var ended: [Key: Int] = [:]
+    /// How long attempts took, from being handed out to their answer.
+    public var latency: [PushRegistration.Provider: Histogram] = [:]
+
+    public init() {}
+}

@@ -1,0 +1,253 @@
+import ChimeTestSupport
+import ChimeWorker
+import Testing
+
+@testable import ChimeEngine
+@testable import ChimeProtocol
+@testable import ChimeWorkerPolicy
+
+/// Push registrations and the outbox (PROTOCOL.md section 3.11), through the worker's own loop
+/// with a recording push sender in place of the HTTP client.
+@Suite struct PushTests {
+    static let apnsToken = String(repeating: "ab12", count: 16)
+    static let p256dh = "B" + String(repeating: "A", count: 86)
+    static let auth = String(repeating: "Q", count: 22)
+    static let apns = #"{"apns":{"token":"\#(apnsToken)","topic":"com.example.pills"}}"#
+    static let webPush =
+        #"{"webpush":{"endpoint":"https://fcm.googleapis.com/fcm/send/abc","expirationTime":null,"keys":{"p256dh":"\#(p256dh)","auth":"\#(auth)"}}}"#
+
+    static var configuration: EngineConfiguration {
+        var c = EngineConfiguration()
+        c.push.providers = [.apns, .fcm, .webpush]
+        c.receipts.byDefault = false
+        return c
+    }
+
+    func registered(_ h: inout Harness) {
+        let result = h.ok("d1", .device, #"{"push":[\#(Self.apns),\#(Self.webPush)],"history":true}"#)
+        let push = result["push"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(push.count == 2)
+        // Redacted: the token cut to its ends, the endpoint to its origin, no keys.
+        #expect(push.first?["token"] == "ab12ab…ab12")
+        #expect(push.last?["endpoint"] == "https://fcm.googleapis.com/…")
+        #expect(!JSON.object(result).text.contains(Self.auth))
+    }
+
+    @Test func aDeliveryIsPushedToEveryRegistrationOnceTheBrokerHasIt() throws {
+        var h = Harness(configuration: Self.configuration)
+        registered(&h)
+        h.ok("d1", .schedule, #"{"id":"pill","after":60,"alertTitle":"Pill","alertBody":"take it"}"#)
+        #expect(h.pusher.take().isEmpty)
+        h.autoAck = false
+        let published = h.advance(seconds: 61)
+        #expect(published.count == 1)
+        // Not before the PUBACK: the delivery is not yet durable.
+        #expect(h.pusher.take().isEmpty)
+        h.ackAll()
+        h.advance(seconds: 0)
+        let jobs = h.pusher.take()
+        #expect(Set(jobs.map(\.registration.provider)) == [.apns, .webpush])
+        #expect(jobs.allSatisfy { $0.fireId == published[0]["fireId"]?.stringValue })
+        #expect(jobs.allSatisfy { $0.payload == Array(JSON.object(published[0]).bytes) || !$0.payload.isEmpty })
+
+        // Accepted: journaled, out of the outbox, shown in history.
+        for job in jobs { try h.worker.step(.push(job.key, .accepted)) }
+        h.advance(seconds: 0)
+        #expect(h.journal.filter { if case .pushed = $0 { return true } else { return false } }.count == 2)
+        #expect(h.engine.pendingPushJobs.isEmpty)
+        let history = h.ok("d1", .history, "{}")["deliveries"]?.arrayValue?.first?.objectValue
+        let outcomes = history?["push"]?.arrayValue?.compactMap { $0.objectValue?["outcome"]?.stringValue }
+        #expect(outcomes == ["accepted", "accepted"])
+        // Nothing is attempted again.
+        h.advance(seconds: 3600)
+        #expect(h.pusher.take().isEmpty)
+    }
+
+    @Test func whatWasNotAcceptedIsPushedAgainAfterARestartWithTheSameIdentity() throws {
+        var h = Harness(configuration: Self.configuration)
+        registered(&h)
+        h.ok("d1", .schedule, #"{"id":"pill","after":60,"alertBody":"take it"}"#)
+        h.advance(seconds: 61)
+        let first = h.pusher.take()
+        #expect(first.count == 2)
+        try h.worker.step(.push(first[0].key, .accepted))
+        // A kill: what the journal holds is recovered, and the push not accepted goes again.
+        let recovered = h.replayed()
+        #expect(recovered.pendingPushJobs.map(\.key) == [first[1].key])
+        h.engine = recovered
+        h.advance(seconds: 0)
+        #expect(h.pusher.take().map(\.key) == [first[1].key])
+
+        // The same from a snapshot.
+        let fromSnapshot = Engine(configuration: Self.configuration)
+        fromSnapshot.beginRecovery()
+        for entry in recovered.snapshot.entries { try fromSnapshot.restore(snapshotEntry: entry) }
+        fromSnapshot.finishRecovery()
+        #expect(fromSnapshot.pendingPushJobs == recovered.pendingPushJobs)
+    }
+
+    @Test func anUnregisteredTokenIsRemovedAndNotTriedAgain() throws {
+        var h = Harness(configuration: Self.configuration)
+        registered(&h)
+        h.ok("d1", .schedule, #"{"id":"pill","after":60,"repeatInterval":"hour","alertBody":"take it"}"#)
+        h.advance(seconds: 61)
+        let jobs = h.pusher.take()
+        let apns = try #require(jobs.first { $0.registration.provider == .apns })
+        try h.worker.step(.push(apns.key, .unregistered(reason: "Unregistered")))
+        h.advance(seconds: 0)
+        let push = h.ok("d1", .device, "{}")["push"]?.arrayValue ?? []
+        #expect(push.count == 1)
+        let history = h.ok("d1", .history, "{}")["deliveries"]?.arrayValue?.first?.objectValue
+        #expect(history?["push"]?.arrayValue?.first?.objectValue?["outcome"] == "unregistered")
+        #expect(history?["push"]?.arrayValue?.first?.objectValue?["reason"] == "Unregistered")
+        // The next occurrence goes to what is left.
+        h.advance(seconds: 3600)
+        #expect(h.pusher.take().map(\.registration.provider).filter { $0 == .apns }.isEmpty)
+    }
+
+    @Test func aTransientRefusalWaitsForRetryAfterThenTheBackoff() throws {
+        var h = Harness(configuration: Self.configuration)
+        registered(&h)
+        h.ok("d1", .schedule, #"{"id":"pill","after":60,"alertBody":"take it"}"#)
+        h.advance(seconds: 61)
+        let job = try #require(h.pusher.take().first { $0.registration.provider == .apns })
+        try h.worker.step(.push(job.key, .transient(reason: "TooManyRequests", retryAfter: 30_000)))
+        h.advance(seconds: 29)
+        #expect(h.pusher.take().isEmpty)
+        h.advance(seconds: 2)
+        #expect(h.pusher.take().map(\.key) == [job.key])
+        try h.worker.step(.push(job.key, .transient(reason: "HTTP 503", retryAfter: nil)))
+        h.advance(seconds: 1)
+        #expect(h.pusher.take().isEmpty, "the second failure waits 2 s")
+        h.advance(seconds: 1)
+        #expect(h.pusher.take().map(\.key) == [job.key])
+    }
+
+    @Test func aPushThatNoServiceTakesExpires() throws {
+        var h = Harness(configuration: Self.configuration)
+        registered(&h)
+        h.ok("d1", .schedule, #"{"id":"pill","after":60,"alertBody":"take it","expiresAfter":120}"#)
+        h.advance(seconds: 61)
+        for job in h.pusher.take() {
+            try h.worker.step(.push(job.key, .transient(reason: "HTTP 503", retryAfter: 600_000)))
+        }
+        h.advance(seconds: 200)
+        let records = h.journal.compactMap { entry -> PushRecord? in
+            if case .pushed(let r) = entry { return r } else { return nil }
+        }
+        #expect(records.map(\.outcome) == [.expired, .expired])
+        #expect(h.engine.pendingPushJobs.isEmpty)
+    }
+
+    @Test func registrationsAreCheckedBoundedAndOnlyForConfiguredProviders() {
+        var h = Harness(configuration: Self.configuration)
+        func refused(_ body: String) -> String? { h.errorCode("d1", .device, body) }
+        #expect(refused(#"{"push":[{"apns":{"token":"xyz","topic":"a"}}]}"#) == "invalid_argument")
+        #expect(refused(#"{"push":[{"apns":{"token":"\#(Self.apnsToken)"}}]}"#) == "invalid_argument")
+        #expect(refused(#"{"push":[{"fcm":{"token":"a b"}}]}"#) == "invalid_argument")
+        #expect(refused(#"{"push":[{"gcm":{"token":"a"}}]}"#) == "unknown_field")
+        #expect(refused(#"{"push":[\#(Self.apns)],"removePush":[]}"#) == "invalid_argument")
+        for endpoint in [
+            "http://fcm.googleapis.com/x", "https://127.0.0.1/x", "https://10.0.0.1/x", "https://[::1]/x",
+            "https://[::ffff:127.0.0.1]/x", "https://0x7f.1/x", "https://2130706433/x", "https://evil.example/x",
+            "https://user@fcm.googleapis.com/x", "https://fcm.googleapis.com./x", "https://169.254.169.254/x",
+            "https://fcm.googleapis.com.evil.example/x",
+        ] {
+            let body =
+                #"{"push":[{"webpush":{"endpoint":"\#(endpoint)","keys":{"p256dh":"\#(Self.p256dh)","auth":"\#(Self.auth)"}}}]}"#
+            #expect(refused(body) == "invalid_argument", "\(endpoint)")
+        }
+        #expect(h.ok("d1", .device, "{}")["push"] == nil)
+        // At most ten.
+        let eleven = (0..<11).map { #"{"fcm":{"token":"t\#($0)"}}"# }.joined(separator: ",")
+        #expect(refused(#"{"push":[\#(eleven)]}"#) == "invalid_argument")
+        let ten = (0..<10).map { #"{"fcm":{"token":"t\#($0)"}}"# }.joined(separator: ",")
+        #expect(h.ok("d1", .device, #"{"push":[\#(ten)]}"#)["push"]?.arrayValue?.count == 10)
+        #expect(refused(#"{"addPush":[{"fcm":{"token":"t10"}}]}"#) == "quota_exceeded")
+        // Replacing by id, removing by id.
+        let id = PushRegistration(.fcm(token: "t0")).id
+        #expect(h.ok("d1", .device, #"{"removePush":["\#(id)"]}"#)["push"]?.arrayValue?.count == 9)
+
+        // A worker without credentials for a provider refuses its registrations.
+        var bare = Harness()
+        #expect(bare.errorCode("d1", .device, #"{"push":[\#(Self.apns)]}"#) == "invalid_argument")
+    }
+
+    @Test func aNotificationWhoseDeliveriesCannotBePushedIsRefusedAtSchedule() {
+        var h = Harness(configuration: Self.configuration)
+        let long = String(repeating: "x", count: 3800)
+        // No registration yet: nothing to check against.
+        h.ok("d1", .schedule, #"{"id":"big","after":60,"alertBody":"\#(long)"}"#)
+        registered(&h)
+        let big = #"{"id":"big2","after":60,"alertBody":"\#(long)"}"#
+        #expect(h.errorCode("d1", .schedule, big) == "payload_too_large")
+        #expect(
+            h.errorCode("d1", .update, #"{"id":"big","alertBodies":["a","\#(long)"]}"#) == "payload_too_large"
+        )
+        let batch = #"{"notifications":[{"id":"a","after":60},{"id":"b","after":60,"userInfo":{"k":"\#(long)"}}]}"#
+        let refusal = h.send("d1", .schedule, batch)["error"]?.objectValue
+        #expect(refusal?["code"] == "payload_too_large")
+        #expect(refusal?["field"] == "notifications[1]")
+        // MQTT only: not pushed, so not bounded by what a push carries.
+        h.ok("d1", .schedule, #"{"id":"big3","after":60,"channels":"mqtt","alertBody":"\#(long)"}"#)
+        // What fits is taken: 3000 bytes of text.
+        h.ok("d1", .schedule, #"{"id":"fits","after":60,"alertBody":"\#(String(repeating: "y", count: 3000))"}"#)
+    }
+
+    @Test func channelsChooseMQTTOrPushOnly() throws {
+        var h = Harness(configuration: Self.configuration)
+        registered(&h)
+        h.ok("d1", .schedule, #"{"id":"silent","after":60,"channels":"mqtt","userInfo":{"sync":true}}"#)
+        h.ok("d1", .schedule, #"{"id":"closed","after":60,"channels":"push","alertBody":"only pushed"}"#)
+        let published = h.advance(seconds: 61)
+        #expect(published.compactMap { $0["id"]?.stringValue } == ["silent"])
+        let pushed = h.pusher.take()
+        #expect(Set(pushed.map(\.fireId)).count == 1)
+        #expect(pushed.first?.fireId.hasPrefix("closed@") == true)
+        #expect(pushed.count == 2)
+        // Both are recorded as delivered.
+        let history = h.ok("d1", .history, "{}")["deliveries"]?.arrayValue?.compactMap { $0.objectValue?["id"] }
+        #expect(Set(history ?? []) == ["silent", "closed"])
+    }
+
+    @Test func theEndpointPolicyAllowsWhatItNames() {
+        let policy = PushEndpointPolicy(allowedHosts: ["*.push.apple.com", "push.example.com"], allowLoopback: true)
+        #expect(policy.refusal("https://web.push.apple.com/abc") == nil)
+        #expect(policy.refusal("https://push.example.com:8443/abc") == nil)
+        #expect(policy.refusal("https://127.0.0.1:9999/wp/1") == nil)
+        #expect(policy.refusal("https://push.apple.com/abc") != nil)
+        #expect(policy.refusal("https://10.1.2.3/abc") != nil)
+        #expect(policy.refusal("https://[fe80::1]/abc") != nil)
+        #expect(policy.refusal("https://[fc00::1]/abc") != nil)
+        #expect(policy.refusal("https://8.8.8.8/abc") != nil, "a public address must be named too")
+    }
+
+    @Test func pushesInFlightAreBoundedPerDeviceAndProvider() {
+        var dispatch = PushDispatch(limits: .init(perProvider: 3, perDevice: 2))
+        let now = Instant(milliseconds: 0)
+        for device in ["a", "b"] {
+            for i in 0..<3 {
+                dispatch.add(
+                    PushJob(
+                        deviceId: device,
+                        fireId: "n@\(i)",
+                        registration: PushRegistration(.fcm(token: "t")),
+                        payload: [],
+                        firedAt: now,
+                        expiresAt: Instant(milliseconds: 60_000)
+                    ),
+                    now: now
+                )
+            }
+        }
+        let sent = dispatch.due(now: now) { _ in true }
+        #expect(sent.count == 3)
+        #expect(dispatch.inFlight(.fcm) == 3)
+        let first = sent.compactMap { step -> PushJobKey? in
+            if case .send(let job, _) = step { return job.key } else { return nil }
+        }
+        #expect(first.filter { $0.deviceId == "a" }.count == 2)
+        #expect(dispatch.finished(first[0], .accepted, now: now)?.outcome == .accepted)
+        #expect(dispatch.due(now: now) { _ in true }.count == 1)
+    }
+}
