@@ -7,7 +7,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build release run test lint format bench bench-baseline bench-postgres bench-slots bench-scale bench-small bench-quick bench-maxima fuzz soak clean
+.PHONY: bootstrap build release run test lint format bench bench-baseline bench-postgres bench-push bench-slots bench-scale bench-small bench-quick bench-maxima fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -29,7 +29,7 @@ run: release
 ## chimeds share the machine at once.
 ## ReadBackTests (in ChimeWorkerTests, beside the fuzz checks it shares) is CPU-bound and needs no
 ## broker, and WorkerPolicyTests run the worker's loop on fakes: both run with the unit tests.
-UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ChimeCryptoTests|ReadBackTests|WorkerPolicyTests
+UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ChimeCryptoTests|ChimePushTests|ReadBackTests|WorkerPolicyTests
 WORKER_TESTS = ChimeHTTPTests|ChimeHTTPClientTests|ChimeMQTTTests|ChimeWorkerTests|ChimeDeployTests
 CLIENT_TESTS = ChimePostgresTests|ChimePostgresStoreTests|ChimeCLITests|ChimeClientTests
 
@@ -90,6 +90,11 @@ bench-postgres: release
 ## and hand-over times with 3 (about ten minutes).
 bench-slots: release
 	.build/release/chime-bench system --only slots --json bench-results/slots.json
+
+## Push delivery (docs/benchmarks.md, "Push"): 1,000, 10,000 and 100,000 due at one instant pushed to the
+## APNs stand-in (Tests/PushStandin), against the same burst without pushes; BENCH_QUICK=1 stops at 10,000.
+bench-push: release
+	.build/release/chime-bench system --only push $${BENCH_QUICK:+--quick} --json bench-results/push.json
 
 ## The cost curve (docs/benchmarks.md, "At ten million"): the steady workload at 1, 2, 5 and 10 million pending,
 ## each with a snapshot and a recovery from kill -9; plotted to bench-results/scale.svg (about 40 minutes).

@@ -144,8 +144,8 @@ let package = Package(
         // The client's transport over ChimeMQTT (libmosquitto).
         .target(name: "ChimeClientMQTT", dependencies: ["ChimeClient", "ChimeMQTT"], swiftSettings: swiftSettings),
         // What the benchmark and the tests share: a mosquitto on a free loopback port, child
-        // processes, temporary directories, a seeded random generator, the hostile rules.
-        .target(name: "ChimeHarness", dependencies: ["ChimeMQTT"], swiftSettings: swiftSettings),
+        // processes, temporary directories, a seeded random generator, the hostile rules, the push stand-in.
+        .target(name: "ChimeHarness", dependencies: ["ChimeMQTT", "ChimeProtocol"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "ChimeBench",
             dependencies: [
@@ -188,6 +188,12 @@ let package = Package(
         .testTarget(
             name: "ChimeCryptoTests",
             dependencies: ["ChimeCrypto"],
+            swiftSettings: swiftSettings
+        ),
+        // ChimePush's pure parts: the mapping per platform, the answers, the key files.
+        .testTarget(
+            name: "ChimePushTests",
+            dependencies: ["ChimePush", "ChimeCore", "ChimeHTTPClient", "ChimeSupport", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         // ChimeHTTPClient against real servers on loopback: nghttpd (HTTP/2), openssl s_server (HTTP/1),

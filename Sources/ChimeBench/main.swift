@@ -18,7 +18,8 @@ let usage = """
                                after round, and print this build ÷ it: make bench-baseline REF=...)
                               (peer: NATS JetStream through scripts/nats-peer, installed by its --install;
                                slots, only when named: 1, 2 and 3 workers sharing 256 slots on one PostgreSQL;
-                               scale, only when named: the steady workload at 1, 2, 5 and 10 million pending)
+                               scale, only when named: the steady workload at 1, 2, 5 and 10 million pending;
+                               push, only when named: 1,000 to 100,000 due at once pushed to the APNs stand-in)
            chime-bench relay URL PREFIX             (a baseline process the system benchmark starts)
            chime-bench pump URL PREFIX COUNT DEVICES (likewise)
 

@@ -105,7 +105,7 @@ extension Engine {
             }
             return enabled ? .resumed(ids: changed) : .paused(ids: changed)
 
-        case .device(let deviceId, _, let update):
+        case .device(let deviceId, let at, let update):
             let device = device(deviceId)
             willChange(device)
             if let badge = update.badge { device.badge = Badge.clamped(badge) }
@@ -118,7 +118,7 @@ extension Engine {
                 // Turning receipts off empties the inbox: nothing would ever acknowledge it.
                 if r.receipts == false { r.inbox.removeAll() }
             }
-            if let change = update.push { applyPush(change, to: device) }
+            if let change = update.push { applyPush(change, to: device, at: at) }
             let zoneChanged = update.timeZone != nil && update.timeZone != device.timeZone
             if let zone = update.timeZone { device.timeZone = zones.held(zone) }
             if zoneChanged || update.quietHours != nil {

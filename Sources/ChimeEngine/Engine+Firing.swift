@@ -192,7 +192,8 @@ extension Engine {
                         payload: payload,
                         messageExpiry: expiry,
                         due: n.fireTime(o),
-                        mqtt: extras?.channels != .push
+                        // Push only, unless the device has no registration left to push to.
+                        mqtt: extras?.channels != .push || device.push?.registrations.isEmpty != false
                     )
                 )
             )

@@ -219,7 +219,7 @@ extension Engine {
             )
         }
         if let p = device.push {
-            c.pushes.append(FrozenPush(deviceId: device.id, registrations: p.registrations, outbox: p.outbox))
+            c.pushes.append(FrozenPush(deviceId: device.id, registrations: p.registrations, outbox: p.outbox.all))
         }
     }
 
@@ -332,6 +332,8 @@ extension Engine {
     /// already arm (see ``arm(_:_:)``) and orders the timers.
     public func finishRecovery() {
         replaying = false
+        // Every push the journal and snapshot left waiting, handed to the worker once.
+        newPushJobs = pendingPushJobs
         lastRestoredDevice = nil
         restoreReservations = [:]
         var armed = Set<ObjectIdentifier>()

@@ -82,11 +82,64 @@ public struct PushRecord: Hashable, Sendable {
     }
 }
 
+/// A device's pushes not yet ended: found, added and removed in O(1) whatever their number, and
+/// walked oldest first (for the bound, a snapshot, and a recovery).
+struct Outbox: Sendable {
+    private var jobs: [PushJobKey: PushJob] = [:]
+    /// Keys in the order their jobs came; those removed since stay until compacted.
+    private var order: [PushJobKey] = []
+    private var head = 0
+
+    var count: Int { jobs.count }
+    var isEmpty: Bool { jobs.isEmpty }
+
+    func contains(_ key: PushJobKey) -> Bool { jobs[key] != nil }
+
+    /// Adds a job; one with the same key is replaced, keeping its place.
+    mutating func insert(_ job: PushJob) {
+        if jobs.updateValue(job, forKey: job.key) == nil { order.append(job.key) }
+    }
+
+    @discardableResult
+    mutating func remove(_ key: PushJobKey) -> PushJob? {
+        defer { compact() }
+        return jobs.removeValue(forKey: key)
+    }
+
+    mutating func removeOldest() -> PushJob? {
+        while head < order.count {
+            let key = order[head]
+            head += 1
+            if let job = jobs.removeValue(forKey: key) {
+                compact()
+                return job
+            }
+        }
+        return nil
+    }
+
+    /// Removes the jobs `isGone` selects; returns them.
+    mutating func removeAll(where isGone: (PushJob) -> Bool) -> [PushJob] {
+        let gone = all.filter(isGone)
+        for job in gone { jobs.removeValue(forKey: job.key) }
+        compact()
+        return gone
+    }
+
+    /// Oldest first.
+    var all: [PushJob] { order[head...].compactMap { jobs[$0] } }
+
+    private mutating func compact() {
+        guard order.count - head > 2 * jobs.count + 16 else { return }
+        order = order[head...].filter { jobs[$0] != nil }
+        head = 0
+    }
+}
+
 /// A device's registrations and outbox. Only devices that use push have one.
 final class DevicePush {
     var registrations: [PushRegistration] = []
-    /// Pushes not yet ended, oldest first.
-    var outbox: [PushJob] = []
+    var outbox = Outbox()
 
     var isEmpty: Bool { registrations.isEmpty && outbox.isEmpty }
 }
@@ -145,10 +198,15 @@ extension Engine {
     }
 
     /// Applies a push change to a device's registrations. Pushes waiting for a registration that
-    /// goes stay in the outbox: they were due to it, and end with their record.
-    func applyPush(_ change: PushChange, to device: DeviceState) {
+    /// goes end with it (`refused`, "registration removed"): a phone logged out or handed on gets
+    /// nothing more.
+    func applyPush(_ change: PushChange, to device: DeviceState, at: Instant) {
         let push = device.push ?? DevicePush()
         push.registrations = change.applied(to: push.registrations)
+        let kept = Set(push.registrations.map(\.id))
+        for job in push.outbox.removeAll(where: { !kept.contains($0.registration.id) }) {
+            pushTrail(job.key, outcome: .refused, at: at.milliseconds, reason: "registration removed", device)
+        }
         device.push = push.isEmpty ? nil : push
     }
 
@@ -169,9 +227,18 @@ extension Engine {
     }
 
     /// A delivery was recorded: one job per registration the device has now, into its outbox
-    /// and ``newPushJobs``.
+    /// (and ``newPushJobs``, unless recovering: a recovered engine hands its whole outbox over
+    /// once, ``finishRecovery()``). A delivery too large for any push ends at once, `refused`.
     func keepPush(_ capture: PushCapture, fireId: String, at: Instant, in device: DeviceState) {
         guard let push = device.push, !push.registrations.isEmpty else { return }
+        if capture.payload.count > Self.maxPushedDelivery {
+            for registration in push.registrations {
+                let key = PushJobKey(deviceId: device.id, fireId: fireId, registration: registration.id)
+                let reason = "the delivery is \(capture.payload.count) bytes, more than \(Self.maxPushedDelivery)"
+                pushTrail(key, outcome: .refused, at: at.milliseconds, reason: reason, device)
+            }
+            return
+        }
         for registration in push.registrations {
             let job = PushJob(
                 deviceId: device.id,
@@ -181,17 +248,12 @@ extension Engine {
                 firedAt: at,
                 expiresAt: Instant(milliseconds: capture.expiresAt)
             )
-            // A delivery recorded twice (replayed over a snapshot that has it) is one job.
-            guard !push.outbox.contains(where: { $0.key == job.key }) else { continue }
-            push.outbox.append(job)
-            newPushJobs.append(job)
+            push.outbox.insert(job)
+            if !replaying { newPushJobs.append(job) }
         }
         // The bound: the oldest leave, as expired, with no record (replay drops the same ones).
-        let excess = push.outbox.count - configuration.push.maxOutboxPerDevice
-        if excess > 0 {
-            let gone = push.outbox.prefix(excess).map(\.key)
-            push.outbox.removeFirst(excess)
-            for key in gone { pushTrail(key, outcome: .expired, at: at.milliseconds, reason: "outbox full", device) }
+        while push.outbox.count > configuration.push.maxOutboxPerDevice, let gone = push.outbox.removeOldest() {
+            pushTrail(gone.key, outcome: .expired, at: at.milliseconds, reason: "outbox full", device)
         }
     }
 
@@ -200,7 +262,7 @@ extension Engine {
         guard let device = devices[record.key.deviceId] else { return }
         willChange(device)
         if let push = device.push {
-            push.outbox.removeAll { $0.key == record.key }
+            push.outbox.remove(record.key)
             if record.outcome == .unregistered {
                 push.registrations.removeAll { $0.id == record.key.registration }
             }
@@ -212,7 +274,7 @@ extension Engine {
 
     /// Whether a push is still in its device's outbox (not ended, not dropped).
     public func isPending(_ key: PushJobKey) -> Bool {
-        devices[key.deviceId]?.push?.outbox.contains { $0.key == key } == true
+        devices[key.deviceId]?.push?.outbox.contains(key) == true
     }
 
     /// The jobs put in outboxes since the last call (records applied, or a recovery): the worker
@@ -224,7 +286,7 @@ extension Engine {
 
     /// Every job in every outbox, oldest first per device: what a recovered engine has to push.
     public var pendingPushJobs: [PushJob] {
-        devices.values.flatMap { $0.push?.outbox ?? [] }
+        devices.values.flatMap { $0.push?.outbox.all ?? [] }
     }
 }
 
@@ -267,31 +329,36 @@ extension PushTrail {
 }
 
 extension Engine {
-    /// Reads a snapshot's `P` entry (``SnapshotCoding/encode(_:)``); its outbox is pushed again.
+    /// Reads a snapshot's `P` entry (``SnapshotCoding/encode(_:)``): the registrations, and the
+    /// outbox as deliveries, each with the registrations it is still to be pushed to.
     func restorePush(_ r: FieldReader) throws(ChimeError) {
         let device = device(try r.required(try r.string("device"), "device"))
         let push = DevicePush()
         for (i, item) in (try r.array("registrations", maxCount: .max) ?? []).enumerated() {
             push.registrations.append(try PushRegistration.decode(item, path: "registrations[\(i)]."))
         }
+        let all = Int64.min...Int64.max
         for (i, item) in (try r.array("outbox", maxCount: .max) ?? []).enumerated() {
             guard case .object(let o) = item else { throw .invalid("outbox[\(i)]", "not an object") }
             let e = FieldReader(o, path: "outbox[\(i)].")
-            let all = Int64.min...Int64.max
-            let registration = try e.required(e.object["registration"], "registration")
-            push.outbox.append(
-                PushJob(
-                    deviceId: device.id,
-                    fireId: try e.required(try e.string("fireId", maxLength: .max), "fireId"),
-                    registration: try PushRegistration.decode(registration, path: e.name("registration.")),
-                    payload: Array(try e.required(try e.string("payload", maxLength: .max), "payload").utf8),
-                    firedAt: Instant(milliseconds: try e.required(try e.integer("firedAt", in: all), "firedAt")),
-                    expiresAt: Instant(milliseconds: try e.required(try e.integer("expires", in: all), "expires"))
+            let fireId = try e.required(try e.string("fireId", maxLength: .max), "fireId")
+            let payload = Array(try e.required(try e.string("payload", maxLength: .max), "payload").utf8)
+            let firedAt = Instant(milliseconds: try e.required(try e.integer("firedAt", in: all), "firedAt"))
+            let expires = Instant(milliseconds: try e.required(try e.integer("expires", in: all), "expires"))
+            for (j, registration) in (try e.array("to", maxCount: .max) ?? []).enumerated() {
+                push.outbox.insert(
+                    PushJob(
+                        deviceId: device.id,
+                        fireId: fireId,
+                        registration: try PushRegistration.decode(registration, path: e.name("to[\(j)].")),
+                        payload: payload,
+                        firedAt: firedAt,
+                        expiresAt: expires
+                    )
                 )
-            )
+            }
         }
         device.push = push.isEmpty ? nil : push
-        newPushJobs.append(contentsOf: push.outbox)
     }
 }
 
@@ -310,7 +377,7 @@ extension Engine {
 
     /// `payload_too_large` for a notification whose deliveries could not be pushed, when the
     /// device has push registrations and the notification is pushed (PROTOCOL.md section 3.11). One
-    /// scheduled before the device registered is checked when it fires: its push is `refused`.
+    /// scheduled before the device registered is checked when it fires: its pushes end `refused`.
     func checkPushFits(_ spec: ResolvedNotification, deviceId: String, path: String) throws(ChimeError) {
         guard devices[deviceId]?.push?.registrations.isEmpty == false, spec.channels != .mqtt else { return }
         let bound = Self.deliveryBound(spec, deviceId: deviceId)

@@ -29,15 +29,28 @@ enum SnapshotCoding {
     static let push = UInt8(ascii: "P")
 
     static func encode(_ p: FrozenPush) -> [UInt8] {
+        // Each delivery once, with the registrations it is still to be pushed to: its payload is
+        // the same for all of them.
+        var deliveries: [(job: PushJob, to: [JSON])] = []
+        var byFireId: [String: Int] = [:]
+        for job in p.outbox {
+            if let i = byFireId[job.fireId] {
+                deliveries[i].to.append(.object(job.registration.json))
+            } else {
+                byFireId[job.fireId] = deliveries.count
+                deliveries.append((job, [.object(job.registration.json)]))
+            }
+        }
         let o: JSONObject = [
             "device": .string(p.deviceId),
             "registrations": .array(p.registrations.map { .object($0.json) }),
             "outbox": .array(
-                p.outbox.map {
+                deliveries.map { d in
                     .object([
-                        "fireId": .string($0.fireId), "registration": .object($0.registration.json),
-                        "payload": .string(String(decoding: $0.payload, as: UTF8.self)),
-                        "firedAt": .int($0.firedAt.milliseconds), "expires": .int($0.expiresAt.milliseconds),
+                        "fireId": .string(d.job.fireId),
+                        "payload": .string(String(decoding: d.job.payload, as: UTF8.self)),
+                        "firedAt": .int(d.job.firedAt.milliseconds), "expires": .int(d.job.expiresAt.milliseconds),
+                        "to": .array(d.to),
                     ])
                 }
             ),

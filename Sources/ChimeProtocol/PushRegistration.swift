@@ -99,9 +99,9 @@ public struct PushEndpointPolicy: Hashable, Sendable {
     public var allowPrivate: Bool
 
     /// The browsers' push services: Chrome and Edge (FCM), Firefox (Mozilla autopush), Safari
-    /// (Apple), and Windows (WNS).
+    /// (Apple's `web.push.apple.com`, not its APNs hosts), and Windows (WNS).
     public static let browsers: [String] = [
-        "fcm.googleapis.com", "*.push.services.mozilla.com", "push.services.mozilla.com", "*.push.apple.com",
+        "fcm.googleapis.com", "*.push.services.mozilla.com", "push.services.mozilla.com", "web.push.apple.com",
         "*.notify.windows.com",
     ]
 
@@ -147,12 +147,16 @@ public struct PushEndpointPolicy: Hashable, Sendable {
 }
 
 /// The parts of an https URL that the endpoint policy reads, parsed strictly: scheme `https`, an
-/// authority of a host (a name, an IPv4 literal or a bracketed IPv6 literal) and an optional port.
-struct PushEndpointURL {
-    var host: String
-    var hasUserInfo: Bool
+/// authority of a host (a name of letters, digits, hyphens and dots, an IPv4 literal, or a
+/// bracketed IPv6 literal) and an optional port of digits. What libcurl would read otherwise
+/// (other characters in a name, a sign in a port) is not a URL here.
+public struct PushEndpointURL: Sendable {
+    /// Lowercased, without brackets.
+    public let host: String
+    public let port: Int?
+    let hasUserInfo: Bool
 
-    init?(_ text: String) {
+    public init?(_ text: String) {
         guard text.utf8.count <= PushRegistration.maxEndpointLength,
             text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }),
             text.lowercased().hasPrefix("https://")
@@ -161,20 +165,50 @@ struct PushEndpointURL {
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         hasUserInfo = authority.contains("@")
         var hostPart = Substring(authority.split(separator: "@", omittingEmptySubsequences: false).last ?? "")
+        var portText: Substring = ""
+        var bracketed = false
         if hostPart.hasPrefix("[") {
             guard let close = hostPart.firstIndex(of: "]") else { return nil }
-            let port = hostPart[hostPart.index(after: close)...]
-            guard port.isEmpty || (port.hasPrefix(":") && UInt16(port.dropFirst()) != nil) else { return nil }
+            let after = hostPart[hostPart.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { return nil }
+                portText = after.dropFirst()
+            }
             hostPart = hostPart[hostPart.index(after: hostPart.startIndex)..<close]
+            bracketed = true
         } else if let colon = hostPart.lastIndex(of: ":") {
-            guard UInt16(hostPart[hostPart.index(after: colon)...]) != nil else { return nil }
+            portText = hostPart[hostPart.index(after: colon)...]
             hostPart = hostPart[..<colon]
         }
+        if portText.isEmpty {
+            port = nil
+        } else {
+            guard portText.count <= 5, portText.allSatisfy({ $0.isASCII && $0.isNumber }), let p = Int(portText),
+                (1...65535).contains(p)
+            else { return nil }
+            port = p
+        }
         let host = hostPart.lowercased()
-        guard !host.isEmpty, host.utf8.allSatisfy({ $0 != UInt8(ascii: "%") }) else { return nil }
-        // A trailing dot names the same host; refuse it rather than let it slip past the list.
-        guard !host.hasSuffix(".") else { return nil }
+        if bracketed {
+            guard host.contains(":"), host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else { return nil }
+        } else {
+            let labels = host.split(separator: ".", omittingEmptySubsequences: false)
+            // A trailing dot names the same host: refused rather than let it slip past the list.
+            guard !labels.isEmpty,
+                labels.allSatisfy({ label in
+                    !label.isEmpty && label.count <= 63 && label.first != "-" && label.last != "-"
+                        && label.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+                }), host.count <= 253
+            else { return nil }
+        }
         self.host = host
+    }
+
+    /// `https://host[:port]`: the origin a VAPID token names as its audience (RFC 8292), the
+    /// default port left out.
+    public var origin: String {
+        let name = host.contains(":") ? "[\(host)]" : host
+        return "https://" + name + (port.map { $0 == 443 ? "" : ":\($0)" } ?? "")
     }
 }
 
@@ -198,8 +232,13 @@ struct IPLiteral {
     static func ipv4(_ s: String) -> [UInt8]? {
         let parts = s.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4 else {
-            // Digits and dots that are not four octets: an address in another notation.
-            return s.allSatisfy({ $0.isNumber || $0 == "." || $0 == "x" }) && !s.isEmpty ? [0, 0, 0, 0] : nil
+            // Numbers that are not four decimal octets (`127.1`, `0x7f.1`, `2130706433`): an address
+            // in another notation, read as none that may be called.
+            let numeric = parts.allSatisfy { p in
+                p.allSatisfy(\.isNumber) && !p.isEmpty
+                    || p.lowercased().hasPrefix("0x") && p.dropFirst(2).allSatisfy(\.isHexDigit)
+            }
+            return numeric ? [0, 0, 0, 0] : nil
         }
         var bytes: [UInt8] = []
         for p in parts {
@@ -407,8 +446,7 @@ extension PushRegistration {
         case .fcm(let token):
             o.append("token", .string(Self.cut(token)))
         case .webPush(let endpoint, _, _):
-            let origin = endpoint.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false).prefix(3)
-            o.append("endpoint", .string(origin.joined(separator: "/") + "/…"))
+            o.append("endpoint", .string((PushEndpointURL(endpoint)?.origin ?? "https://?") + "/…"))
         }
         return o
     }

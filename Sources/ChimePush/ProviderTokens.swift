@@ -59,8 +59,10 @@ final class ProviderTokens: Sendable {
             key: vapid.key
         )
         state.withLock { s in
-            // Bounded: one per push service origin, which the allow-list bounds in practice.
-            if s.vapid.count >= 1024 { s.vapid.removeAll() }
+            // Bounded: past 1024 origins, the one that expires first makes room.
+            if s.vapid.count >= 1024, let first = s.vapid.min(by: { $0.value.expires < $1.value.expires }) {
+                s.vapid.removeValue(forKey: first.key)
+            }
             s.vapid[audience] = (token, expires)
         }
         return token

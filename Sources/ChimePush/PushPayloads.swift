@@ -152,10 +152,13 @@ public enum PushPayloads {
         )
     }
 
-    /// FCM's `data` keys it reserves: such userInfo members are not carried.
+    /// The `data` keys FCM refuses ("from", "message_type", any word starting with "google" or
+    /// "gcm"), and "notification" and "collapse_key", which its older APIs read: such userInfo
+    /// members are not carried.
     static func reservedFCMKey(_ key: String) -> Bool {
-        key == "from" || key == "notification" || key == "message_type" || key.hasPrefix("google.")
-            || key.hasPrefix("gcm.") || key.isEmpty
+        let lower = key.lowercased()
+        return ["from", "notification", "message_type", "collapse_key"].contains(lower) || lower.hasPrefix("google")
+            || lower.hasPrefix("gcm") || key.isEmpty
     }
 
     /// The FCM HTTP v1 `messages:send` body: `notification` (title, body), `data` (the identity,

@@ -21,14 +21,14 @@ public enum PushResponses {
 
     /// An FCM HTTP v1 answer: 200 taken; `UNREGISTERED` (404) or `SENDER_ID_MISMATCH` (403), the
     /// token is gone; 401 is tried again with a new access token; 429 and 5xx again later; any
-    /// other 4xx refuses this push.
+    /// other 4xx refuses this push. A 404 without `UNREGISTERED` (a wrong `--fcm-url` or project)
+    /// removes nothing.
     public static func fcm(status: Int, body: [UInt8], retryAfter: String?) -> PushAttemptResult {
         let code = fcmErrorCode(body)
         let reason = code ?? member("status", of: body, in: "error") ?? "HTTP \(status)"
         switch status {
         case 200: return .accepted
         case _ where code == "UNREGISTERED" || code == "SENDER_ID_MISMATCH": return .unregistered(reason: reason)
-        case 404: return .unregistered(reason: reason)
         case 401: return .transient(reason: reason, retryAfter: nil)
         case 429, 500...599: return .transient(reason: reason, retryAfter: seconds(retryAfter))
         default: return .refused(reason: reason)

@@ -7,7 +7,8 @@ public enum PushAttemptResult: Hashable, Sendable {
     case accepted
     /// The registration is gone (APNs 410 or BadDeviceToken, FCM UNREGISTERED, Web Push 404/410).
     case unregistered(reason: String)
-    /// Refused for good, for this push (a payload the service will never take).
+    /// Refused for good, for this push (a payload the service will never take, a request that
+    /// cannot be made).
     case refused(reason: String)
     /// Worth another try: 429, 5xx, a timeout, a lost connection, credentials being renewed.
     /// `retryAfter`: what the service asked for, in milliseconds.
@@ -18,8 +19,12 @@ public enum PushAttemptResult: Hashable, Sendable {
 ///
 /// Every job is attempted until its push service takes it, refuses it for good, or it expires;
 /// transient failures wait 1 s, doubling to 5 minutes, or what `Retry-After` asked (at most an
-/// hour). Pushes in flight are bounded per provider and per device, so that a push service that
+/// hour). Attempts in flight are bounded per provider and per device, so that a push service that
 /// never answers takes up its own share and no other's, and one device cannot take a provider's.
+///
+/// The work of a turn is what it hands out, drops or moves: jobs ready to go wait in a queue per
+/// provider, those waiting out a backoff in a heap by time, those held by their device's bound
+/// with their device, so a long queue waiting for a dead provider costs a turn nothing.
 public struct PushDispatch: Sendable {
     public struct Limits: Hashable, Sendable {
         /// Attempts in flight per provider (`--push-inflight`).
@@ -42,7 +47,6 @@ public struct PushDispatch: Sendable {
     private struct Entry: Sendable {
         var job: PushJob
         var attempts = 0
-        var notBefore: Int64
         var inFlight = false
         /// When the attempt in flight was handed out.
         var sentAt: Int64 = 0
@@ -50,79 +54,80 @@ public struct PushDispatch: Sendable {
 
     public let limits: Limits
     private var entries: [PushJobKey: Entry] = [:]
-    /// Keys in the order they arrived: the queue ``due(now:isPending:)`` walks.
-    private var order: [PushJobKey] = []
+    /// Ready to go, oldest first, per provider.
+    private var ready: [PushRegistration.Provider: KeyQueue] = [:]
+    /// Waiting out a backoff: when each may go again.
+    private var retries = RetryHeap()
+    /// Ready but held by their device's bound, until one of its attempts ends.
+    private var held: [String: [PushJobKey]] = [:]
     private var inFlightByProvider: [PushRegistration.Provider: Int] = [:]
     private var inFlightByDevice: [String: Int] = [:]
-    /// Something changed since the last walk (a job came, an attempt ended).
+    /// A job came or an attempt ended since the last turn.
     private var changed = false
-    /// The earliest time a waiting job may be attempted or expires, as of the last walk.
-    private var wake: Int64?
 
     public init(limits: Limits = Limits()) { self.limits = limits }
 
     /// Jobs known (waiting or in flight).
     public var count: Int { entries.count }
     public func inFlight(_ provider: PushRegistration.Provider) -> Int { inFlightByProvider[provider] ?? 0 }
+    public var totalInFlight: Int { inFlightByProvider.values.reduce(0, +) }
 
     /// Takes a job to push; one already known is not taken twice.
-    public mutating func add(_ job: PushJob, now: Instant) {
+    public mutating func add(_ job: PushJob) {
         guard entries[job.key] == nil else { return }
-        entries[job.key] = Entry(job: job, notBefore: now.milliseconds)
-        order.append(job.key)
+        entries[job.key] = Entry(job: job)
+        ready[job.registration.provider, default: KeyQueue()].append(job.key)
         changed = true
     }
 
-    /// Whether ``due(now:isPending:)`` has anything to do: the queue is walked only then, so a
-    /// long queue waiting out a backoff costs the loop nothing.
-    public func needsWalk(now: Instant) -> Bool {
-        changed || wake.map { $0 <= now.milliseconds } == true
+    /// Whether ``due(now:isPending:)`` has anything to do.
+    public func needsTurn(now: Instant) -> Bool {
+        changed || retries.top.map { $0.at <= now.milliseconds } == true
+    }
+
+    /// When ``due(now:isPending:)`` has something to do next (nil: not before a job comes or an
+    /// attempt ends).
+    public var nextWake: Instant? {
+        changed ? Instant(milliseconds: 0) : retries.top.map { Instant(milliseconds: $0.at) }
     }
 
     /// The pushes to attempt now, within the limits, and the ones that expired. `isPending`
-    /// says whether the engine still has the job (a `pushed` record or a slot moving away ends it).
+    /// says whether the engine still has the job (a `pushed` record, a registration removed, or a
+    /// slot moving away ends it): those are dropped as they come up.
     public mutating func due(now: Instant, isPending: (PushJobKey) -> Bool) -> [Step] {
-        var steps: [Step] = []
         changed = false
-        wake = nil
-        var kept: [PushJobKey] = []
-        kept.reserveCapacity(order.count)
-        for key in order {
-            guard var entry = entries[key] else { continue }
-            if entry.inFlight {
-                kept.append(key)
-                continue
+        while let top = retries.top, top.at <= now.milliseconds {
+            _ = retries.pop()
+            if let entry = entries[top.key], !entry.inFlight {
+                ready[entry.job.registration.provider, default: KeyQueue()].append(top.key)
             }
-            guard isPending(key) else {
-                entries[key] = nil
-                continue
-            }
-            if now >= entry.job.expiresAt {
-                entries[key] = nil
-                steps.append(.record(PushRecord(key: key, at: now, outcome: .expired)))
-                continue
-            }
-            kept.append(key)
-            let provider = entry.job.registration.provider
-            guard entry.notBefore <= now.milliseconds else {
-                wake = min(wake ?? .max, entry.notBefore, entry.job.expiresAt.milliseconds)
-                continue
-            }
-            // Held by a limit: walked again when an attempt ends (which sets `changed`), or at expiry.
-            guard inFlight(provider) < limits.perProvider, inFlightByDevice[key.deviceId, default: 0] < limits.perDevice
-            else {
-                wake = min(wake ?? .max, entry.job.expiresAt.milliseconds)
-                continue
-            }
-            entry.inFlight = true
-            entry.sentAt = now.milliseconds
-            entry.attempts += 1
-            entries[key] = entry
-            inFlightByProvider[provider, default: 0] += 1
-            inFlightByDevice[key.deviceId, default: 0] += 1
-            steps.append(.send(entry.job, attempt: entry.attempts))
         }
-        order = kept
+        var steps: [Step] = []
+        for provider in PushRegistration.Provider.allCases {
+            while inFlight(provider) < limits.perProvider, let key = ready[provider]?.popFirst() {
+                guard var entry = entries[key], !entry.inFlight else { continue }
+                guard isPending(key) else {
+                    entries[key] = nil
+                    continue
+                }
+                if now >= entry.job.expiresAt {
+                    entries[key] = nil
+                    steps.append(.record(PushRecord(key: key, at: now, outcome: .expired)))
+                    continue
+                }
+                guard inFlightByDevice[key.deviceId, default: 0] < limits.perDevice else {
+                    held[key.deviceId, default: []].append(key)
+                    continue
+                }
+                entry.inFlight = true
+                entry.sentAt = now.milliseconds
+                entry.attempts += 1
+                entries[key] = entry
+                inFlightByProvider[provider, default: 0] += 1
+                inFlightByDevice[key.deviceId, default: 0] += 1
+                steps.append(.send(entry.job, attempt: entry.attempts))
+            }
+        }
         return steps
     }
 
@@ -141,6 +146,12 @@ public struct PushDispatch: Sendable {
         inFlightByProvider[provider, default: 1] -= 1
         inFlightByDevice[key.deviceId, default: 1] -= 1
         if inFlightByDevice[key.deviceId] == 0 { inFlightByDevice[key.deviceId] = nil }
+        // The device's held jobs go back to their queues, ahead of the others.
+        for heldKey in (held.removeValue(forKey: key.deviceId) ?? []).reversed() {
+            if let heldEntry = entries[heldKey] {
+                ready[heldEntry.job.registration.provider, default: KeyQueue()].prepend(heldKey)
+            }
+        }
         switch result {
         case .accepted:
             entries[key] = nil
@@ -154,30 +165,12 @@ public struct PushDispatch: Sendable {
         case .transient(_, let retryAfter):
             let backoff = Self.backoff(attempt: entry.attempts)
             let asked = min(max(retryAfter ?? 0, 0), Self.maxRetryAfter)
-            entry.notBefore = now.milliseconds + max(backoff, asked)
             entries[key] = entry
+            // No later than its expiry, when it is recorded as expired.
+            let at = min(now.milliseconds + max(backoff, asked), entry.job.expiresAt.milliseconds)
+            retries.push(at: at, key)
             return nil
         }
-    }
-
-    /// Forgets the jobs of a slot that moved away: its next owner pushes them.
-    public mutating func forget(where isGone: (PushJobKey) -> Bool) {
-        for (key, entry) in entries where isGone(key) {
-            if entry.inFlight {
-                let provider = entry.job.registration.provider
-                inFlightByProvider[provider, default: 1] -= 1
-                inFlightByDevice[key.deviceId, default: 1] -= 1
-                if inFlightByDevice[key.deviceId] == 0 { inFlightByDevice[key.deviceId] = nil }
-            }
-            entries[key] = nil
-        }
-        order.removeAll { entries[$0] == nil }
-        changed = true
-    }
-
-    /// When ``due(now:isPending:)`` has something to do (nil: not before an attempt ends).
-    public var nextWake: Instant? {
-        changed ? Instant(milliseconds: 0) : wake.map { Instant(milliseconds: $0) }
     }
 
     /// The wait before attempt `attempt + 1` after a transient failure: 1 s, doubling, at most
@@ -188,4 +181,68 @@ public struct PushDispatch: Sendable {
 
     /// `Retry-After` is honoured up to an hour.
     public static let maxRetryAfter: Int64 = 3_600_000
+}
+
+/// Keys in order, taken from the front in O(1) amortised.
+private struct KeyQueue: Sendable {
+    private var items: [PushJobKey] = []
+    private var head = 0
+
+    mutating func append(_ key: PushJobKey) { items.append(key) }
+
+    mutating func prepend(_ key: PushJobKey) {
+        if head > 0 {
+            head -= 1
+            items[head] = key
+        } else {
+            items.insert(key, at: 0)
+        }
+    }
+
+    mutating func popFirst() -> PushJobKey? {
+        guard head < items.count else { return nil }
+        defer {
+            head += 1
+            if head > 1024 && head * 2 > items.count {
+                items.removeFirst(head)
+                head = 0
+            }
+        }
+        return items[head]
+    }
+}
+
+/// A binary min-heap of (time, key).
+private struct RetryHeap: Sendable {
+    private var items: [(at: Int64, key: PushJobKey)] = []
+
+    var top: (at: Int64, key: PushJobKey)? { items.first }
+
+    mutating func push(at: Int64, _ key: PushJobKey) {
+        items.append((at, key))
+        var child = items.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard items[child].at < items[parent].at else { break }
+            items.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() -> (at: Int64, key: PushJobKey)? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let last = items.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            guard left < items.count else { break }
+            var child = left
+            if left + 1 < items.count, items[left + 1].at < items[left].at { child = left + 1 }
+            guard items[child].at < items[parent].at else { break }
+            items.swapAt(child, parent)
+            parent = child
+        }
+        return last
+    }
 }

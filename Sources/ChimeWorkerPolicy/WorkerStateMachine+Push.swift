@@ -7,9 +7,9 @@ extension WorkerStateMachine {
     /// Takes the jobs the engines put in outboxes since the last turn, and starts what is due.
     mutating func pushTurn(now: Instant, _ actions: inout [Action]) {
         for engine in engines.values {
-            for job in engine.takeNewPushJobs() { pushes.add(job, now: now) }
+            for job in engine.takeNewPushJobs() { pushes.add(job) }
         }
-        guard lifecycle == .running, pushes.needsWalk(now: now) else { return }
+        guard lifecycle == .running, pushes.needsTurn(now: now) else { return }
         let engines = self.engines
         let slots = policy.slots.map { UInt32($0.slotCount) }
         let steps = pushes.due(now: now) { key in
@@ -39,6 +39,8 @@ extension WorkerStateMachine {
             log(.info, "push not taken; it will be tried again", ["push": "\(key)", "reason": reason], into: &actions)
         }
         guard let record = pushes.finished(key, result, now: now) else { return }
+        // Ended meanwhile (its registration removed, its slot gone): it has its outcome already.
+        guard engines[slot(of: key.deviceId)]?.isPending(key) == true else { return }
         ended(record, provider: provider, &actions)
     }
 

@@ -1210,8 +1210,10 @@ public struct WorkerStateMachine {
     /// Once nothing is in flight (or nothing can be acknowledged, or time is up): `offline`, then
     /// disconnect. After a takeover the status topic belongs to the other holder of this worker id.
     mutating func maybeFinishStopping(now: Instant, _ actions: inout [Action]) {
+        // Pushes in flight are waited for too: their outcomes journaled, they are not made again
+        // after the restart.
         guard case .stopping(let deadline, let fatal) = lifecycle,
-            inflightCount == 0 || !isConnected || now >= deadline
+            (inflightCount == 0 || !isConnected) && pushes.totalInFlight == 0 || now >= deadline
         else { return }
         lifecycle = .draining(fatal: fatal)
         if isConnected && fatal == nil {

@@ -48,7 +48,8 @@ import Testing
         let jobs = h.pusher.take()
         #expect(Set(jobs.map(\.registration.provider)) == [.apns, .webpush])
         #expect(jobs.allSatisfy { $0.fireId == published[0]["fireId"]?.stringValue })
-        #expect(jobs.allSatisfy { $0.payload == Array(JSON.object(published[0]).bytes) || !$0.payload.isEmpty })
+        // What each push is made of is the delivery as published.
+        for job in jobs { #expect(try JSON(parsing: job.payload).objectValue == published[0]) }
 
         // Accepted: journaled, out of the outbox, shown in history.
         for job in jobs { try h.worker.step(.push(job.key, .accepted)) }
@@ -210,6 +211,143 @@ import Testing
         #expect(Set(history ?? []) == ["silent", "closed"])
     }
 
+    @Test func aPushOnlyDeliveryGoesOverMQTTWhenNoRegistrationIsLeft() throws {
+        var h = Harness(configuration: Self.configuration)
+        h.ok("d1", .device, #"{"push":[\#(Self.apns)],"history":true}"#)
+        h.ok("d1", .schedule, #"{"id":"pill","after":60,"repeatInterval":"hour","channels":"push","alertBody":"x"}"#)
+        #expect(h.advance(seconds: 61).isEmpty, "pushed only")
+        let job = try #require(h.pusher.take().first)
+        try h.worker.step(.push(job.key, .unregistered(reason: "Unregistered")))
+        h.advance(seconds: 0)
+        #expect(h.ok("d1", .device, "{}")["push"] == nil)
+        // The next occurrence has nowhere to be pushed: it goes over MQTT rather than nowhere.
+        #expect(h.advance(seconds: 3600).map { $0["id"] } == ["pill"])
+    }
+
+    @Test func aRemovedRegistrationGetsNothingMore() throws {
+        var h = Harness(configuration: Self.configuration)
+        registered(&h)
+        h.ok("d1", .schedule, #"{"id":"pill","after":60,"alertBody":"take it"}"#)
+        h.advance(seconds: 61)
+        let apns = try #require(h.pusher.take().first { $0.registration.provider == .apns })
+        try h.worker.step(.push(apns.key, .transient(reason: "HTTP 503", retryAfter: 60_000)))
+        h.ok("d1", .device, #"{"removePush":["\#(apns.registration.id)"]}"#)
+        h.advance(seconds: 61)
+        #expect(h.pusher.take().isEmpty, "pushed to a registration the device removed")
+        let trail = h.ok("d1", .history, "{}")["deliveries"]?.arrayValue?.first?.objectValue?["push"]?.arrayValue
+        #expect(
+            trail?.contains {
+                $0.objectValue?["reason"] == "registration removed" && $0.objectValue?["outcome"] == "refused"
+            }
+                == true
+        )
+        #expect(!h.engine.pendingPushJobs.contains { $0.registration.id == apns.registration.id })
+    }
+
+    @Test func aDeliveryTooLargeForAnyPushEndsAtOnceAndKeepsNoPayload() throws {
+        var h = Harness(configuration: Self.configuration)
+        let long = String(repeating: "x", count: 60_000)
+        h.ok("d1", .schedule, #"{"id":"big","after":60,"alertBody":"\#(long)"}"#)
+        let ten = (0..<10).map { #"{"fcm":{"token":"t\#($0)"}}"# }.joined(separator: ",")
+        h.ok("d1", .device, #"{"push":[\#(ten)],"history":true}"#)
+        #expect(h.advance(seconds: 61).count == 1, "delivered over MQTT")
+        #expect(h.engine.pendingPushJobs.isEmpty)
+        #expect(h.pusher.take().isEmpty)
+        let trail = h.ok("d1", .history, "{}")["deliveries"]?.arrayValue?.first?.objectValue?["push"]?.arrayValue ?? []
+        #expect(trail.count == 10)
+        #expect(trail.allSatisfy { $0.objectValue?["outcome"] == "refused" })
+        #expect(h.engine.snapshot.entries.reduce(0) { $0 + $1.count } < 20_000, "no payload kept")
+    }
+
+    @Test func aSnapshotKeepsEachDeliveryOnceForAllItsRegistrations() throws {
+        var h = Harness(configuration: Self.configuration)
+        let ten = (0..<10).map { #"{"fcm":{"token":"t\#($0)"}}"# }.joined(separator: ",")
+        h.ok("d1", .device, #"{"push":[\#(ten)]}"#)
+        let body = String(repeating: "y", count: 3000)
+        h.ok("d1", .schedule, #"{"id":"n","after":60,"alertBody":"\#(body)"}"#)
+        h.advance(seconds: 61)
+        #expect(h.engine.pendingPushJobs.count == 10)
+        let entry = try #require(h.engine.snapshot.entries.first { $0.first == UInt8(ascii: "P") })
+        #expect(entry.count < 2 * 3000, "\(entry.count) bytes")
+        let restored = Engine(configuration: Self.configuration)
+        restored.beginRecovery()
+        for e in h.engine.snapshot.entries { try restored.restore(snapshotEntry: e) }
+        restored.finishRecovery()
+        #expect(Set(restored.pendingPushJobs.map(\.key)) == Set(h.engine.pendingPushJobs.map(\.key)))
+        #expect(restored.takeNewPushJobs().count == 10, "handed to the worker once recovered")
+    }
+
+    @Test func aQueueWaitingOutABackoffIsNotWalkedOnEveryEvent() {
+        var dispatch = PushDispatch(limits: .init(perProvider: 10_000, perDevice: 4))
+        var now = Instant(milliseconds: 0)
+        func job(_ device: String, _ i: Int) -> PushJob {
+            PushJob(
+                deviceId: device,
+                fireId: "n@\(i)",
+                registration: PushRegistration(.fcm(token: "t")),
+                payload: [],
+                firedAt: now,
+                expiresAt: Instant(milliseconds: 86_400_000)
+            )
+        }
+        for d in 0..<5000 { dispatch.add(job("d\(d)", 0)) }
+        for case .send(let j, _) in dispatch.due(now: now, isPending: { _ in true }) {
+            _ = dispatch.finished(j.key, .transient(reason: "HTTP 503", retryAfter: 60_000), now: now)
+        }
+        var asked = 0
+        for i in 1...100 {
+            now = Instant(milliseconds: Int64(i))
+            dispatch.add(job("other", i))
+            let steps = dispatch.due(now: now) { _ in
+                asked += 1
+                return true
+            }
+            for case .send(let j, _) in steps { _ = dispatch.finished(j.key, .accepted, now: now) }
+        }
+        #expect(asked == 100, "100 new jobs asked the engine about \(asked) jobs")
+        _ = dispatch.due(now: now) { _ in true }
+        #expect(dispatch.nextWake == Instant(milliseconds: 60_000))
+        // They come back when their time does.
+        #expect(dispatch.due(now: Instant(milliseconds: 60_000)) { _ in true }.count == 5000)
+    }
+
+    @Test func aDeviceAtItsBoundWaitsForItsOwnAttemptsOnly() {
+        var dispatch = PushDispatch(limits: .init(perProvider: 100, perDevice: 2))
+        let now = Instant(milliseconds: 0)
+        for i in 0..<5 {
+            dispatch.add(
+                PushJob(
+                    deviceId: "busy",
+                    fireId: "n@\(i)",
+                    registration: PushRegistration(.apns(token: "ab", topic: "t", sandbox: false)),
+                    payload: [],
+                    firedAt: now,
+                    expiresAt: Instant(milliseconds: 60_000)
+                )
+            )
+        }
+        dispatch.add(
+            PushJob(
+                deviceId: "quiet",
+                fireId: "q@0",
+                registration: PushRegistration(.apns(token: "cd", topic: "t", sandbox: false)),
+                payload: [],
+                firedAt: now,
+                expiresAt: Instant(milliseconds: 60_000)
+            )
+        )
+        let first = dispatch.due(now: now) { _ in true }.compactMap { step -> PushJobKey? in
+            if case .send(let job, _) = step { return job.key } else { return nil }
+        }
+        #expect(first.map(\.deviceId) == ["busy", "busy", "quiet"])
+        // One of busy's ends: the next of its held ones goes, in order.
+        _ = dispatch.finished(first[0], .accepted, now: now)
+        let next = dispatch.due(now: now) { _ in true }.compactMap { step -> String? in
+            if case .send(let job, _) = step { return job.fireId } else { return nil }
+        }
+        #expect(next == ["n@2"])
+    }
+
     @Test func theEndpointPolicyAllowsWhatItNames() {
         let policy = PushEndpointPolicy(allowedHosts: ["*.push.apple.com", "push.example.com"], allowLoopback: true)
         #expect(policy.refusal("https://web.push.apple.com/abc") == nil)
@@ -220,6 +358,31 @@ import Testing
         #expect(policy.refusal("https://[fe80::1]/abc") != nil)
         #expect(policy.refusal("https://[fc00::1]/abc") != nil)
         #expect(policy.refusal("https://8.8.8.8/abc") != nil, "a public address must be named too")
+        #expect(policy.refusal("https://127.0.0.1:9999/wp/1") == nil)
+        #expect(PushEndpointPolicy().refusal("https://127.0.0.1/x")?.contains("loopback") == true)
+        #expect(PushEndpointPolicy().refusal("https://10.0.0.1/x")?.contains("private") == true)
+        #expect(PushEndpointPolicy().refusal("https://169.254.169.254/x")?.contains("link-local") == true)
+        #expect(
+            PushEndpointPolicy().refusal("https://0x7f.1/x")?.contains("link-local, multicast or unspecified") == true
+        )
+        #expect(PushEndpointPolicy().refusal("https://evil.example/x")?.contains("not among") == true)
+        #expect(PushEndpointPolicy().refusal("https://api.push.apple.com/x") != nil, "APNs' own hosts are not Web Push")
+        #expect(PushEndpointPolicy().refusal("https://web.push.apple.com/x") == nil)
+    }
+
+    /// Hosts that are no DNS name, and what libcurl reads otherwise than the policy would
+    /// (checked with curl_url_get, 7.88.1), are refused.
+    @Test(arguments: [
+        "https://evil.com;.push.services.mozilla.com/x", "https://evil.com$.notify.windows.com/x",
+        "https://evil.com*.notify.windows.com/x", "https://a(b).push.services.mozilla.com/x",
+        "https://fcm.googleapis.com:+443/x", "https://a.push.apple.com@evil.example/x",
+        "https://evil.example#@fcm.googleapis.com", "https://evil.example\\@fcm.googleapis.com/",
+        "https://fcm.googleapis.com%2eevil.example/", "https://[::ffff:127.0.0.1]/", "https://127.1/",
+        "https://fcm.googleapis.com./x", "https://[fe80::1%25eth0]/", "https://fcm.googleapis.com\u{2024}evil/",
+        "https://fcm.googleapis.com:0/x", "https://fcm.googleapis.com:65536/x", "https://-a.notify.windows.com/x",
+    ])
+    func theEndpointPolicyRefusesWhatIsNoHostName(_ endpoint: String) {
+        #expect(PushEndpointPolicy().refusal(endpoint) != nil)
     }
 
     @Test func pushesInFlightAreBoundedPerDeviceAndProvider() {
@@ -235,8 +398,7 @@ import Testing
                         payload: [],
                         firedAt: now,
                         expiresAt: Instant(milliseconds: 60_000)
-                    ),
-                    now: now
+                    )
                 )
             }
         }

@@ -42,7 +42,8 @@ import Testing
                 #expect(family != nil, "\(name) comes before its family's TYPE line")
             }
         }
-        let expected = WorkerMetrics.families + (slots == nil ? [] : WorkerMetrics.slotFamilies)
+        let expected =
+            WorkerMetrics.families + WorkerMetrics.pushFamilies + (slots == nil ? [] : WorkerMetrics.slotFamilies)
         #expect(Set(declared.keys) == Set(expected.map(\.name)))
         if slots != nil {
             #expect(text.contains("\nchime_slots_served 2\n"))

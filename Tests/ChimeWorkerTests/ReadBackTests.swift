@@ -43,8 +43,8 @@ import Testing
         }
         #expect(written * 5 >= Self.cases, "\(outcomes)")
         // Deliveries, and the acks that need them, are not generated here (ReceiptsTests), nor zone
-        // rules, which no command writes (ZoneRulesTests).
-        let notFromCommands: Set<JournalEntry.Kind> = [.delivered, .dropped, .ack, .zoneRules]
+        // rules, which no command writes (ZoneRulesTests), nor pushes ending (PushTests).
+        let notFromCommands: Set<JournalEntry.Kind> = [.delivered, .dropped, .ack, .zoneRules, .pushed]
         for kind in JournalEntry.Kind.allCases where !notFromCommands.contains(kind) {
             #expect(outcomes[.written(kind), default: 0] > 0, "no \(kind.name) was written: \(outcomes)")
         }

@@ -1328,6 +1328,19 @@ def control_handler(state: State, host: str, port_of: Callable[[], int], log: Ca
                 with state.lock:
                     listed = [dict(s.to_json(), id=s.id, gone=s.gone) for s in state.subscriptions.values()]
                 self.reply(200, listed)
+            elif url.path == "/counts":
+                # What each service answered, by status ("none": not answered yet), without the
+                # requests themselves: cheap to poll while a benchmark pushes 100,000.
+                # "last": when the newest answered request arrived (seconds since the epoch).
+                counts: dict[str, dict[str, float]] = {}
+                with state.lock:
+                    for entry in state.received:
+                        by_status = counts.setdefault(entry["service"], {})
+                        status = "none" if entry["status"] is None else str(entry["status"])
+                        by_status[status] = by_status.get(status, 0) + 1
+                        if entry["status"] is not None:
+                            by_status["last"] = max(by_status.get("last", 0.0), entry["time"])
+                self.reply(200, counts)
             elif url.path == "/health":
                 self.reply(200, {"ok": True})
             else:

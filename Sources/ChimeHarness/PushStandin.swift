@@ -1,5 +1,4 @@
-import ChimeCore
-import ChimeHarness
+import ChimeProtocol
 import Foundation
 
 /// The push services' stand-in (`Tests/PushStandin/standin.py`, started by `scripts/push-standin`):
@@ -13,7 +12,7 @@ public final class PushStandin: Sendable {
     public let certificates: TestCertificates
     let directory: TemporaryDirectory
 
-    /// The repository's root (this file is `Tests/ChimeTestSupport/PushStandin.swift`).
+    /// The repository's root (this file is `Sources/ChimeHarness/PushStandin.swift`).
     public static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().path
 
@@ -100,6 +99,24 @@ public final class PushStandin: Sendable {
 
     // MARK: Control
 
+    /// What each service answered so far, by status (`"none"`: not answered yet), and `"last"`:
+    /// when the newest answered request arrived, in seconds since the epoch.
+    public func counts() throws -> [String: [String: Double]] {
+        guard case .object(let o) = try call("GET", "/counts") else { throw HarnessError("/counts: not an object") }
+        var counts: [String: [String: Double]] = [:]
+        for (service, value) in o {
+            guard case .object(let byStatus) = value else { continue }
+            for (status, n) in byStatus {
+                switch n {
+                case .int(let n): counts[service, default: [:]][status] = Double(n)
+                case .double(let d): counts[service, default: [:]][status] = d
+                default: break
+                }
+            }
+        }
+        return counts
+    }
+
     /// Every request received, in order (`service`, `path`, `key`, `headers`, `body`, `status`, `checks`).
     public func received(service: String? = nil) throws -> [JSONObject] {
         let path = service.map { "/received?service=\($0)" } ?? "/received"
@@ -122,6 +139,9 @@ public final class PushStandin: Sendable {
     public func script(_ service: String, key: String, _ responses: String) throws {
         _ = try call("POST", "/script", #"{"service":"\#(service)","key":"\#(key)","responses":\#(responses)}"#)
     }
+
+    /// Forgets what was received and scripted, and ends every black hole.
+    public func reset() throws { _ = try call("POST", "/reset", "{}") }
 
     /// Requests to `service` are taken and never answered while on.
     public func blackhole(_ service: String, _ on: Bool) throws {
