@@ -94,6 +94,10 @@ public struct WorkerMetrics: Hashable, Sendable {
             "chime_pushes_total", "counter",
             "Pushes ended, by provider and outcome (accepted, refused, unregistered, expired)."
         ),
+        (
+            "chime_push_failures_total", "counter",
+            "Push attempts not taken, by provider and reason (http_410, timeout, BadDeviceToken, ...)."
+        ),
         ("chime_push_in_flight", "gauge", "Push attempts waiting for their push service's answer."),
         ("chime_push_queued", "gauge", "Pushes not yet ended: waiting to be tried, or in flight."),
         ("chime_push_seconds", "histogram", "From a push attempt's start to its push service's answer."),
@@ -184,6 +188,14 @@ public struct WorkerMetrics: Hashable, Sendable {
                 let n = stats.push.ended[PushStats.Key(provider: p, outcome: outcome)] ?? 0
                 out.sample("chime_pushes_total", ["provider": p.rawValue, "outcome": outcome.rawValue], Double(n))
             }
+        }
+        family("chime_push_failures_total")
+        let failures = stats.push.failures.sorted {
+            ($0.key.provider.rawValue, $0.key.reason) < ($1.key.provider.rawValue, $1.key.reason)
+        }
+        for (key, n) in failures {
+            let labels: KeyValuePairs = ["provider": key.provider.rawValue, "reason": key.reason]
+            out.sample("chime_push_failures_total", labels, Double(n))
         }
         family("chime_push_in_flight")
         for p in providers {

@@ -34,9 +34,10 @@ extension WorkerStateMachine {
         if let provider, let ms = pushes.elapsed(key, now: now) {
             stats.push.latency[provider, default: Histogram()].record(microseconds: ms * 1000)
         }
+        if let provider { stats.push.count(result, provider) }
         if case .transient(let reason, _) = result {
-            if let provider { stats.push.transient[provider, default: 0] += 1 }
-            log(.info, "push not taken; it will be tried again", ["push": "\(key)", "reason": reason], into: &actions)
+            // At debug: a provider down makes one a push a minute; the metrics and the alert say it.
+            log(.debug, "push not taken; it will be tried again", ["push": "\(key)", "reason": reason], into: &actions)
         }
         guard let record = pushes.finished(key, result, now: now) else { return }
         // Ended meanwhile (its registration removed, its slot gone): it has its outcome already.
@@ -77,6 +78,43 @@ public struct PushStats: Hashable, Sendable {
     public var ended: [Key: Int] = [:]
     /// How long attempts took, from being handed out to their answer.
     public var latency: [PushRegistration.Provider: Histogram] = [:]
+    /// Attempts not taken, by provider and reason (``reasonLabel(_:)``).
+    public var failures: [FailureKey: Int] = [:]
+
+    public struct FailureKey: Hashable, Sendable {
+        public var provider: PushRegistration.Provider
+        public var reason: String
+    }
+
+    /// Distinct reasons kept per provider; the rest count as `other`.
+    static let maxReasons = 64
 
     public init() {}
+
+    mutating func count(_ result: PushAttemptResult, _ provider: PushRegistration.Provider) {
+        let reason: String
+        switch result {
+        case .accepted: return
+        case .transient(let r, _):
+            transient[provider, default: 0] += 1
+            reason = r
+        case .refused(let r), .unregistered(let r): reason = r
+        }
+        var key = FailureKey(provider: provider, reason: Self.reasonLabel(reason))
+        if failures[key] == nil, failures.keys.filter({ $0.provider == provider }).count >= Self.maxReasons {
+            key.reason = "other"
+        }
+        failures[key, default: 0] += 1
+    }
+
+    /// A metric label for a reason: `http_410` for `HTTP 410`, the word before a colon for the HTTP
+    /// client's failures (`timeout`), a service's own reason as it is (`BadDeviceToken`,
+    /// `UNREGISTERED`); `other` for anything longer than 40 characters or with other characters.
+    static func reasonLabel(_ reason: String) -> String {
+        if reason.hasPrefix("HTTP "), reason.count == 8 { return "http_" + reason.dropFirst(5) }
+        let word = reason.prefix { $0 != ":" }
+        let plain = word.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
+        guard !word.isEmpty, word.count <= 40, plain else { return "other" }
+        return String(word)
+    }
 }

@@ -348,6 +348,23 @@ import Testing
         #expect(next == ["n@2"])
     }
 
+    @Test func failuresAreCountedByABoundedReason() {
+        #expect(PushStats.reasonLabel("HTTP 410") == "http_410")
+        #expect(PushStats.reasonLabel("timeout: Operation timed out after 30000 ms") == "timeout")
+        #expect(PushStats.reasonLabel("BadDeviceToken") == "BadDeviceToken")
+        #expect(PushStats.reasonLabel("the delivery is 60000 bytes, more than 3993") == "other")
+        var stats = PushStats()
+        stats.count(.accepted, .apns)
+        stats.count(.transient(reason: "HTTP 503", retryAfter: nil), .apns)
+        stats.count(.unregistered(reason: "Unregistered"), .apns)
+        #expect(stats.transient[.apns] == 1)
+        #expect(stats.failures.count == 2)
+        for i in 0..<200 { stats.count(.refused(reason: "Reason\(i)"), .fcm) }
+        let fcm = stats.failures.filter { $0.key.provider == .fcm }
+        #expect(fcm.count == PushStats.maxReasons + 1)
+        #expect(fcm[PushStats.FailureKey(provider: .fcm, reason: "other")] == 200 - PushStats.maxReasons)
+    }
+
     @Test func theEndpointPolicyAllowsWhatItNames() {
         let policy = PushEndpointPolicy(allowedHosts: ["*.push.apple.com", "push.example.com"], allowLoopback: true)
         #expect(policy.refusal("https://web.push.apple.com/abc") == nil)

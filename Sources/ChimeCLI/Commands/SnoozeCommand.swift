@@ -45,11 +45,12 @@ struct SnoozeCommand: Command {
 struct DeviceCommand: Command {
     static let name = "device"
     static let summary = "show the device, or set its time zone, badge, quiet hours, receipts and push"
-    /// Three lines, the others aligned under the first option after `usage: chime device `.
+    /// Four lines, the others aligned under the first option after `usage: chime device `.
     static let synopsis =
         "chime device --device ID [--tz ZONE] [--badge N] [--quiet HH:MM-HH:MM | --no-quiet]\n"
         + "                    [--receipts on|off] [--history on|off] [--apns-token HEX --apns-topic ID]\n"
-        + "                    [--fcm-token TOKEN] [--webpush JSON] [--remove-push ID,... | --no-push] [options]"
+        + "                    [--fcm-token TOKEN] [--webpush JSON] [--remove-push ID,... | --no-push]\n"
+        + "                    [options]"
     static let discussion = """
         Without settings, shows the device. With them, sets what is given and shows the result.
         Changing the zone re-computes every notification that follows the device's zone. A delivery due
