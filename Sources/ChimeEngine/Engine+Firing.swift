@@ -192,8 +192,10 @@ extension Engine {
                         payload: payload,
                         messageExpiry: expiry,
                         due: n.fireTime(o),
-                        // Push only, unless the device has no registration left to push to.
+                        // Push only, unless the device has no registration left to push to, or
+                        // the delivery is too large for any push.
                         mqtt: extras?.channels != .push || device.push?.registrations.isEmpty != false
+                            || payload.count > Self.maxPushedDelivery
                     )
                 )
             )

@@ -85,34 +85,45 @@ public struct PushRecord: Hashable, Sendable {
 /// A device's pushes not yet ended: found, added and removed in O(1) whatever their number, and
 /// walked oldest first (for the bound, a snapshot, and a recovery).
 struct Outbox: Sendable {
-    private var jobs: [PushJobKey: PushJob] = [:]
-    /// Keys in the order their jobs came; those removed since stay until compacted.
-    private var order: [PushJobKey] = []
+    /// Each job with the number of its coming, which its place in ``order`` carries too: a place
+    /// whose number differs is stale (the job went, or went and came again later).
+    private var jobs: [PushJobKey: (job: PushJob, seq: UInt64)] = [:]
+    private var order: [(key: PushJobKey, seq: UInt64)] = []
     private var head = 0
+    private var nextSeq: UInt64 = 0
 
     var count: Int { jobs.count }
     var isEmpty: Bool { jobs.isEmpty }
 
     func contains(_ key: PushJobKey) -> Bool { jobs[key] != nil }
 
+    subscript(key: PushJobKey) -> PushJob? { jobs[key]?.job }
+
     /// Adds a job; one with the same key is replaced, keeping its place.
     mutating func insert(_ job: PushJob) {
-        if jobs.updateValue(job, forKey: job.key) == nil { order.append(job.key) }
+        if let old = jobs[job.key] {
+            jobs[job.key] = (job, old.seq)
+            return
+        }
+        nextSeq += 1
+        jobs[job.key] = (job, nextSeq)
+        order.append((job.key, nextSeq))
     }
 
     @discardableResult
     mutating func remove(_ key: PushJobKey) -> PushJob? {
         defer { compact() }
-        return jobs.removeValue(forKey: key)
+        return jobs.removeValue(forKey: key)?.job
     }
 
     mutating func removeOldest() -> PushJob? {
         while head < order.count {
-            let key = order[head]
+            let place = order[head]
             head += 1
-            if let job = jobs.removeValue(forKey: key) {
+            if let live = jobs[place.key], live.seq == place.seq {
+                jobs[place.key] = nil
                 compact()
-                return job
+                return live.job
             }
         }
         return nil
@@ -127,11 +138,13 @@ struct Outbox: Sendable {
     }
 
     /// Oldest first.
-    var all: [PushJob] { order[head...].compactMap { jobs[$0] } }
+    var all: [PushJob] {
+        order[head...].compactMap { place in jobs[place.key].flatMap { $0.seq == place.seq ? $0.job : nil } }
+    }
 
     private mutating func compact() {
         guard order.count - head > 2 * jobs.count + 16 else { return }
-        order = order[head...].filter { jobs[$0] != nil }
+        order = order[head...].filter { jobs[$0.key]?.seq == $0.seq }
         head = 0
     }
 }
@@ -203,8 +216,17 @@ extension Engine {
     func applyPush(_ change: PushChange, to device: DeviceState, at: Instant) {
         let push = device.push ?? DevicePush()
         push.registrations = change.applied(to: push.registrations)
-        let kept = Set(push.registrations.map(\.id))
-        for job in push.outbox.removeAll(where: { !kept.contains($0.registration.id) }) {
+        var current: [String: PushRegistration] = [:]
+        for registration in push.registrations { current[registration.id] = registration }
+        // One replaced under its id with other fields (another environment, other keys): what
+        // waits for it goes to it as it is now.
+        for var job in push.outbox.all {
+            if let now = current[job.registration.id], now != job.registration {
+                job.registration = now
+                push.outbox.insert(job)
+            }
+        }
+        for job in push.outbox.removeAll(where: { current[$0.registration.id] == nil }) {
             pushTrail(job.key, outcome: .refused, at: at.milliseconds, reason: "registration removed", device)
         }
         device.push = push.isEmpty ? nil : push
@@ -261,20 +283,32 @@ extension Engine {
     func applyPushed(_ record: PushRecord) {
         guard let device = devices[record.key.deviceId] else { return }
         willChange(device)
+        pushTrail(record.key, outcome: record.outcome, at: record.at.milliseconds, reason: record.reason, device)
         if let push = device.push {
-            push.outbox.remove(record.key)
-            if record.outcome == .unregistered {
-                push.registrations.removeAll { $0.id == record.key.registration }
+            let job = push.outbox.remove(record.key)
+            if record.outcome == .unregistered, let gone = job?.registration {
+                // The registration the push was made to, not one that replaced it since; its
+                // other pushes end with it.
+                push.registrations.removeAll { $0 == gone }
+                for other in push.outbox.removeAll(where: { $0.registration == gone }) {
+                    let reason = "registration removed"
+                    pushTrail(other.key, outcome: .refused, at: record.at.milliseconds, reason: reason, device)
+                }
             }
             if push.isEmpty { device.push = nil }
         }
-        pushTrail(record.key, outcome: record.outcome, at: record.at.milliseconds, reason: record.reason, device)
         dropIfEmpty(device)
     }
 
     /// Whether a push is still in its device's outbox (not ended, not dropped).
     public func isPending(_ key: PushJobKey) -> Bool {
         devices[key.deviceId]?.push?.outbox.contains(key) == true
+    }
+
+    /// The push as the outbox holds it now (its registration as the device last gave it), if it
+    /// has not ended.
+    public func pendingJob(_ key: PushJobKey) -> PushJob? {
+        devices[key.deviceId]?.push?.outbox[key]
     }
 
     /// The jobs put in outboxes since the last call (records applied, or a recovery): the worker

@@ -31,13 +31,25 @@ enum SnapshotCoding {
     static func encode(_ p: FrozenPush) -> [UInt8] {
         // Each delivery once, with the registrations it is still to be pushed to: its payload is
         // the same for all of them.
+        struct Delivery: Hashable {
+            var fireId: String
+            var payload: [UInt8]
+            var firedAt: Int64
+            var expires: Int64
+        }
         var deliveries: [(job: PushJob, to: [JSON])] = []
-        var byFireId: [String: Int] = [:]
+        var index: [Delivery: Int] = [:]
         for job in p.outbox {
-            if let i = byFireId[job.fireId] {
+            let d = Delivery(
+                fireId: job.fireId,
+                payload: job.payload,
+                firedAt: job.firedAt.milliseconds,
+                expires: job.expiresAt.milliseconds
+            )
+            if let i = index[d] {
                 deliveries[i].to.append(.object(job.registration.json))
             } else {
-                byFireId[job.fireId] = deliveries.count
+                index[d] = deliveries.count
                 deliveries.append((job, [.object(job.registration.json)]))
             }
         }

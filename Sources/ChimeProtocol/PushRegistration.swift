@@ -242,6 +242,8 @@ struct IPLiteral {
         }
         var bytes: [UInt8] = []
         for p in parts {
+            // A leading zero is octal to libcurl (`010.0.0.1` is 8.0.0.1): another notation.
+            if p.count > 1, p.first == "0", p.allSatisfy(\.isNumber) { return [0, 0, 0, 0] }
             guard !p.isEmpty, p.count <= 3, p.allSatisfy(\.isNumber), let n = UInt8(p) else { return nil }
             bytes.append(n)
         }

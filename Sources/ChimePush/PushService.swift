@@ -181,14 +181,14 @@ public final class PushService: Sendable {
             case .fetch(let assertion):
                 let form =
                     "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
-                if let failure = submit(
+                if submit(
                     .fcmToken,
                     url: fcm.tokenURL,
                     headers: [("content-type", "application/x-www-form-urlencoded")],
                     body: Array(form.utf8)
-                ) {
+                ) != nil {
+                    // Every push that waited for the token, this one among them, ends there.
                     tokenArrived(nil)
-                    return failure
                 }
                 return nil
             case .failed(let reason):
@@ -292,15 +292,16 @@ public final class PushService: Sendable {
         }
     }
 
-    /// The FCM token request ended: the pushes that waited for it go, or end transiently.
+    /// The FCM token request ended: the pushes that waited for it go back to the preparing thread
+    /// (which finds the token cached), or end transiently.
     private func tokenArrived(_ result: Result<HTTPResponse, HTTPClientError>?) {
-        let at = now()
-        let arrived = tokens.fcmTokenArrived(result, now: at)
+        let arrived = tokens.fcmTokenArrived(result, now: now())
         for job in arrived.jobs {
-            let failure =
-                arrived.token.map { submitFCM(job, token: $0, now: at) }
-                ?? .transient(reason: arrived.failure, retryAfter: nil)
-            if let failure { report(job.key, failure) }
+            if arrived.token != nil {
+                queue.push(job)
+            } else {
+                report(job.key, .transient(reason: arrived.failure, retryAfter: nil))
+            }
         }
     }
 

@@ -231,6 +231,7 @@ public final class Worker: Sendable {
             }
             try client.start()
         } catch {
+            pusher?.shutdown()
             try? store.close()
             throw WorkerError("cannot start the MQTT client: \(error)")
         }

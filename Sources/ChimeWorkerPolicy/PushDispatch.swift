@@ -19,17 +19,19 @@ public enum PushAttemptResult: Hashable, Sendable {
 ///
 /// Every job is attempted until its push service takes it, refuses it for good, or it expires;
 /// transient failures wait 1 s, doubling to 5 minutes, or what `Retry-After` asked (at most an
-/// hour). Attempts in flight are bounded per provider and per device, so that a push service that
-/// never answers takes up its own share and no other's, and one device cannot take a provider's.
+/// hour). Attempts in flight are bounded per provider, and per device and provider, so that a push
+/// service that never answers takes up its own share and no other's, and one device cannot take a
+/// provider's. A job that waits (for its provider, its device, or a retry) expires at its time.
 ///
-/// The work of a turn is what it hands out, drops or moves: jobs ready to go wait in a queue per
-/// provider, those waiting out a backoff in a heap by time, those held by their device's bound
-/// with their device, so a long queue waiting for a dead provider costs a turn nothing.
+/// The work of a turn is what it hands out, drops, expires or moves: jobs ready to go wait in a
+/// queue per provider, those waiting out a backoff in a heap by time, those held by their device's
+/// bound in a queue of the device's, and every expiry in a heap, so a long queue waiting for a dead
+/// provider costs a turn nothing.
 public struct PushDispatch: Sendable {
     public struct Limits: Hashable, Sendable {
         /// Attempts in flight per provider (`--push-inflight`).
         public var perProvider: Int
-        /// Attempts in flight per device.
+        /// Attempts in flight per device and provider.
         public var perDevice: Int
 
         public init(perProvider: Int = 1000, perDevice: Int = 4) {
@@ -58,10 +60,22 @@ public struct PushDispatch: Sendable {
     private var ready: [PushRegistration.Provider: KeyQueue] = [:]
     /// Waiting out a backoff: when each may go again.
     private var retries = RetryHeap()
-    /// Ready but held by their device's bound, until one of its attempts ends.
-    private var held: [String: [PushJobKey]] = [:]
+    /// When each job not in flight expires (an entry whose job went or is in flight is passed over).
+    private var expiries = RetryHeap()
+    /// Ready but held by their device's bound, until one of its attempts to the provider ends.
+    private var held: [DeviceProvider: KeyQueue] = [:]
     private var inFlightByProvider: [PushRegistration.Provider: Int] = [:]
-    private var inFlightByDevice: [String: Int] = [:]
+    private var inFlightByDevice: [DeviceProvider: Int] = [:]
+
+    private struct DeviceProvider: Hashable, Sendable {
+        var deviceId: String
+        var provider: PushRegistration.Provider
+
+        init(_ key: PushJobKey, _ provider: PushRegistration.Provider) {
+            deviceId = key.deviceId
+            self.provider = provider
+        }
+    }
     /// A job came or an attempt ended since the last turn.
     private var changed = false
 
@@ -77,58 +91,88 @@ public struct PushDispatch: Sendable {
         guard entries[job.key] == nil else { return }
         entries[job.key] = Entry(job: job)
         ready[job.registration.provider, default: KeyQueue()].append(job.key)
+        expiries.push(at: job.expiresAt.milliseconds, job.key)
         changed = true
     }
 
     /// Whether ``due(now:isPending:)`` has anything to do.
     public func needsTurn(now: Instant) -> Bool {
-        changed || retries.top.map { $0.at <= now.milliseconds } == true
+        changed || (nextWake.map { $0 <= now } ?? false)
     }
 
     /// When ``due(now:isPending:)`` has something to do next (nil: not before a job comes or an
     /// attempt ends).
     public var nextWake: Instant? {
-        changed ? Instant(milliseconds: 0) : retries.top.map { Instant(milliseconds: $0.at) }
+        if changed { return Instant(milliseconds: 0) }
+        let at = [retries.top?.at, expiries.top?.at].compactMap { $0 }.min()
+        return at.map { Instant(milliseconds: $0) }
     }
 
-    /// The pushes to attempt now, within the limits, and the ones that expired. `isPending`
-    /// says whether the engine still has the job (a `pushed` record, a registration removed, or a
-    /// slot moving away ends it): those are dropped as they come up.
+    /// ``due(now:current:)`` for jobs that do not change while they wait.
     public mutating func due(now: Instant, isPending: (PushJobKey) -> Bool) -> [Step] {
+        due(now: now) { key, job in isPending(key) ? job : nil }
+    }
+
+    /// The pushes to attempt now, within the limits, and the ones that expired. `current` gives
+    /// the job as the engine holds it now (its registration may have been replaced under its id),
+    /// or nil when the engine no longer has it (a `pushed` record, a registration removed, or a
+    /// slot moving away ends it): those are dropped as they come up.
+    public mutating func due(now: Instant, current: (PushJobKey, PushJob) -> PushJob?) -> [Step] {
         changed = false
+        var steps: [Step] = []
+        // Whatever waits past its expiry ends now, wherever it waits.
+        while let top = expiries.top, top.at <= now.milliseconds {
+            _ = expiries.pop()
+            guard let entry = entries[top.key], !entry.inFlight, now >= entry.job.expiresAt else { continue }
+            entries[top.key] = nil
+            if current(top.key, entry.job) != nil {
+                steps.append(.record(PushRecord(key: top.key, at: now, outcome: .expired)))
+            }
+        }
         while let top = retries.top, top.at <= now.milliseconds {
             _ = retries.pop()
             if let entry = entries[top.key], !entry.inFlight {
                 ready[entry.job.registration.provider, default: KeyQueue()].append(top.key)
             }
         }
-        var steps: [Step] = []
         for provider in PushRegistration.Provider.allCases {
             while inFlight(provider) < limits.perProvider, let key = ready[provider]?.popFirst() {
-                guard var entry = entries[key], !entry.inFlight else { continue }
-                guard isPending(key) else {
-                    entries[key] = nil
+                let device = DeviceProvider(key, provider)
+                guard var entry = entries[key], !entry.inFlight, let job = current(key, entry.job),
+                    now < entry.job.expiresAt
+                else {
+                    if let gone = entries[key], !gone.inFlight {
+                        entries[key] = nil
+                        if current(key, gone.job) != nil {
+                            steps.append(.record(PushRecord(key: key, at: now, outcome: .expired)))
+                        }
+                    }
+                    // A job that had room (released from its device's held ones) and went: the
+                    // room goes to the next held one.
+                    release(device)
                     continue
                 }
-                if now >= entry.job.expiresAt {
-                    entries[key] = nil
-                    steps.append(.record(PushRecord(key: key, at: now, outcome: .expired)))
+                guard inFlightByDevice[device, default: 0] < limits.perDevice else {
+                    held[device, default: KeyQueue()].append(key)
                     continue
                 }
-                guard inFlightByDevice[key.deviceId, default: 0] < limits.perDevice else {
-                    held[key.deviceId, default: []].append(key)
-                    continue
-                }
+                entry.job = job
                 entry.inFlight = true
                 entry.sentAt = now.milliseconds
                 entry.attempts += 1
                 entries[key] = entry
                 inFlightByProvider[provider, default: 0] += 1
-                inFlightByDevice[key.deviceId, default: 0] += 1
+                inFlightByDevice[device, default: 0] += 1
                 steps.append(.send(entry.job, attempt: entry.attempts))
             }
         }
         return steps
+    }
+
+    /// The registration the attempt in flight for `key` was made to.
+    public func attemptRegistration(_ key: PushJobKey) -> PushRegistration? {
+        guard let entry = entries[key], entry.inFlight else { return nil }
+        return entry.job.registration
     }
 
     /// How long the attempt in flight for `key` has taken so far, in milliseconds (nil: none is).
@@ -143,15 +187,12 @@ public struct PushDispatch: Sendable {
         entry.inFlight = false
         changed = true
         let provider = entry.job.registration.provider
+        let device = DeviceProvider(key, provider)
         inFlightByProvider[provider, default: 1] -= 1
-        inFlightByDevice[key.deviceId, default: 1] -= 1
-        if inFlightByDevice[key.deviceId] == 0 { inFlightByDevice[key.deviceId] = nil }
-        // The device's held jobs go back to their queues, ahead of the others.
-        for heldKey in (held.removeValue(forKey: key.deviceId) ?? []).reversed() {
-            if let heldEntry = entries[heldKey] {
-                ready[heldEntry.job.registration.provider, default: KeyQueue()].prepend(heldKey)
-            }
-        }
+        inFlightByDevice[device, default: 1] -= 1
+        if inFlightByDevice[device] == 0 { inFlightByDevice[device] = nil }
+        // The room this attempt leaves goes to the device's oldest held job, ahead of the others.
+        release(device)
         switch result {
         case .accepted:
             entries[key] = nil
@@ -166,11 +207,20 @@ public struct PushDispatch: Sendable {
             let backoff = Self.backoff(attempt: entry.attempts)
             let asked = min(max(retryAfter ?? 0, 0), Self.maxRetryAfter)
             entries[key] = entry
-            // No later than its expiry, when it is recorded as expired.
-            let at = min(now.milliseconds + max(backoff, asked), entry.job.expiresAt.milliseconds)
-            retries.push(at: at, key)
+            retries.push(at: now.milliseconds + max(backoff, asked), key)
+            expiries.push(at: entry.job.expiresAt.milliseconds, key)
             return nil
         }
+    }
+
+    /// Moves the device's oldest held job to the front of its provider's queue, if the device has
+    /// room for it.
+    private mutating func release(_ device: DeviceProvider) {
+        guard inFlightByDevice[device, default: 0] < limits.perDevice, let next = held[device]?.popFirst() else {
+            return
+        }
+        if held[device]?.isEmpty == true { held[device] = nil }
+        ready[device.provider, default: KeyQueue()].prepend(next)
     }
 
     /// The wait before attempt `attempt + 1` after a transient failure: 1 s, doubling, at most
@@ -198,6 +248,8 @@ private struct KeyQueue: Sendable {
             items.insert(key, at: 0)
         }
     }
+
+    var isEmpty: Bool { head >= items.count }
 
     mutating func popFirst() -> PushJobKey? {
         guard head < items.count else { return nil }

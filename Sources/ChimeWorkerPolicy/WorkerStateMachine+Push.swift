@@ -11,11 +11,9 @@ extension WorkerStateMachine {
         }
         guard lifecycle == .running, pushes.needsTurn(now: now) else { return }
         let engines = self.engines
-        let slots = policy.slots.map { UInt32($0.slotCount) }
-        let steps = pushes.due(now: now) { key in
-            let slot = slots.map { Int(deviceBucket(key.deviceId, among: $0)) } ?? 0
-            return engines[slot]?.isPending(key) == true
-        }
+        let policy = self.policy
+        // As the engine holds it now: a registration replaced since goes as it is now.
+        let steps = pushes.due(now: now) { key, _ in engines[policy.slot(of: key.deviceId)]?.pendingJob(key) }
         for step in steps {
             switch step {
             case .send(let job, let attempt):
@@ -28,8 +26,15 @@ extension WorkerStateMachine {
         }
     }
 
-    mutating func pushFinished(_ key: PushJobKey, _ result: PushAttemptResult, now: Instant, _ actions: inout [Action])
+    mutating func pushFinished(_ key: PushJobKey, _ answer: PushAttemptResult, now: Instant, _ actions: inout [Action])
     {
+        var result = answer
+        // Made to a registration replaced since under its id: the answer is about the old one.
+        if case .unregistered = answer, let used = pushes.attemptRegistration(key),
+            let job = engines[slot(of: key.deviceId)]?.pendingJob(key), job.registration != used
+        {
+            result = .transient(reason: "the registration was replaced while the push was made", retryAfter: nil)
+        }
         let provider = PushRegistration.Provider(rawValue: String(key.registration.prefix { $0 != "-" }))
         if let provider, let ms = pushes.elapsed(key, now: now) {
             stats.push.latency[provider, default: Histogram()].record(microseconds: ms * 1000)

@@ -71,6 +71,12 @@ public struct WorkerStateMachine {
         /// Pushes in flight, per provider and per device (``PushDispatch``).
         public var pushLimits = PushDispatch.Limits()
 
+        /// The slot of a device: `crc32(deviceId) mod S` in slot mode, else 0.
+        public func slot(of deviceId: String) -> Int {
+            guard let slots else { return 0 }
+            return Int(deviceBucket(deviceId, among: UInt32(slots.slotCount)))
+        }
+
         public init(
             workerId: String,
             instance: String,
@@ -359,10 +365,7 @@ public struct WorkerStateMachine {
     }
 
     /// The slot of a device: `crc32(deviceId) mod S` in slot mode, else 0.
-    public func slot(of deviceId: String) -> Int {
-        guard let slots = policy.slots else { return 0 }
-        return Int(deviceBucket(deviceId, among: UInt32(slots.slotCount)))
-    }
+    public func slot(of deviceId: String) -> Int { policy.slot(of: deviceId) }
 
     /// Deliveries in flight over every engine.
     var inflightCount: Int { engines.values.reduce(0) { $0 + $1.inflightCount } }
