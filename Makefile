@@ -26,7 +26,8 @@ run: release
 ## integration tests (real mosquitto, real chimed) in processes of their own, so that the CPU-bound
 ## unit tests cannot starve their timeouts: first the worker's (durability, brokers, deploy: the
 ## ones that time outages), then the clients' (CLI, docs, libraries, PostgreSQL), so that fewer
-## chimeds share the machine at once.
+## chimeds share the machine at once; last the Python client's tests and the push stand-in's own
+## (Tests/PushStandin, which the push integration tests run chimed against).
 ## ReadBackTests (in ChimeWorkerTests, beside the fuzz checks it shares) is CPU-bound and needs no
 ## broker, and WorkerPolicyTests run the worker's loop on fakes: both run with the unit tests.
 UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ChimeCryptoTests|ChimePushTests|ReadBackTests|WorkerPolicyTests
@@ -39,6 +40,7 @@ test: bootstrap
 	$(SWIFT) test --skip-build --filter '$(WORKER_TESTS)' --skip 'ReadBackTests|WorkerPolicyTests|SeedScenarioTests'
 	$(SWIFT) test --skip-build --filter '$(CLIENT_TESTS)|SeedScenarioTests'
 	scripts/test-python
+	scripts/push-standin --selftest -q
 
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)

@@ -369,7 +369,9 @@ public final class Engine {
         var allowance = RecurrenceAllowance()
         try checkFires(resolved, path: "", deviceZone: device.timeZone, now: now, allowance: &allowance)
         try checkBytesQuota(device.totalStoredBytes - n.storedBytes + Self.listedBytes(resolved))
-        try checkPushFits(resolved.encodedOnce(), deviceId: request.deviceId, path: "")
+        if devices[request.deviceId]?.push != nil {
+            try checkPushFits(resolved.encodedOnce(), deviceId: request.deviceId, path: "")
+        }
         if resolved.rrule != nil { try checkRuleWork(device.ruleWorkTotal - (device.ruleWork[id] ?? 0)) }
         return .write(.update(deviceId: request.deviceId, at: now, notification: resolved))
     }

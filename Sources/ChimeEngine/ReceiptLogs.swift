@@ -80,7 +80,7 @@ struct Inbox: Sendable {
     /// Slots before it are all gone.
     private var head = 0
     private var byFireId: [String: SeqSet] = [:]
-    private var expiry = ExpiryHeap()
+    private var expiry = TimeHeap<UInt64>()
     /// Live entries, and their payloads' bytes.
     private(set) var count = 0
     private(set) var bytes = 0
@@ -97,7 +97,7 @@ struct Inbox: Sendable {
         precondition(slots.last.map { $0.seq < entry.seq } ?? true, "inbox entries out of order")
         slots.append(entry)
         byFireId.insert(entry.seq, for: entry.fireId)
-        expiry.push(at: entry.expiresAt, seq: entry.seq)
+        expiry.push(at: entry.expiresAt, entry.seq)
         count += 1
         bytes += entry.payload.count
     }
@@ -115,7 +115,7 @@ struct Inbox: Sendable {
         while let top = expiry.top, top.at <= now {
             _ = expiry.pop()
             // An entry taken out otherwise left its heap item behind: skip it.
-            if let i = index(of: top.seq) { gone.append(take(at: i)) }
+            if let i = index(of: top.key) { gone.append(take(at: i)) }
         }
         return gone
     }
@@ -169,7 +169,7 @@ struct Inbox: Sendable {
         guard gone > 64, gone > count else { return }
         slots.removeAll { $0.isGone }
         head = 0
-        expiry = ExpiryHeap(slots.map { ($0.expiresAt, $0.seq) })
+        expiry = TimeHeap(slots.map { ($0.expiresAt, $0.seq) })
     }
 
     private func firstIndex(after seq: UInt64) -> Int {
@@ -275,22 +275,26 @@ struct DeliveryHistory: Sendable {
     }
 }
 
-/// A min-heap of expiry times and the sequence numbers they belong to.
-struct ExpiryHeap: Sendable {
-    private var items: [(at: Int64, seq: UInt64)] = []
+/// A binary min-heap of times and what each belongs to: the inbox's expiries by sequence number,
+/// and push delivery's retries and expiries by job (ChimeWorkerPolicy's `PushDispatch`). Items are
+/// never removed from the middle: one whose owner went is passed over when it surfaces.
+public struct TimeHeap<Key: Sendable>: Sendable {
+    private var items: [(at: Int64, key: Key)] = []
 
-    init() {}
+    public init() {}
 
-    init(_ items: [(Int64, UInt64)]) {
-        self.items = items.map { (at: $0.0, seq: $0.1) }
+    /// Orders `items` in O(n).
+    init(_ items: [(Int64, Key)]) {
+        self.items = items.map { (at: $0.0, key: $0.1) }
         guard self.items.count > 1 else { return }
         for i in stride(from: self.items.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
     }
 
-    var top: (at: Int64, seq: UInt64)? { items.first }
+    public var top: (at: Int64, key: Key)? { items.first }
+    public var count: Int { items.count }
 
-    mutating func push(at: Int64, seq: UInt64) {
-        items.append((at, seq))
+    public mutating func push(at: Int64, _ key: Key) {
+        items.append((at, key))
         var child = items.count - 1
         while child > 0 {
             let parent = (child - 1) / 2
@@ -300,7 +304,8 @@ struct ExpiryHeap: Sendable {
         }
     }
 
-    mutating func pop() -> (at: Int64, seq: UInt64)? {
+    @discardableResult
+    public mutating func pop() -> (at: Int64, key: Key)? {
         guard !items.isEmpty else { return nil }
         items.swapAt(0, items.count - 1)
         let last = items.removeLast()

@@ -59,9 +59,9 @@ public struct PushDispatch: Sendable {
     /// Ready to go, oldest first, per provider.
     private var ready: [PushRegistration.Provider: KeyQueue] = [:]
     /// Waiting out a backoff: when each may go again.
-    private var retries = RetryHeap()
+    private var retries = TimeHeap<PushJobKey>()
     /// When each job not in flight expires (an entry whose job went or is in flight is passed over).
-    private var expiries = RetryHeap()
+    private var expiries = TimeHeap<PushJobKey>()
     /// Ready but held by their device's bound, until one of its attempts to the provider ends.
     private var held: [DeviceProvider: KeyQueue] = [:]
     private var inFlightByProvider: [PushRegistration.Provider: Int] = [:]
@@ -261,40 +261,5 @@ private struct KeyQueue: Sendable {
             }
         }
         return items[head]
-    }
-}
-
-/// A binary min-heap of (time, key).
-private struct RetryHeap: Sendable {
-    private var items: [(at: Int64, key: PushJobKey)] = []
-
-    var top: (at: Int64, key: PushJobKey)? { items.first }
-
-    mutating func push(at: Int64, _ key: PushJobKey) {
-        items.append((at, key))
-        var child = items.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard items[child].at < items[parent].at else { break }
-            items.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    mutating func pop() -> (at: Int64, key: PushJobKey)? {
-        guard !items.isEmpty else { return nil }
-        items.swapAt(0, items.count - 1)
-        let last = items.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            guard left < items.count else { break }
-            var child = left
-            if left + 1 < items.count, items[left + 1].at < items[left].at { child = left + 1 }
-            guard items[child].at < items[parent].at else { break }
-            items.swapAt(child, parent)
-            parent = child
-        }
-        return last
     }
 }
