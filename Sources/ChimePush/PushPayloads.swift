@@ -92,11 +92,11 @@ public enum PushPayloads {
             a = (a ^ UInt64(byte)) &* 0x100_0000_01b3
             b = (b &+ UInt64(byte)) &* 0x9E37_79B9_7F4A_7C15
         }
-        func hex(_ v: UInt64, _ digits: Int) -> String {
+        func hex(_ v: UInt64) -> String {
             let s = String(v, radix: 16)
-            return String(repeating: "0", count: max(0, 16 - s.count)) + s
+            return String(repeating: "0", count: 16 - s.count) + s
         }
-        let h = hex(a, 16) + hex(b, 16)
+        let h = hex(a) + hex(b)
         let c = Array(h)
         return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-"
             + String(c[20..<32])
@@ -220,13 +220,8 @@ public enum PushPayloads {
             )
         }
         let ttl = max(0, (expiresAt.milliseconds - now.milliseconds) / 1000)
-        let level: InterruptionLevel? = {
-            guard case .object(let o)? = try? JSON(parsing: payload), case .string(let s)? = o["interruptionLevel"]
-            else { return nil }
-            return InterruptionLevel(rawValue: s)
-        }()
         let urgency: String
-        switch level {
+        switch (try? DeliveryFields(payload))?.level {
         case .passive: urgency = "low"
         case .timeSensitive, .critical: urgency = "high"
         case .active, nil: urgency = "normal"
