@@ -168,15 +168,14 @@ extension Engine {
                     expiresAfter: extras?.expiresAfter,
                     now: now
                 ),
-                push: device.push == nil || extras?.channels == .mqtt
-                    ? nil
-                    : capturePush(
-                        device,
-                        payload: payload,
-                        due: n.fireTime(o).milliseconds,
-                        expiresAfter: extras?.expiresAfter,
-                        now: now
-                    )
+                push: capturePush(
+                    device,
+                    channels: extras?.channels,
+                    payload: payload,
+                    due: n.fireTime(o).milliseconds,
+                    expiresAfter: extras?.expiresAfter,
+                    now: now
+                )
             )
             var expiry: UInt32?
             if let expires = extras?.expiresAfter {

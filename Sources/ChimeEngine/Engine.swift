@@ -258,7 +258,7 @@ public final class Engine {
             try checkFires(spec, path: path, deviceZone: device?.timeZone, now: now, allowance: &allowance)
             // Written once here for the quota, the journal and the engine's copy.
             let encoded = spec.encodedOnce()
-            try checkPushFits(encoded, deviceId: request.deviceId, path: path)
+            try checkPushFits(encoded, device: device, path: path)
             resolved.append(encoded)
         }
         let replaced = replace.map { selectedIds(request.deviceId, $0) } ?? []
@@ -369,9 +369,8 @@ public final class Engine {
         var allowance = RecurrenceAllowance()
         try checkFires(resolved, path: "", deviceZone: device.timeZone, now: now, allowance: &allowance)
         try checkBytesQuota(device.totalStoredBytes - n.storedBytes + Self.listedBytes(resolved))
-        if devices[request.deviceId]?.push != nil {
-            try checkPushFits(resolved.encodedOnce(), deviceId: request.deviceId, path: "")
-        }
+        // Encoded only for a device that pushes: most updates need no size.
+        if device.push != nil { try checkPushFits(resolved.encodedOnce(), device: device, path: "") }
         if resolved.rrule != nil { try checkRuleWork(device.ruleWorkTotal - (device.ruleWork[id] ?? 0)) }
         return .write(.update(deviceId: request.deviceId, at: now, notification: resolved))
     }

@@ -232,9 +232,11 @@ extension Engine {
         device.push = push.isEmpty ? nil : push
     }
 
-    /// What a delivery being published keeps for its pushes, if its device has registrations.
+    /// What a delivery being published keeps for its pushes, if its device has registrations and
+    /// the notification is pushed (not `channels: "mqtt"`).
     func capturePush(
         _ device: DeviceState,
+        channels: Channels?,
         payload: [UInt8],
         due: Int64,
         expiresAfter: Int64?,
@@ -242,7 +244,7 @@ extension Engine {
     )
         -> PushCapture?
     {
-        guard let push = device.push, !push.registrations.isEmpty else { return nil }
+        guard let push = device.push, !push.registrations.isEmpty, channels != .mqtt else { return nil }
         var expires = now.milliseconds + configuration.push.expiry
         if let expiresAfter { expires = min(expires, due + expiresAfter) }
         return PushCapture(payload: payload, expiresAt: expires)
@@ -412,9 +414,9 @@ extension Engine {
     /// `payload_too_large` for a notification whose deliveries could not be pushed, when the
     /// device has push registrations and the notification is pushed (PROTOCOL.md section 3.11). One
     /// scheduled before the device registered is checked when it fires: its pushes end `refused`.
-    func checkPushFits(_ spec: ResolvedNotification, deviceId: String, path: String) throws(ChimeError) {
-        guard devices[deviceId]?.push?.registrations.isEmpty == false, spec.channels != .mqtt else { return }
-        let bound = Self.deliveryBound(spec, deviceId: deviceId)
+    func checkPushFits(_ spec: ResolvedNotification, device: DeviceState?, path: String) throws(ChimeError) {
+        guard let device, device.push?.registrations.isEmpty == false, spec.channels != .mqtt else { return }
+        let bound = Self.deliveryBound(spec, deviceId: device.id)
         guard bound > Self.maxPushedDelivery else { return }
         throw ChimeError(
             .payloadTooLarge,

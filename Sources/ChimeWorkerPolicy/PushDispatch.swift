@@ -103,9 +103,13 @@ public struct PushDispatch: Sendable {
     /// When ``due(now:isPending:)`` has something to do next (nil: not before a job comes or an
     /// attempt ends).
     public var nextWake: Instant? {
+        // Asked every turn of the loop: no array, no allocation.
         if changed { return Instant(milliseconds: 0) }
-        let at = [retries.top?.at, expiries.top?.at].compactMap { $0 }.min()
-        return at.map { Instant(milliseconds: $0) }
+        switch (retries.top?.at, expiries.top?.at) {
+        case (let a?, let b?): return Instant(milliseconds: min(a, b))
+        case (let a?, nil), (nil, let a?): return Instant(milliseconds: a)
+        case (nil, nil): return nil
+        }
     }
 
     /// ``due(now:current:)`` for jobs that do not change while they wait.
