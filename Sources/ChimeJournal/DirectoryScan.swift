@@ -109,7 +109,9 @@ struct DirectoryScan: Sendable {
             let opened: Result<FileDescriptor, ScanProblem>
             do {
                 opened = .success(try dir.open(name, .readOnly))
-            } catch  where error.code == .badDirectory {
+            } catch  where error.code == .badDirectory || error.errno == .noSuchFile {
+                // A link is no damage to skip but a directory the journal refuses; a file gone
+                // since the listing was compacted away (``settled(_:)`` lists again).
                 throw error
             } catch {
                 opened = .failure(ScanProblem(file: name, offset: 0, message: error.description))
@@ -211,6 +213,21 @@ struct DirectoryScan: Sendable {
 }
 
 extension DirectoryScan {
+    /// Runs `attempt` again, from a new listing, while a file it listed is gone before it is
+    /// read: the tools read without the lock, and a worker beside them compacts (removes the
+    /// segments and the older snapshot a new snapshot covers) at any moment. A worker compacts
+    /// once per snapshot, so a few attempts settle; after them the error stands.
+    static func settled<T>(_ attempt: () throws(JournalError) -> T) throws(JournalError) -> T {
+        var attempts = 1
+        while true {
+            do {
+                return try attempt()
+            } catch  where error.errno == .noSuchFile && attempts < 5 {
+                attempts += 1
+            }
+        }
+    }
+
     /// The scan recovery makes: the newest usable snapshot loaded, the records after it, segments
     /// it covers left unread.
     /// - Throws: `.corrupt` when the directory holds damage recovery cannot pass.

@@ -98,7 +98,9 @@ public enum JournalTools {
         throws(JournalError) -> VerifyReport
     {
         let dir = DataDirectory(fs: fileSystem, path: directory)
-        let scan = try DirectoryScan.scan(dir, mode: .init(checkAllSnapshots: true)) { _, _, _, _ in }
+        let scan = try DirectoryScan.settled { () throws(JournalError) in
+            try DirectoryScan.scan(dir, mode: .init(checkAllSnapshots: true)) { _, _, _, _ in }
+        }
         // `open` takes the lock in `LOCK`, which must be a regular file as much as any other.
         try dir.checkRegularFile(JournalFormat.lockName)
         return report(scan)
@@ -112,7 +114,10 @@ public enum JournalTools {
         directory: String,
         fileSystem: any FileSystem = SystemFileSystem()
     ) throws(JournalError) -> Recovery {
-        let (scan, records) = try DirectoryScan.forRecovery(DataDirectory(fs: fileSystem, path: directory))
+        let dir = DataDirectory(fs: fileSystem, path: directory)
+        let (scan, records) = try DirectoryScan.settled { () throws(JournalError) in
+            try DirectoryScan.forRecovery(dir)
+        }
         return Recovery(
             snapshot: scan.snapshotFile.map(Recovery.Snapshot.init),
             records: records,
@@ -130,8 +135,14 @@ public enum JournalTools {
         _ body: (JournalRecord) -> Void
     ) throws(JournalError) {
         let dir = DataDirectory(fs: fileSystem, path: directory)
-        let scan = try DirectoryScan.scan(dir, mode: .init()) { sequence, type, payload, _ in
-            body(JournalRecord(sequence: sequence, type: type, payload: Array(copying: payload)))
+        // A scan listed again (see `settled`) passes the records already dumped once more.
+        var dumped: UInt64?
+        let scan = try DirectoryScan.settled { () throws(JournalError) in
+            try DirectoryScan.scan(dir, mode: .init()) { sequence, type, payload, _ in
+                guard dumped.map({ sequence > $0 }) ?? true else { return }
+                dumped = sequence
+                body(JournalRecord(sequence: sequence, type: type, payload: Array(copying: payload)))
+            }
         }
         if let problem = scan.problem { throw JournalError(.corrupt, problem.line) }
     }

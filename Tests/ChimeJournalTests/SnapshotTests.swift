@@ -370,4 +370,83 @@ import Testing
         #expect(try Content.state(last) == Content.entries(through: 125))
         try third.close()
     }
+
+    /// `verify`, `dump` and `read` take no lock, and a worker beside them compacts whenever it
+    /// snapshots: the files they listed may be gone when they read them. They list again and
+    /// report what is there, not an I/O error.
+    @Test func theToolsReadADirectoryThatACompactionChangesUnderThem() throws {
+        let scratch = try TemporaryDirectory(prefix: "chime-journal")
+        let (journal, _) = try Journal.open(directory: scratch.path, options: options)
+        defer { try? journal.close() }
+        try journal.appendStandard(through: 60)
+        try journal.snapshotStandard()
+        try journal.appendStandard(through: 120)
+        try journal.snapshotStandard()
+        try journal.appendStandard(through: 150)
+        var last: UInt64 = 150
+        // The first listing of each tool is followed by a compaction: the older snapshot and the
+        // segments after it go.
+        let fs = ListingThenChange {
+            last += 60
+            try journal.appendStandard(through: last)
+            try journal.snapshotStandard()
+        }
+        let report = try JournalTools.verify(directory: scratch.path, fileSystem: fs)
+        #expect(report.isClean, "\(report)")
+        #expect(fs.listings == 2)
+
+        var dumped: [UInt64] = []
+        fs.armed = true
+        try JournalTools.dump(directory: scratch.path, fileSystem: fs) { dumped.append($0.sequence) }
+        #expect(dumped == dumped.sorted() && Set(dumped).count == dumped.count, "\(dumped)")
+        #expect(dumped.last == last)
+
+        // What the segments it listed hold when it reads them: not those the compaction's round
+        // started after the listing.
+        fs.armed = true
+        let recovery = try JournalTools.read(directory: scratch.path, fileSystem: fs)
+        #expect((last - 60..<last).contains(recovery.lastSequence))
+        #expect(try Content.state(recovery) == Content.entries(through: recovery.lastSequence))
+    }
+}
+
+/// The real file system, calling `change` after the next listing of a directory while `armed`,
+/// before the caller reads what was listed: a worker compacting beside a tool.
+private final class ListingThenChange: FileSystem, @unchecked Sendable {
+    private let system = SystemFileSystem()
+    private let change: () throws -> Void
+    var armed = true
+    private(set) var listings = 0
+
+    init(_ change: @escaping () throws -> Void) { self.change = change }
+
+    func listDirectory(_ path: String) throws(Errno) -> [String] {
+        let names = try system.listDirectory(path)
+        listings += 1
+        if armed {
+            armed = false
+            try? change()
+        }
+        return names
+    }
+
+    func open(_ path: String, access: FileAccess, options: OpenOptions) throws(Errno) -> FileDescriptor {
+        try system.open(path, access: access, options: options)
+    }
+    func close(_ fd: FileDescriptor) throws(Errno) { try system.close(fd) }
+    func read(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        try system.read(fd, into: buffer, at: offset)
+    }
+    func write(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        try system.write(fd, bytes, at: offset)
+    }
+    func truncate(_ fd: FileDescriptor, to length: Int) throws(Errno) { try system.truncate(fd, to: length) }
+    func dataSync(_ fd: FileDescriptor) throws(Errno) { try system.dataSync(fd) }
+    func sync(_ fd: FileDescriptor) throws(Errno) { try system.sync(fd) }
+    func size(of fd: FileDescriptor) throws(Errno) -> Int { try system.size(of: fd) }
+    func kind(of fd: FileDescriptor) throws(Errno) -> FileKind { try system.kind(of: fd) }
+    func rename(_ source: String, to destination: String) throws(Errno) { try system.rename(source, to: destination) }
+    func unlink(_ path: String) throws(Errno) { try system.unlink(path) }
+    func makeDirectory(_ path: String) throws(Errno) { try system.makeDirectory(path) }
+    func lock(_ fd: FileDescriptor, exclusive: Bool) throws(Errno) { try system.lock(fd, exclusive: exclusive) }
 }
