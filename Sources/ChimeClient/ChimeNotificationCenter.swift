@@ -1,6 +1,5 @@
 import ChimeProtocol
 import Foundation
-import Synchronization
 
 /// One device's notifications on a Chime worker, with the calls of `UNUserNotificationCenter`:
 /// add requests, list and remove the pending ones, pause and resume them, edit them in place,
@@ -47,21 +46,39 @@ public final class ChimeNotificationCenter: Sendable {
         /// Notifications (or inbox deliveries) asked for per page, 1 to 1000. Default 100.
         public var pageSize: Int
         /// The Response Topic of the commands; nil: `P/{deviceId}/replies/client-<random>`. Under
-        /// `P/` chimed honours only the device's own reply space (PROTOCOL.md section 4).
+        /// `P/` chimed honours only the device's own reply space (PROTOCOL.md section 4). A
+        /// ``ChimeBackend`` chooses its own and refuses one set here.
         public var replyTopic: String?
+        /// At most this many commands wait for their reply at once, 1 to 65535; a call beyond
+        /// waits for one of them to end (back-pressure). Default 256.
+        public var window: Int
 
         public init(
             topicPrefix: String = "chime",
             timeout: Duration = .seconds(10),
             attempts: Int = 2,
             pageSize: Int = 100,
-            replyTopic: String? = nil
+            replyTopic: String? = nil,
+            window: Int = 256
         ) {
             self.topicPrefix = topicPrefix
             self.timeout = timeout
             self.attempts = attempts
             self.pageSize = pageSize
             self.replyTopic = replyTopic
+            self.window = window
+        }
+
+        /// - Throws: `invalidArgument` naming the first setting out of range.
+        func validated() throws(ChimeClientError) -> Configuration {
+            let prefix = topicPrefix
+            guard !prefix.isEmpty, !prefix.contains("+"), !prefix.contains("#"), !prefix.hasSuffix("/") else {
+                throw .invalid("topicPrefix", "\"\(prefix)\" is not a topic without wildcards or a trailing /")
+            }
+            guard attempts >= 1 else { throw .invalid("attempts", "at least 1") }
+            guard (1...1000).contains(pageSize) else { throw .invalid("pageSize", "1 to 1000") }
+            guard (1...65535).contains(window) else { throw .invalid("window", "1 to 65535") }
+            return self
         }
     }
 
@@ -72,121 +89,73 @@ public final class ChimeNotificationCenter: Sendable {
     public let replyTopic: String
     /// Where chimed publishes the device's deliveries.
     public let notificationsTopic: String
-    private let transport: any ChimeTransport
-    private let state = Mutex(State())
-
-    private enum Arrival: Sendable {
-        case reply(ChimeTransportMessage)
-        case timedOut(attempt: Int)
-        case closed
-    }
-
-    private struct State {
-        var connecting: Task<Void, any Error>?
-        var router: Task<Void, Never>?
-        /// The commands waiting for their reply, by Correlation Data.
-        var waiters: [[UInt8]: AsyncStream<Arrival>.Continuation] = [:]
-        var subscribers: [UInt64: AsyncStream<ChimeDelivery>.Continuation] = [:]
-        var nextSubscriber: UInt64 = 0
-        var closed = false
-    }
+    private let connection: ChimeConnection
+    /// Whether the connection is this center's own (not a ``ChimeBackend``'s).
+    private let ownsConnection: Bool
 
     /// A center for `deviceId` over `transport`; nothing is sent before the first call.
     /// - Throws: `invalidArgument` for a device id that is not 1 to 128 characters of
     ///   `A-Z a-z 0-9 _ . : @ -`, or a configuration out of range.
-    public init(
+    public convenience init(
         deviceId: String,
         transport: any ChimeTransport,
         configuration: Configuration = Configuration()
     ) throws(ChimeClientError) {
+        try Self.check(deviceId)
+        let configuration = try configuration.validated()
+        let replyTopic =
+            configuration.replyTopic
+            ?? "\(configuration.topicPrefix)/\(deviceId)/replies/client-\(ChimeConnection.randomToken())"
+        self.init(
+            deviceId: deviceId,
+            connection: ChimeConnection(
+                transport: transport,
+                configuration: configuration,
+                replies: .topic(replyTopic),
+                deliveriesOf: deviceId
+            ),
+            owned: true
+        )
+    }
+
+    /// A center on a connection checked already, its own or a backend's.
+    init(deviceId: String, connection: ChimeConnection, owned: Bool) {
+        self.deviceId = deviceId
+        self.configuration = connection.configuration
+        self.connection = connection
+        self.ownsConnection = owned
+        self.notificationsTopic = ChimeConnection.notifications(connection.configuration, deviceId)
+        self.replyTopic = connection.replies.topic(for: deviceId)
+    }
+
+    /// - Throws: `invalidArgument` for a device id that is not 1 to 128 characters of
+    ///   `A-Z a-z 0-9 _ . : @ -` or starts with `$`.
+    static func check(_ deviceId: String) throws(ChimeClientError) {
         guard DeviceID.isValid(deviceId), deviceId.first != "$" else {
             throw .invalid("deviceId", "\"\(deviceId)\" is not 1 to 128 characters of A-Z a-z 0-9 _ . : @ -")
         }
-        let prefix = configuration.topicPrefix
-        guard !prefix.isEmpty, !prefix.contains("+"), !prefix.contains("#"), !prefix.hasSuffix("/") else {
-            throw .invalid("topicPrefix", "\"\(prefix)\" is not a topic without wildcards or a trailing /")
-        }
-        guard configuration.attempts >= 1 else { throw .invalid("attempts", "at least 1") }
-        guard (1...1000).contains(configuration.pageSize) else { throw .invalid("pageSize", "1 to 1000") }
-        self.deviceId = deviceId
-        self.configuration = configuration
-        self.transport = transport
-        self.notificationsTopic = "\(prefix)/\(deviceId)/notifications"
-        self.replyTopic = configuration.replyTopic ?? "\(prefix)/\(deviceId)/replies/client-\(Self.randomToken())"
-    }
-
-    deinit {
-        let (router, subscribers) = state.withLock { ($0.router, Array($0.subscribers.values)) }
-        router?.cancel()
-        for subscriber in subscribers { subscriber.finish() }
     }
 
     // MARK: - Connection
 
-    /// Connects the transport and subscribes to the replies and the deliveries. Every call does
-    /// this first; call it to receive ``deliveries`` before sending anything.
+    /// Connects the transport and subscribes to the replies and the deliveries. Every call
+    /// connects first; call it to receive ``deliveries`` before sending anything. (A center of a
+    /// ``ChimeBackend`` subscribes to its device's deliveries here, and only here.)
     /// - Throws: `.transport` when the broker cannot be reached or refuses a subscription (a later
     ///   call tries again), `.cancelled` after ``disconnect()``.
     public func connect() async throws(ChimeClientError) {
-        let task = state.withLock { state -> Task<Void, any Error>? in
-            if state.closed { return nil }
-            if let connecting = state.connecting { return connecting }
-            if state.router == nil {
-                let incoming = transport.incoming
-                state.router = Task { [weak self] in
-                    for await message in incoming {
-                        guard let self else { return }
-                        self.route(message)
-                    }
-                }
-            }
-            let connecting = Task { try await self.establish() }
-            state.connecting = connecting
-            return connecting
-        }
-        guard let task else { throw ChimeClientError(.cancelled, "the notification center was disconnected") }
-        do {
-            try await task.value
-        } catch {
-            state.withLock { state in
-                if state.connecting == task { state.connecting = nil }
-            }
-            throw error as? ChimeClientError ?? ChimeClientError(.transport, "\(error)")
-        }
-    }
-
-    private func establish() async throws(ChimeClientError) {
-        let timeout = configuration.timeout
-        do {
-            try await transport.connect(timeout: timeout)
-        } catch {
-            throw ChimeClientError(.transport, "cannot connect to the broker: \(error)")
-        }
-        for filter in [replyTopic, notificationsTopic] {
-            do {
-                try await transport.subscribe(filter, timeout: timeout)
-            } catch {
-                throw ChimeClientError(.transport, "cannot subscribe to \(filter): \(error)")
-            }
+        if ownsConnection {
+            try await connection.connect()
+        } else {
+            try await connection.subscribeDeliveries(of: deviceId)
         }
     }
 
     /// Disconnects the transport, ends ``deliveries`` and fails the calls in progress with
-    /// `.cancelled`. The center cannot connect again.
+    /// `.cancelled`. The center cannot connect again. A center of a ``ChimeBackend`` shares the
+    /// backend's connection: this does nothing to it (``ChimeBackend/disconnect()`` ends it).
     public func disconnect() async {
-        let (waiters, subscribers, router) = state.withLock { state in
-            state.closed = true
-            defer {
-                state.waiters.removeAll()
-                state.subscribers.removeAll()
-                state.router = nil
-            }
-            return (Array(state.waiters.values), Array(state.subscribers.values), state.router)
-        }
-        for waiter in waiters { waiter.yield(.closed) }
-        for subscriber in subscribers { subscriber.finish() }
-        await transport.disconnect()
-        router?.cancel()
+        if ownsConnection { await connection.disconnect() }
     }
 
     /// The deliveries that arrive from now on, live, in order. Each access is a sequence of its
@@ -194,34 +163,7 @@ public final class ChimeNotificationCenter: Sendable {
     /// least once: deduplicate by ``ChimeDelivery/fireId``. A device that was offline finds what it
     /// missed in ``inbox()`` (with receipts) or through a persistent MQTT session.
     public var deliveries: AsyncStream<ChimeDelivery> {
-        let (stream, continuation) = AsyncStream.makeStream(of: ChimeDelivery.self)
-        let id = state.withLock { state -> UInt64? in
-            guard !state.closed else { return nil }
-            state.nextSubscriber += 1
-            state.subscribers[state.nextSubscriber] = continuation
-            return state.nextSubscriber
-        }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
-        }
-        return stream
-    }
-
-    private func route(_ message: ChimeTransportMessage) {
-        if message.topic == replyTopic {
-            guard let correlation = message.correlationData else { return }
-            let waiter = state.withLock { $0.waiters[correlation] }
-            waiter?.yield(.reply(message))
-        } else if message.topic == notificationsTopic {
-            // A payload that is not a delivery is not one of chimed's: dropped.
-            guard let delivery = try? ChimeDelivery(payload: message.payload) else { return }
-            let subscribers = state.withLock { Array($0.subscribers.values) }
-            for subscriber in subscribers { subscriber.yield(delivery) }
-        }
+        connection.deliveries(of: [deviceId])
     }
 
     // MARK: - Scheduling
@@ -570,95 +512,8 @@ public final class ChimeNotificationCenter: Sendable {
         try await send(op, payload) ?? ["duplicate": true]
     }
 
-    /// Sends a command and waits for its reply, sending the same bytes again after each timeout.
-    /// - Returns: the reply's `result`; nil when chimed recognised the command as a duplicate.
-    /// - Throws: the error reply as ``ChimeClientError``; `.timeout`, `.transport`, `.cancelled`,
-    ///   `.invalidReply`.
     private func send(_ op: String, _ command: JSONObject) async throws(ChimeClientError) -> JSONObject? {
-        try await connect()
-        var payload = command
-        let requestId = Self.randomToken()
-        payload["requestId"] = .string(requestId)
-        let bytes = JSON.object(payload).bytes
-        let correlation = Array(requestId.utf8)
-        let topic = "\(configuration.topicPrefix)/\(deviceId)/cmd/\(op)"
-        let (arrivals, continuation) = AsyncStream.makeStream(of: Arrival.self)
-        let registered = state.withLock { state in
-            guard !state.closed else { return false }
-            state.waiters[correlation] = continuation
-            return true
-        }
-        guard registered else { throw ChimeClientError(.cancelled, "the notification center was disconnected") }
-        defer {
-            state.withLock { _ = $0.waiters.removeValue(forKey: correlation) }
-            continuation.finish()
-        }
-        var iterator = arrivals.makeAsyncIterator()
-        let timeout = configuration.timeout
-        for attempt in 1...configuration.attempts {
-            do {
-                try await transport.publish(
-                    topic: topic,
-                    payload: bytes,
-                    qos: 1,
-                    responseTopic: replyTopic,
-                    correlationData: correlation,
-                    timeout: timeout
-                )
-            } catch {
-                throw ChimeClientError(.transport, "cannot publish \(op) to \(topic): \(error)")
-            }
-            let timer = Task {
-                do { try await Task.sleep(for: timeout) } catch { return }
-                continuation.yield(.timedOut(attempt: attempt))
-            }
-            defer { timer.cancel() }
-            waiting: while true {
-                switch await iterator.next() {
-                case .reply(let message)?:
-                    return try Self.result(of: message, op: op)
-                case .timedOut(let expired)? where expired == attempt:
-                    break waiting
-                case .timedOut?:
-                    continue
-                case .closed?, nil:
-                    throw ChimeClientError(.cancelled, "cancelled while waiting for the reply to \(op)")
-                }
-            }
-        }
-        let attempts = configuration.attempts
-        throw ChimeClientError(
-            .timeout,
-            "no reply to \(op) on \(topic) within \(timeout)\(attempts > 1 ? ", \(attempts) attempts" : ""): "
-                + "is chimed running and serving device \(deviceId)?"
-        )
-    }
-
-    /// A reply's `result` (nil for a duplicate), or its error.
-    private static func result(of message: ChimeTransportMessage, op: String) throws(ChimeClientError) -> JSONObject? {
-        guard case .object(let reply)? = try? JSON(parsing: message.payload) else {
-            throw ChimeClientError(.invalidReply, "the reply to \(op) is not a JSON object")
-        }
-        switch reply["ok"] {
-        case .bool(true)?:
-            guard case .object(let result)? = reply["result"] else {
-                throw ChimeClientError(.invalidReply, "an ok reply to \(op) without a result")
-            }
-            if result.count == 1, result["duplicate"] == true { return nil }
-            return result
-        case .bool(false)?:
-            let error = WireReader(object: try WireReader(object: reply, what: op).object("error") ?? [:], what: op)
-            guard let code = try error.string("code") else {
-                throw ChimeClientError(.invalidReply, "an error reply to \(op) without a code")
-            }
-            throw ChimeClientError(
-                ChimeClientError.Code(wireName: code),
-                field: try error.string("field"),
-                try error.string("message") ?? code
-            )
-        default:
-            throw ChimeClientError(.invalidReply, "the reply to \(op) is neither ok nor an error")
-        }
+        try await connection.send(deviceId, op, command)
     }
 
     private static func typed(
@@ -676,11 +531,5 @@ public final class ChimeNotificationCenter: Sendable {
 
     private static func unexpected(_ op: String) -> ChimeClientError {
         ChimeClientError(.invalidReply, "a reply to \(op) that is not the result of \(op)")
-    }
-
-    /// 128 random bits, as 1 to 26 characters of base 36.
-    private static func randomToken() -> String {
-        var random = SystemRandomNumberGenerator()
-        return String(random.next() as UInt64, radix: 36) + String(random.next() as UInt64, radix: 36)
     }
 }

@@ -127,3 +127,28 @@ extension ChimeNotificationCenter {
         )
     }
 }
+
+extension ChimeBackend {
+    /// A backend over its own ``MQTTChimeTransport`` to `brokerURL`
+    /// (`mqtt://backend:secret@127.0.0.1:1883`), the account's credentials in the URL.
+    public convenience init(
+        brokerURL: String,
+        clientId: String? = nil,
+        configuration: Configuration = Configuration()
+    ) throws(ChimeClientError) {
+        try self.init(
+            transport: try MQTTChimeTransport(brokerURL: brokerURL, clientId: clientId),
+            configuration: configuration
+        )
+    }
+
+    /// A backend over its own ``MQTTChimeTransport`` with these options.
+    public convenience init(
+        mqtt options: MQTTOptions,
+        configuration: Configuration = Configuration()
+    )
+        throws(ChimeClientError)
+    {
+        try self.init(transport: try MQTTChimeTransport(options: options), configuration: configuration)
+    }
+}

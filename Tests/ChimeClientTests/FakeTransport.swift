@@ -20,6 +20,7 @@ final class FakeTransport: ChimeTransport {
     let incoming: AsyncStream<ChimeTransportMessage>
     private let continuation: AsyncStream<ChimeTransportMessage>.Continuation
     private let log = Mutex<[Published]>([])
+    private let filters = Mutex<[String]>([])
     /// What to answer the `index`th message (0-based) with: the reply's JSON text, or nil for none.
     private let answer: @Sendable (_ message: Published, _ index: Int) -> String?
 
@@ -29,6 +30,8 @@ final class FakeTransport: ChimeTransport {
     }
 
     var published: [Published] { log.withLock { $0 } }
+    /// The filters subscribed to, in order.
+    var subscriptions: [String] { filters.withLock { $0 } }
 
     /// Delivers a message on `topic`, as the broker would.
     func receive(topic: String, _ text: String, correlationData: [UInt8]? = nil) {
@@ -39,7 +42,9 @@ final class FakeTransport: ChimeTransport {
 
     func connect(timeout: Duration) async throws {}
 
-    func subscribe(_ filter: String, timeout: Duration) async throws {}
+    func subscribe(_ filter: String, timeout: Duration) async throws {
+        filters.withLock { $0.append(filter) }
+    }
 
     func publish(
         topic: String,

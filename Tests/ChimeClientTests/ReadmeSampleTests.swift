@@ -3,8 +3,8 @@ import ChimeClientMQTT
 import Foundation
 import Testing
 
-/// README's "The Swift client library" sample (ReadmeSample.swift, which DocSampleTests finds
-/// verbatim in README.md), run against the test broker.
+/// README's "The Swift client library" samples (ReadmeSample.swift and BackendSample.swift,
+/// which DocSampleTests finds verbatim in README.md), run against the test broker.
 @Suite struct ReadmeSampleTests {
     @Test func theReadmeSampleRuns() async throws {
         try await withWorld { world in
@@ -16,6 +16,19 @@ import Testing
             let pending = try await center.pendingNotificationRequests()
             #expect(pending.map(\.identifier).contains("medicine"), "\(pending)")
             #expect(try await center.preview(identifier: "medicine", count: 3).count == 3)
+            await center.disconnect()
+        }
+    }
+
+    /// README's backend sample (BackendSample.swift): 100 phones from one connection, each
+    /// delivered once.
+    @Test func theBackendSampleRuns() async throws {
+        try await withWorld { world in
+            let phones = (0..<100).map { "phone-\($0)" }
+            let received = try await springCampaign(brokerURL: world.broker.url, phones: phones)
+            #expect(received == Dictionary(uniqueKeysWithValues: phones.map { ($0, 1) }))
+            let center = try ChimeNotificationCenter(deviceId: "phone-0", brokerURL: world.broker.url)
+            #expect(try await center.deviceSettings().timeZoneIdentifier == "Asia/Shanghai")
             await center.disconnect()
         }
     }
