@@ -7,7 +7,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build release run test lint format bench bench-baseline bench-postgres bench-push bench-slots bench-scale bench-small bench-quick bench-maxima fuzz soak clean
+.PHONY: bootstrap build release run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-scale bench-small bench-quick bench-maxima fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -101,6 +101,10 @@ bench-slots: release
 ## APNs stand-in (Tests/PushStandin), against the same burst without pushes; BENCH_QUICK=1 stops at 10,000.
 bench-push: release
 	.build/release/chime-bench system --only push $${BENCH_QUICK:+--quick} --json bench-results/push.json
+
+## One ChimeBackend connection against the raw load client, alternating rounds: ok replies/s (docs/benchmarks.md).
+bench-backend: release
+	.build/release/chime-bench system --only backend $${BENCH_QUICK:+--quick} --json bench-results/backend.json
 
 ## The cost curve (docs/benchmarks.md, "At ten million"): the steady workload at 1, 2, 5 and 10 million pending,
 ## each with a snapshot and a recovery from kill -9; plotted to bench-results/scale.svg (about 40 minutes).

@@ -150,6 +150,7 @@ let package = Package(
             name: "ChimeBench",
             dependencies: [
                 "ChimeTime", "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeHarness", "ChimeSupport", "ChimeWorker",
+                "ChimeClientMQTT",
             ],
             swiftSettings: swiftSettings
         ),

@@ -136,6 +136,7 @@ struct SystemBenchmark {
         if only.contains("slots") { try slots(url: url, chimed: chimed) }
         if only.contains("scale") { try scale(url: url, chimed: chimed) }
         if only.contains("push") { try push(url: url, chimed: chimed) }
+        if only.contains("backend") { try backend(url: url, chimed: chimed) }
 
         say("")
         say(table())

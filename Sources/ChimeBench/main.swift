@@ -11,7 +11,7 @@ let usage = """
            chime-bench ingest-cpu [--quick]  (a batch command's stages in process: µs a notification)
            chime-bench snapshot-steps [--quick]  (how long taking a snapshot holds the loop, in process)
            chime-bench recovery [--quick | --pending N]  (recovery from a snapshot and a journal tail, in process)
-           chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,scale]
+           chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,scale,push,backend]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
                               [--store postgres]  (every chimed on a PostgreSQL of its own, fsync on)
                               [--baseline PATH]  (ingest, burst and batch also run this earlier chimed, round
@@ -19,7 +19,8 @@ let usage = """
                               (peer: NATS JetStream through scripts/nats-peer, installed by its --install;
                                slots, only when named: 1, 2 and 3 workers sharing 256 slots on one PostgreSQL;
                                scale, only when named: the steady workload at 1, 2, 5 and 10 million pending;
-                               push, only when named: 1,000 to 100,000 due at once pushed to the APNs stand-in)
+                               push, only when named: 1,000 to 100,000 due at once pushed to the APNs stand-in;
+                               backend, only when named: one ChimeBackend connection ÷ the raw load client)
            chime-bench relay URL PREFIX             (a baseline process the system benchmark starts)
            chime-bench pump URL PREFIX COUNT DEVICES (likewise)
 

@@ -51,8 +51,26 @@ final class ChimeConnection: Sendable {
 
     private enum Arrival: Sendable {
         case reply(ChimeTransportMessage)
-        case timedOut(attempt: Int)
+        case timedOut
         case closed
+    }
+
+    /// A command waiting for its reply, from before its first publish until its call returns.
+    private struct Waiter {
+        /// The attempt being waited for (1 for the first publish).
+        var attempt = 1
+        /// Set while the call waits; what ends the wait resumes it and clears it.
+        var continuation: CheckedContinuation<Arrival, Never>?
+        /// What came while the call was not waiting (a reply before `publish` returned, or the
+        /// attempt's deadline before the wait began).
+        var early: Arrival?
+    }
+
+    /// When an attempt stops waiting for its reply.
+    private struct Deadline {
+        var at: ContinuousClock.Instant
+        var correlation: [UInt8]
+        var attempt: Int
     }
 
     private struct Subscriber {
@@ -65,7 +83,13 @@ final class ChimeConnection: Sendable {
         var connecting: Task<Void, any Error>?
         var router: Task<Void, Never>?
         /// The commands waiting for their reply, by Correlation Data.
-        var waiters: [[UInt8]: AsyncStream<Arrival>.Continuation] = [:]
+        var waiters: [[UInt8]: Waiter] = [:]
+        /// Every attempt's deadline, oldest first: each is now + the one timeout, taken under
+        /// the lock, so they come in order and the expired ones are always at the front. Those
+        /// before `deadlinesStart` are done.
+        var deadlines: [Deadline] = []
+        var deadlinesStart = 0
+        var sweeper: Task<Void, Never>?
         var subscribers: [UInt64: Subscriber] = [:]
         var nextSubscriber: UInt64 = 0
         /// Delivery filters subscribed to (or being), beyond those of ``initialFilters``.
@@ -101,8 +125,8 @@ final class ChimeConnection: Sendable {
     }
 
     deinit {
-        let (router, subscribers) = state.withLock { ($0.router, Array($0.subscribers.values)) }
-        router?.cancel()
+        let (tasks, subscribers) = state.withLock { ([$0.router, $0.sweeper], Array($0.subscribers.values)) }
+        for task in tasks { task?.cancel() }
         for subscriber in subscribers { subscriber.continuation.finish() }
     }
 
@@ -180,20 +204,25 @@ final class ChimeConnection: Sendable {
     /// Ends the connection: disconnects the transport, finishes every delivery stream and fails
     /// the calls in progress (and those waiting for a place) with `.cancelled`.
     func disconnect() async {
-        let (waiters, subscribers, router) = state.withLock { state in
+        let (waiters, subscribers, tasks) = state.withLock { state in
             state.closed = true
             defer {
                 state.waiters.removeAll()
                 state.subscribers.removeAll()
+                state.deadlines.removeAll()
                 state.router = nil
+                state.sweeper = nil
             }
-            return (Array(state.waiters.values), Array(state.subscribers.values), state.router)
+            return (
+                state.waiters.values.compactMap(\.continuation), Array(state.subscribers.values),
+                [state.router, state.sweeper]
+            )
         }
         window.close()
-        for waiter in waiters { waiter.yield(.closed) }
+        for waiter in waiters { waiter.resume(returning: .closed) }
         for subscriber in subscribers { subscriber.continuation.finish() }
         await transport.disconnect()
-        router?.cancel()
+        for task in tasks { task?.cancel() }
     }
 
     /// The deliveries of `devices` (nil: of every device this connection receives) that arrive
@@ -219,8 +248,10 @@ final class ChimeConnection: Sendable {
     private func route(_ message: ChimeTransportMessage) {
         if replies.contains(message.topic) {
             guard let correlation = message.correlationData else { return }
-            let waiter = state.withLock { $0.waiters[correlation] }
-            waiter?.yield(.reply(message))
+            let waiter = state.withLock { state in
+                Self.arrive(.reply(message), at: correlation, in: &state)
+            }
+            waiter?.resume(returning: .reply(message))
         } else if let device = deliveries.device(of: message.topic) {
             // A payload that is not a delivery is not one of chimed's: dropped.
             guard let delivery = try? ChimeDelivery(payload: message.payload) else { return }
@@ -249,18 +280,13 @@ final class ChimeConnection: Sendable {
         let bytes = JSON.object(payload).bytes
         let correlation = Array(requestId.utf8)
         let topic = "\(configuration.topicPrefix)/\(deviceId)/cmd/\(op)"
-        let (arrivals, continuation) = AsyncStream.makeStream(of: Arrival.self)
         let registered = state.withLock { state in
             guard !state.closed else { return false }
-            state.waiters[correlation] = continuation
+            state.waiters[correlation] = Waiter()
             return true
         }
         guard registered else { throw Self.ended }
-        defer {
-            state.withLock { _ = $0.waiters.removeValue(forKey: correlation) }
-            continuation.finish()
-        }
-        var iterator = arrivals.makeAsyncIterator()
+        defer { state.withLock { _ = $0.waiters.removeValue(forKey: correlation) } }
         let timeout = configuration.timeout
         for attempt in 1...configuration.attempts {
             do {
@@ -275,22 +301,10 @@ final class ChimeConnection: Sendable {
             } catch {
                 throw ChimeClientError(.transport, "cannot publish \(op) to \(topic): \(error)")
             }
-            let timer = Task {
-                do { try await Task.sleep(for: timeout) } catch { return }
-                continuation.yield(.timedOut(attempt: attempt))
-            }
-            defer { timer.cancel() }
-            waiting: while true {
-                switch await iterator.next() {
-                case .reply(let message)?:
-                    return try Self.result(of: message, op: op)
-                case .timedOut(let expired)? where expired == attempt:
-                    break waiting
-                case .timedOut?:
-                    continue
-                case .closed?, nil:
-                    throw ChimeClientError(.cancelled, "cancelled while waiting for the reply to \(op)")
-                }
+            switch await arrival(correlation, attempt: attempt) {
+            case .reply(let message): return try Self.result(of: message, op: op)
+            case .timedOut: continue
+            case .closed: throw ChimeClientError(.cancelled, "cancelled while waiting for the reply to \(op)")
             }
         }
         let attempts = configuration.attempts
@@ -299,6 +313,94 @@ final class ChimeConnection: Sendable {
             "no reply to \(op) on \(topic) within \(timeout)\(attempts > 1 ? ", \(attempts) attempts" : ""): "
                 + "is chimed running and serving device \(deviceId)?"
         )
+    }
+
+    /// Waits until the reply to `correlation` comes (to this attempt or an earlier one), the
+    /// attempt's deadline passes, or the call's task is cancelled or the connection ends.
+    private func arrival(_ correlation: [UInt8], attempt: Int) async -> Arrival {
+        let deadline = ContinuousClock.now + configuration.timeout
+        state.withLock { state in
+            state.waiters[correlation]?.attempt = attempt
+            state.deadlines.append(Deadline(at: deadline, correlation: correlation, attempt: attempt))
+            guard state.sweeper == nil, !state.closed else { return }
+            state.sweeper = Task { [weak self] in
+                while let next = self?.sweep() {
+                    do { try await Task.sleep(until: next, clock: .continuous) } catch { return }
+                }
+            }
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Arrival, Never>) in
+                let now = state.withLock { state -> Arrival? in
+                    guard !state.closed, !Task.isCancelled, var waiter = state.waiters[correlation] else {
+                        return .closed
+                    }
+                    if let early = waiter.early {
+                        waiter.early = nil
+                        state.waiters[correlation] = waiter
+                        return early
+                    }
+                    waiter.continuation = continuation
+                    state.waiters[correlation] = waiter
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { Self.arrive(.closed, at: correlation, in: &$0) }
+            waiter?.resume(returning: .closed)
+        }
+    }
+
+    /// Hands `arrival` to the call waiting on `correlation`: returns its continuation to resume
+    /// (outside the lock), or keeps the arrival for when it waits. A reply or a cancellation
+    /// that finds an earlier one kept replaces a timeout, never the other way round.
+    private static func arrive(
+        _ arrival: Arrival,
+        at correlation: [UInt8],
+        in state: inout State
+    )
+        -> CheckedContinuation<Arrival, Never>?
+    {
+        guard var waiter = state.waiters[correlation] else { return nil }
+        if let continuation = waiter.continuation {
+            waiter.continuation = nil
+            state.waiters[correlation] = waiter
+            return continuation
+        }
+        if case .timedOut = arrival, waiter.early != nil { return nil }
+        waiter.early = arrival
+        state.waiters[correlation] = waiter
+        return nil
+    }
+
+    /// Ends the waits whose deadline passed, oldest first, and returns when to look again: the
+    /// oldest deadline left, or one timeout from now (any deadline set meanwhile is later), nil
+    /// once the connection ended. One task does this for all the commands in flight.
+    private func sweep() -> ContinuousClock.Instant? {
+        let now = ContinuousClock.now
+        let (expired, next) = state.withLock {
+            state -> ([CheckedContinuation<Arrival, Never>], ContinuousClock.Instant?) in
+            if state.closed { return ([], nil) }
+            var expired: [CheckedContinuation<Arrival, Never>] = []
+            while state.deadlinesStart < state.deadlines.count, state.deadlines[state.deadlinesStart].at <= now {
+                let due = state.deadlines[state.deadlinesStart]
+                state.deadlinesStart += 1
+                // Only the attempt still waited for times out: an answered one left its waiter.
+                guard state.waiters[due.correlation]?.attempt == due.attempt else { continue }
+                if let continuation = Self.arrive(.timedOut, at: due.correlation, in: &state) {
+                    expired.append(continuation)
+                }
+            }
+            if state.deadlinesStart > 1024, state.deadlinesStart * 2 > state.deadlines.count {
+                state.deadlines.removeFirst(state.deadlinesStart)
+                state.deadlinesStart = 0
+            }
+            let oldest = state.deadlinesStart < state.deadlines.count ? state.deadlines[state.deadlinesStart].at : nil
+            return (expired, oldest ?? now + configuration.timeout)
+        }
+        for continuation in expired { continuation.resume(returning: .timedOut) }
+        return next
     }
 
     /// A reply's `result` (nil for a duplicate), or its error.
