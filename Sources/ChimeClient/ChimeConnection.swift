@@ -51,6 +51,8 @@ final class ChimeConnection: Sendable {
 
     private enum Arrival: Sendable {
         case reply(ChimeTransportMessage)
+        /// The broker refused the command (its PUBACK's reason code), with the transport's words.
+        case refused(String)
         case timedOut
         case closed
     }
@@ -290,19 +292,22 @@ final class ChimeConnection: Sendable {
         let timeout = configuration.timeout
         for attempt in 1...configuration.attempts {
             do {
-                try await transport.publish(
+                try await transport.publishCommand(
                     topic: topic,
                     payload: bytes,
-                    qos: 1,
                     responseTopic: replies.topic(for: deviceId),
                     correlationData: correlation,
                     timeout: timeout
-                )
+                ) { [weak self] message in
+                    let waiter = self?.state.withLock { Self.arrive(.refused(message), at: correlation, in: &$0) }
+                    waiter?.resume(returning: .refused(message))
+                }
             } catch {
                 throw ChimeClientError(.transport, "cannot publish \(op) to \(topic): \(error)")
             }
             switch await arrival(correlation, attempt: attempt) {
             case .reply(let message): return try Self.result(of: message, op: op)
+            case .refused(let message): throw ChimeClientError(.transport, message)
             case .timedOut: continue
             case .closed: throw ChimeClientError(.cancelled, "cancelled while waiting for the reply to \(op)")
             }

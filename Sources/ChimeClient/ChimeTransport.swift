@@ -45,6 +45,42 @@ public protocol ChimeTransport: Sendable {
         timeout: Duration
     ) async throws
 
+    /// Publishes a command at QoS 1 with its Response Topic and Correlation Data, and may return
+    /// as soon as the connection has taken it, before the broker's PUBACK: the command's reply is
+    /// the acknowledgement that matters, and a command without one is sent again. A transport
+    /// that returns early calls `refused` with a message if the broker's PUBACK refuses the
+    /// command (reason code 0x80 or above: not authorized, ...), so that the call fails at once
+    /// instead of waiting for a reply that cannot come. The default calls
+    /// ``publish(topic:payload:qos:responseTopic:correlationData:timeout:)`` and waits.
+    func publishCommand(
+        topic: String,
+        payload: [UInt8],
+        responseTopic: String,
+        correlationData: [UInt8],
+        timeout: Duration,
+        refused: @escaping @Sendable (String) -> Void
+    ) async throws
+
     /// Disconnects cleanly and finishes ``incoming``.
     func disconnect() async
+}
+
+extension ChimeTransport {
+    public func publishCommand(
+        topic: String,
+        payload: [UInt8],
+        responseTopic: String,
+        correlationData: [UInt8],
+        timeout: Duration,
+        refused: @escaping @Sendable (String) -> Void
+    ) async throws {
+        try await publish(
+            topic: topic,
+            payload: payload,
+            qos: 1,
+            responseTopic: responseTopic,
+            correlationData: correlationData,
+            timeout: timeout
+        )
+    }
 }

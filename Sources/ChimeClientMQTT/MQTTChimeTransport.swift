@@ -88,9 +88,31 @@ public final class MQTTChimeTransport: ChimeTransport {
             properties: properties,
             timeout: timeout
         )
-        if code >= 0x80 {
-            throw ChimeClientError(.transport, "the broker refused the message on \(topic) (reason code \(code))")
+        if code >= 0x80 { throw ChimeClientError(.transport, Self.refusal(topic, code)) }
+    }
+
+    /// Hands the command to libmosquitto and returns: the caller waits for the reply, not for the
+    /// PUBACK, which only calls `refused` when it refuses the command.
+    public func publishCommand(
+        topic: String,
+        payload: [UInt8],
+        responseTopic: String,
+        correlationData: [UInt8],
+        timeout: Duration,
+        refused: @escaping @Sendable (String) -> Void
+    ) async throws {
+        let properties = MQTTPublishProperties(
+            responseTopic: responseTopic,
+            correlationData: correlationData,
+            contentType: "application/json"
+        )
+        try requester.publish(topic: topic, payload: payload, qos: 1, properties: properties) { code in
+            if code >= 0x80 { refused(Self.refusal(topic, code)) }
         }
+    }
+
+    private static func refusal(_ topic: String, _ code: Int32) -> String {
+        "the broker refused the message on \(topic) (reason code \(code))"
     }
 
     public func disconnect() async {

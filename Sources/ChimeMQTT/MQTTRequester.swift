@@ -88,6 +88,26 @@ public final class MQTTRequester: Sendable {
         return try await slot.wait(timeout: timeout, "no PUBACK for message \(messageId) on '\(topic)'")
     }
 
+    /// Publishes at QoS 1 or 2 without waiting: `acknowledged` gets the PUBACK's (or PUBCOMP's)
+    /// reason code when it comes (below 0x80 success, 0x87 not authorized, ...), on the network
+    /// thread: it must not block. Nothing calls it if the connection is lost first (libmosquitto
+    /// sends the message again after a reconnect).
+    /// - Throws: `.noConnection` when not connected.
+    public func publish(
+        topic: String,
+        payload: [UInt8],
+        qos: Int = 1,
+        properties: MQTTPublishProperties = .init(),
+        acknowledged: @escaping @Sendable (Int32) -> Void
+    ) throws(MQTTError) {
+        guard qos > 0 else {
+            throw MQTTError(.invalidArgument, "QoS 0 has no acknowledgement", function: "MQTTRequester.publish")
+        }
+        _ = try shared.track(AckCallback(acknowledged), in: \.publishAcks) { () throws(MQTTError) -> Int32 in
+            try client.publish(topic: topic, payload: payload, qos: qos, properties: properties)
+        }
+    }
+
     /// Publishes a request with an MQTT 5 Response Topic and fresh Correlation Data, and waits for the
     /// message on `responseTopic` that carries the same Correlation Data. Subscribes to `responseTopic`
     /// first unless already subscribed.
@@ -184,14 +204,14 @@ public final class MQTTMessageExpectation: Sendable {
 /// The requester's state, reached from the client's event handler on the network thread.
 private final class Shared: Sendable {
     struct Acks {
-        var waiters: [Int32: OneShot<Int32>] = [:]
+        var waiters: [Int32: any AckReceiver] = [:]
         /// Acknowledgements that arrived before their waiter was registered (the network thread can
         /// beat the caller between `publish` returning the id and the registration). Kept only while
         /// such a registration is pending, so stale entries cannot match a reused message id later.
         var early: [Int32: Int32] = [:]
         var pending = 0
 
-        mutating func acknowledge(_ messageId: Int32, _ code: Int32) -> OneShot<Int32>? {
+        mutating func acknowledge(_ messageId: Int32, _ code: Int32) -> (any AckReceiver)? {
             if let waiter = waiters.removeValue(forKey: messageId) { return waiter }
             if pending > 0 { early[messageId] = code }
             return nil
@@ -245,7 +265,7 @@ private final class Shared: Sendable {
     /// Runs `operation` (a publish or subscribe returning a message id) and registers `slot` for its
     /// acknowledgement, resolving it at once if the acknowledgement came first.
     func track(
-        _ slot: OneShot<Int32>,
+        _ slot: any AckReceiver,
         in acks: WritableKeyPath<State, Acks>,
         _ operation: () throws(MQTTError) -> Int32
     ) throws(MQTTError) -> Int32 {
@@ -338,6 +358,27 @@ private final class Shared: Sendable {
 private protocol Resolvable: Sendable {
     func fail(_ error: MQTTError)
 }
+
+/// What waits for a PUBACK or SUBACK: a caller (``OneShot``), or a callback.
+private protocol AckReceiver: Resolvable {
+    func resolve(_ result: Result<Int32, MQTTError>)
+}
+
+/// Calls `acknowledged` with the reason code when the acknowledgement comes; nothing when the
+/// connection is lost first.
+private final class AckCallback: AckReceiver {
+    let acknowledged: @Sendable (Int32) -> Void
+
+    init(_ acknowledged: @escaping @Sendable (Int32) -> Void) { self.acknowledged = acknowledged }
+
+    func resolve(_ result: Result<Int32, MQTTError>) {
+        if case .success(let code) = result { acknowledged(code) }
+    }
+
+    func fail(_ error: MQTTError) {}
+}
+
+extension OneShot: AckReceiver where Value == Int32 {}
 
 /// A value that arrives once, from the event handler, a timeout or a cancellation, whichever is first.
 /// Its continuation is resumed exactly once: the stage moves under the lock, and only the caller that

@@ -27,6 +27,21 @@ import Testing
         await backend.disconnect()
     }
 
+    /// A command the broker refuses (its PUBACK's reason code) fails at once as `.transport`,
+    /// without waiting for a reply that cannot come; the others are answered.
+    @Test func aCommandTheBrokerRefusesFailsAtOnce() async throws {
+        let transport = FakeTransport(refusing: ["chime/other/cmd/device"]) { _, _ in Self.settings }
+        let backend = try ChimeBackend(transport: transport, configuration: .init(timeout: .seconds(60)))
+        let started = ContinuousClock.now
+        let error = await #expect(throws: ChimeClientError(.transport)) {
+            try await backend.device("other").deviceSettings()
+        }
+        #expect(error?.message.contains("reason code 135") == true)
+        #expect(ContinuousClock.now - started < .seconds(30))
+        _ = try await backend.device("mine").deviceSettings()
+        await backend.disconnect()
+    }
+
     @Test func aBackendRefusesAReplyTopicAndDevicesThatAreNotIds() throws {
         #expect(throws: ChimeClientError(.invalidArgument)) {
             try ChimeBackend(transport: FakeTransport { _, _ in nil }, configuration: .init(replyTopic: "x/y"))

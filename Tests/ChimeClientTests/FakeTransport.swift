@@ -24,9 +24,16 @@ final class FakeTransport: ChimeTransport {
     /// What to answer the `index`th message (0-based) with: the reply's JSON text, or nil for none.
     private let answer: @Sendable (_ message: Published, _ index: Int) -> String?
 
-    init(answer: @escaping @Sendable (_ message: Published, _ index: Int) -> String?) {
+    /// Commands published on these topics are refused by ``publishCommand``.
+    let refusedTopics: Set<String>
+
+    init(
+        refusing refusedTopics: Set<String> = [],
+        answer: @escaping @Sendable (_ message: Published, _ index: Int) -> String?
+    ) {
         (incoming, continuation) = AsyncStream.makeStream(of: ChimeTransportMessage.self)
         self.answer = answer
+        self.refusedTopics = refusedTopics
     }
 
     var published: [Published] { log.withLock { $0 } }
@@ -67,6 +74,31 @@ final class FakeTransport: ChimeTransport {
         if let reply = answer(message, index), let responseTopic {
             receive(topic: responseTopic, reply, correlationData: correlationData)
         }
+    }
+
+    /// As the package's transport: returns before the PUBACK, and reports a refusing one. Refuses
+    /// the commands on topics in ``refusedTopics`` (the broker's ACL, say), answers the others as
+    /// ``publish(topic:payload:qos:responseTopic:correlationData:timeout:)`` does.
+    func publishCommand(
+        topic: String,
+        payload: [UInt8],
+        responseTopic: String,
+        correlationData: [UInt8],
+        timeout: Duration,
+        refused: @escaping @Sendable (String) -> Void
+    ) async throws {
+        if refusedTopics.contains(topic) {
+            refused("refused \(topic) (reason code 135)")
+            return
+        }
+        try await publish(
+            topic: topic,
+            payload: payload,
+            qos: 1,
+            responseTopic: responseTopic,
+            correlationData: correlationData,
+            timeout: timeout
+        )
     }
 
     func disconnect() async {
