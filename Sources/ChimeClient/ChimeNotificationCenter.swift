@@ -49,8 +49,9 @@ public final class ChimeNotificationCenter: Sendable {
         /// `P/` chimed honours only the device's own reply space (PROTOCOL.md section 4). A
         /// ``ChimeBackend`` chooses its own and refuses one set here.
         public var replyTopic: String?
-        /// At most this many commands wait for their reply at once, 1 to 65535; a call beyond
-        /// waits for one of them to end (back-pressure). Default 256.
+        /// At most this many commands wait for their reply at once, 1 to 1000 (mosquitto's
+        /// default `max_queued_messages`: the replies it queues for one client before it drops
+        /// them); a call beyond waits for one of them to end (back-pressure). Default 256.
         public var window: Int
 
         public init(
@@ -77,7 +78,7 @@ public final class ChimeNotificationCenter: Sendable {
             }
             guard attempts >= 1 else { throw .invalid("attempts", "at least 1") }
             guard (1...1000).contains(pageSize) else { throw .invalid("pageSize", "1 to 1000") }
-            guard (1...65535).contains(window) else { throw .invalid("window", "1 to 65535") }
+            guard (1...1000).contains(window) else { throw .invalid("window", "1 to 1000") }
             return self
         }
     }

@@ -14,8 +14,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
+import paho.mqtt.client as mqtt
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from chime_client import NotificationCenter
 
@@ -65,6 +69,71 @@ class Chime:
         return "\n".join(self.lines)
 
 
+@dataclass(frozen=True)
+class Seen:
+    """A message the spy saw."""
+
+    topic: str
+    payload: bytes
+    correlation: bytes | None
+    response_topic: str | None
+
+
+class Spy:
+    """An MQTT 5 client that records every message on ``filters`` (QoS 1, in the order the broker
+    sends them) and counts the commands in flight: those whose Correlation Data it saw on a
+    ``/cmd/`` topic and not yet on a ``/replies/`` one."""
+
+    def __init__(self, port: int, *filters: str) -> None:
+        self.seen: list[Seen] = []
+        self.max_in_flight = 0
+        self._in_flight: set[bytes] = set()
+        self._lock = threading.RLock()
+        self._port = port
+        self._filters = filters
+        self._subscribed = threading.Event()
+        self._client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=MQTTProtocolVersion.MQTTv5)
+        self._client.on_connect = lambda client, *_: client.subscribe([(f, 1) for f in self._filters])
+        self._client.on_subscribe = lambda *_: self._subscribed.set()
+        self._client.on_message = self._record
+
+    def __enter__(self) -> Spy:
+        self._client.connect("127.0.0.1", self._port)
+        self._client.loop_start()
+        assert self._subscribed.wait(10), "the spy did not subscribe"
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._client.disconnect()
+        self._client.loop_stop()
+
+    def _record(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        seen = Seen(message.topic, bytes(message.payload), getattr(message.properties, "CorrelationData", None),
+                    getattr(message.properties, "ResponseTopic", None))
+        with self._lock:
+            self.seen.append(seen)
+            if seen.correlation is not None and "/cmd/" in seen.topic:
+                self._in_flight.add(seen.correlation)
+                self.max_in_flight = max(self.max_in_flight, len(self._in_flight))
+            elif seen.correlation is not None and "/replies/" in seen.topic:
+                self._in_flight.discard(seen.correlation)
+
+    def commands(self) -> list[Seen]:
+        with self._lock:
+            return [s for s in self.seen if "/cmd/" in s.topic]
+
+    def wait_until(self, condition: Any, timeout: float = 10.0) -> bool:
+        """Whether ``condition(self)`` became true within ``timeout`` seconds (polled)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if condition(self):
+                    return True
+            time.sleep(0.02)  # polling a condition, not waiting for time
+        return False
+
+
 @pytest.fixture(scope="session")
 def chime() -> Iterator[Chime]:
     chimed = os.environ.get("CHIMED", str(REPO / ".build" / "debug" / "chimed"))
@@ -77,7 +146,9 @@ def chime() -> Iterator[Chime]:
         for _ in range(5):  # another process may take the free port first
             port = free_port()
             config = root / "mosquitto.conf"
-            config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+            # As deploy/mosquitto: the broker's side of a round trip without Nagle's delay too.
+            config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+                              "set_tcp_nodelay true\n")
             broker = subprocess.Popen([mosquitto, "-c", str(config)], stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL)
             if wait_for_port(port, broker):

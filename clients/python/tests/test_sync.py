@@ -27,6 +27,7 @@ from chime_client import (
     DateTrigger,
     Delivery,
     ErrorCode,
+    MONDAY_TO_FRIDAY,
     Match,
     NotificationCenter,
     NotificationContent,
@@ -72,6 +73,37 @@ def test_weekday_calendar_trigger_repeats_weekly(center: NotificationCenter) -> 
         assert (local.isoweekday(), local.hour, local.minute) == (1, 8, 30)  # Monday
     days = [d.astimezone(PARIS).date() for d in dates]
     assert [b - a for a, b in zip(days, days[1:])] == [timedelta(weeks=1)] * 3
+
+
+def test_monday_to_friday_is_one_notification(center: NotificationCenter) -> None:
+    trigger = CalendarTrigger(weekdays=MONDAY_TO_FRIDAY, hour=18, minute=0, repeats=True, time_zone="Europe/Paris")
+    added = center.add(request("workdays", trigger, body="Stand up"))
+    [pending] = center.pending_notification_requests()
+    assert pending.identifier == "workdays" and pending.next_fire_date == added.next_fire_date
+    # chimed lists the rule's parts in an order of its own.
+    assert set(pending.fields["rrule"].split(";")) == {"FREQ=WEEKLY", "BYDAY=MO,TU,WE,TH,FR", "BYHOUR=18",
+                                                        "BYMINUTE=0", "BYSECOND=0"}
+    assert pending.fields["timeZone"] == "Europe/Paris"
+    dates = center.preview("workdays", count=10)
+    assert dates[0] == added.next_fire_date
+    local = [d.astimezone(PARIS) for d in dates]
+    assert {(d.hour, d.minute) for d in local} == {(18, 0)}
+    assert sorted({d.isoweekday() for d in local}) == [1, 2, 3, 4, 5]  # Monday to Friday, no weekend
+    gaps = {(b.date() - a.date()).days for a, b in zip(local, local[1:])}
+    assert gaps <= {1, 3} and 3 in gaps  # each weekday once, Friday to Monday over the weekend
+
+
+def test_an_aware_date_in_a_zone_repeats_on_its_wall_clock(center: NotificationCenter) -> None:
+    start = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    nine = datetime(2030, 3, 29, 9, 0, tzinfo=PARIS)  # Paris moves to summer time on Sunday 2030-03-31
+    daily = DateTrigger(nine, repeat_interval=RepeatInterval.DAY, count=4)
+    dates = center.preview(request("z", daily), start=start)
+    assert [d.strftime("%d %H:%M") for d in dates] == ["29 08:00", "30 08:00", "31 07:00", "01 07:00"]
+    assert {d.astimezone(PARIS).hour for d in dates} == {9}
+    in_utc = DateTrigger(nine.astimezone(timezone.utc), repeat_interval=RepeatInterval.DAY, count=4)
+    assert [d.strftime("%H:%M") for d in center.preview(request("u", in_utc), start=start)] == ["08:00"] * 4
+    settings = center.update_device_settings(time_zone=ZoneInfo("Asia/Tokyo"))
+    assert settings.time_zone == "Asia/Tokyo" and settings.local(dates[0]).hour == 17
 
 
 def test_one_shot_calendar_trigger_uses_the_device_zone(center: NotificationCenter) -> None:
@@ -324,11 +356,11 @@ def test_timeout_and_retry_resend_the_same_bytes(chime: Chime, device_id: str) -
 def test_a_resent_command_is_applied_once(center: NotificationCenter) -> None:
     connection = center._connection
     assert connection is not None
-    call = connection.prepare("schedule", {"id": "once", "after": 3600})
+    call = connection.prepare(center.device_id, "schedule", {"id": "once", "after": 3600})
     connection.send(call)
     first = call.future.result(5)
     assert first["scheduled"][0]["id"] == "once"
-    duplicate = connection.prepare("schedule", {"id": "once", "after": 3600})
+    duplicate = connection.prepare(center.device_id, "schedule", {"id": "once", "after": 3600})
     # The same bytes and correlation data as the first: what a retry sends.
     duplicate.payload, duplicate.properties = call.payload, call.properties
     connection.forget(duplicate)

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from datetime import datetime, timedelta, timezone
+from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from chime_client import (
     ALL,
     MAX_BADGE,
+    MONDAY_TO_FRIDAY,
+    WEEKEND,
     Badge,
     CalendarTrigger,
     ChimeError,
     DateTrigger,
+    DeviceSettings,
     Match,
     NotificationContent,
     NotificationRequest,
@@ -21,6 +27,7 @@ from chime_client import (
     RepeatInterval,
     RRuleTrigger,
     TimeIntervalTrigger,
+    Weekday,
 )
 from chime_client._ops import selector
 from chime_client._wire import encode, format_datetime, parse_datetime
@@ -209,21 +216,46 @@ def test_update_sends_only_the_given_fields_and_null_for_cleared_ones() -> None:
         next(_ops.update("r", None, {"bdy": "typo"}))  # type: ignore[typeddict-unknown-key]
 
 
-def test_sync_and_async_centers_offer_the_same_operations() -> None:
-    import inspect
+def public_methods(cls: type) -> dict[str, list[str]]:
+    """Every public method of a class, its own and inherited, with its parameters."""
+    return {name: list(inspect.signature(member).parameters) for name, member in inspect.getmembers(cls)
+            if not name.startswith("_") and callable(member)}
 
-    from chime_client import AsyncNotificationCenter, NotificationCenter
 
-    def operations(cls: type) -> dict[str, list[str]]:
-        return {name: list(inspect.signature(member).parameters)
-                for name, member in vars(cls).items() if not name.startswith("_") and callable(member)}
+def test_sync_and_async_clients_offer_the_same_operations() -> None:
+    from chime_client import (
+        AsyncBackend,
+        AsyncBackendDevice,
+        AsyncDeliveryStream,
+        AsyncNotificationCenter,
+        Backend,
+        BackendDevice,
+        DeliveryStream,
+        NotificationCenter,
+    )
 
-    sync, aio = operations(NotificationCenter), operations(AsyncNotificationCenter)
-    assert sync.keys() == aio.keys()
-    for name in sync:
-        assert sync[name] == aio[name], name
-    for name in aio.keys() - {"deliveries"}:
-        assert inspect.iscoroutinefunction(getattr(AsyncNotificationCenter, name)), name
+    for sync_class, async_class in [(NotificationCenter, AsyncNotificationCenter), (Backend, AsyncBackend),
+                                    (BackendDevice, AsyncBackendDevice), (DeliveryStream, AsyncDeliveryStream)]:
+        sync, aio = public_methods(sync_class), public_methods(async_class)
+        assert sync == aio, sync_class
+        for name in aio.keys() - {"deliveries", "device"}:
+            assert inspect.iscoroutinefunction(getattr(async_class, name)), (async_class, name)
+
+
+def test_a_backends_device_has_every_operation_of_a_center() -> None:
+    from chime_client import BackendDevice, NotificationCenter
+
+    center, handle = public_methods(NotificationCenter), public_methods(BackendDevice)
+    connection = {"connect", "close", "next_delivery"}  # a center's own connection and queue
+    assert center.keys() - handle.keys() == connection
+    assert handle.keys() - center.keys() == set()
+    for name in center.keys() - connection - {"deliveries"}:
+        assert handle[name] == center[name], name
+    # A handle's deliveries are a stream of the backend's, bounded: one parameter more.
+    assert handle["deliveries"] == [*center["deliveries"], "max_queued"]
+    # One implementation of the operations: the center and the handle inherit the same functions.
+    for name in center.keys() - connection - {"deliveries"}:
+        assert getattr(NotificationCenter, name) is getattr(BackendDevice, name), name
 
 
 def test_a_badge_past_the_maximum_is_refused_before_it_is_sent() -> None:
@@ -237,3 +269,90 @@ def test_a_badge_past_the_maximum_is_refused_before_it_is_sent() -> None:
     from chime_client import _ops
     with pytest.raises(ValueError, match="badge"):
         next(_ops.ack("f", MAX_BADGE + 1))
+
+
+@pytest.mark.parametrize(
+    ("components", "rule"),
+    [
+        ({"weekdays": MONDAY_TO_FRIDAY, "hour": 18, "minute": 0},
+         "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=18;BYMINUTE=0;BYSECOND=0"),
+        ({"weekdays": WEEKEND, "hour": 10}, "FREQ=WEEKLY;BYDAY=SA,SU;BYHOUR=10;BYMINUTE=0;BYSECOND=0"),
+        ({"weekdays": [Weekday.FRIDAY, Weekday.MONDAY, Weekday.WEDNESDAY], "hour": 7, "minute": 30},
+         "FREQ=WEEKLY;BYDAY=MO,WE,FR;BYHOUR=7;BYMINUTE=30;BYSECOND=0"),
+        ({"weekdays": {1, 7}}, "FREQ=WEEKLY;BYDAY=SA,SU;BYHOUR=0;BYMINUTE=0;BYSECOND=0"),
+        ({"weekdays": {2}, "hour": 8}, "FREQ=WEEKLY;BYDAY=MO;BYHOUR=8;BYMINUTE=0;BYSECOND=0"),
+        ({"month": 12, "weekdays": MONDAY_TO_FRIDAY, "hour": 9},
+         "FREQ=YEARLY;BYMONTH=12;BYDAY=MO,TU,WE,TH,FR;BYHOUR=9;BYMINUTE=0;BYSECOND=0"),
+        ({"day": 13, "weekdays": {Weekday.FRIDAY, Weekday.MONDAY}},
+         "FREQ=MONTHLY;BYMONTHDAY=13;BYDAY=MO,FR;BYHOUR=0;BYMINUTE=0;BYSECOND=0"),
+    ],
+)
+def test_a_set_of_weekdays_is_one_rule(components: dict[str, Any], rule: str) -> None:
+    assert CalendarTrigger(**components, repeats=True).rrule() == rule
+
+
+def test_weekday_set_wire_and_equality() -> None:
+    trigger = CalendarTrigger(weekdays=MONDAY_TO_FRIDAY, hour=18, minute=0, repeats=True, time_zone="Europe/Paris")
+    assert trigger.wire(NOW) == {"fireDate": "2026-11-30T00:00:00", "timeZone": "Europe/Paris",
+                                 "rrule": "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=18;BYMINUTE=0;BYSECOND=0"}
+    # Once: the next Monday-to-Friday 09:00 in Tokyo after the command is sent.
+    once = CalendarTrigger(weekdays=MONDAY_TO_FRIDAY, hour=9, time_zone="Asia/Tokyo")
+    assert once.wire(NOW) == {"fireDate": "2026-12-01T23:00:31", "timeZone": "Asia/Tokyo",
+                              "rrule": "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=9;BYMINUTE=0;BYSECOND=0;COUNT=1"}
+    same = CalendarTrigger(weekdays=[6, 2, 3, 4, 5], hour=18, minute=0, repeats=True, time_zone="Europe/Paris")
+    assert same == trigger and hash(same) == hash(trigger)
+    assert same.weekdays == MONDAY_TO_FRIDAY and all(isinstance(d, Weekday) for d in same.weekdays)
+    assert [d.rrule for d in sorted(Weekday)] == ["SU", "MO", "TU", "WE", "TH", "FR", "SA"]
+
+
+@pytest.mark.parametrize("components", [{"weekdays": set()}, {"weekdays": {0}}, {"weekdays": {8}},
+                                        {"weekdays": {True}}, {"weekdays": 2}, {"weekdays": "MO"},
+                                        {"weekdays": {2}, "weekday": 3}, {"weekdays": {"MO"}}])
+def test_weekday_sets_are_checked(components: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="weekday"):
+        CalendarTrigger(**components)
+
+
+PARIS = ZoneInfo("Europe/Paris")
+
+
+def test_an_aware_date_in_a_zoneinfo_repeats_in_that_zone() -> None:
+    nine = datetime(2027, 1, 4, 9, 0, tzinfo=PARIS)
+    assert DateTrigger(nine, repeat_interval="day").wire(NOW) == {
+        "fireDate": "2027-01-04T08:00:00Z", "timeZone": "Europe/Paris", "repeatInterval": "day"}
+    assert DateTrigger(nine, time_zone="Asia/Tokyo").wire(NOW) == {
+        "fireDate": "2027-01-04T08:00:00Z", "timeZone": "Asia/Tokyo"}
+    assert DateTrigger(nine.astimezone(timezone.utc), repeat_interval="day").wire(NOW) == {
+        "fireDate": "2027-01-04T08:00:00Z", "repeatInterval": "day"}  # a fixed offset: UTC, as before
+    assert RRuleTrigger("FREQ=WEEKLY;BYDAY=MO,FR", nine).wire(NOW) == {
+        "fireDate": "2027-01-04T08:00:00Z", "timeZone": "Europe/Paris", "rrule": "FREQ=WEEKLY;BYDAY=MO,FR"}
+    # The second 02:30 of the autumn overlap is a different instant: it stays exact.
+    second = datetime(2026, 10, 25, 2, 30, fold=1, tzinfo=PARIS)
+    assert DateTrigger(second).wire(NOW)["fireDate"] == "2026-10-25T01:30:00Z"
+
+
+def test_zones_may_be_given_as_zoneinfo() -> None:
+    assert CalendarTrigger(hour=18, repeats=True, time_zone=PARIS).wire(NOW)["timeZone"] == "Europe/Paris"
+    assert CalendarTrigger(hour=7, time_zone=ZoneInfo("Asia/Tokyo")).wire(NOW)["fireDate"] == "2026-12-01T23:00:31"
+    assert TimeIntervalTrigger(86400, align_to="12:00", time_zone=PARIS).wire(NOW)["timeZone"] == "Europe/Paris"
+    assert DateTrigger(datetime(2027, 1, 4, 9, 0), time_zone=PARIS).wire(NOW)["timeZone"] == "Europe/Paris"
+    from chime_client import _ops
+
+    assert next(_ops.device({"time_zone": PARIS})).payload == {"timeZone": "Europe/Paris"}
+    assert next(_ops.update("r", None, {"time_zone": PARIS})).payload == {"id": "r", "timeZone": "Europe/Paris"}
+
+
+def test_device_settings_show_instants_on_the_devices_wall_clock() -> None:
+    shanghai = DeviceSettings("d", "Asia/Shanghai", 0, None, 0, False, False)
+    local = shanghai.local(datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc))
+    assert local == datetime(2026, 12, 1, 18, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
+    assert local.tzinfo == ZoneInfo("Asia/Shanghai") and shanghai.zone == ZoneInfo("Asia/Shanghai")
+    with pytest.raises(ValueError):
+        shanghai.local(datetime(2026, 12, 1, 10, 0))
+    no_zone = DeviceSettings("d", None, 0, None, 0, False, False)
+    assert no_zone.zone is None
+    with pytest.raises(ChimeError) as caught:
+        no_zone.local(datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc))
+    assert caught.value.code == "timezone_required"
+    # What the client parses is aware and in UTC.
+    assert parse_datetime("2026-12-01T10:00:00Z").tzinfo == timezone.utc

@@ -1,10 +1,25 @@
 """A Python client for Chime, the durable notification scheduler for MQTT, shaped like Apple's
 ``UNUserNotificationCenter``: :class:`NotificationCenter` (blocking) and
-:class:`AsyncNotificationCenter` (asyncio) over paho-mqtt, MQTT 5. The wire contract is
-PROTOCOL.md in the Chime repository."""
+:class:`AsyncNotificationCenter` (asyncio) for one device, :class:`Backend` and
+:class:`AsyncBackend` for a backend serving many devices over one connection, over paho-mqtt,
+MQTT 5. The wire contract is PROTOCOL.md in the Chime repository."""
 
 from ._ops import ALL, AllPending, Match, Selector
+from ._wire import Zone
 from .aio import AsyncNotificationCenter
+from .backend import (
+    DEFAULT_MAX_QUEUED,
+    DEFAULT_WINDOW,
+    MAX_BATCH,
+    MAX_WINDOW,
+    AsyncBackend,
+    AsyncBackendDevice,
+    AsyncDeliveryStream,
+    Backend,
+    BackendDevice,
+    DeliveryStream,
+    DeviceResult,
+)
 from .center import NotificationCenter
 from .errors import ChimeConnectionError, ChimeError, ChimeTimeoutError, ErrorCode
 from .models import (
@@ -25,14 +40,36 @@ from .models import (
     UpdatedNotification,
     UpdateFields,
 )
-from .triggers import CalendarTrigger, DateTrigger, RepeatInterval, RRuleTrigger, TimeIntervalTrigger, Trigger
+from .triggers import (
+    MONDAY_TO_FRIDAY,
+    WEEKEND,
+    CalendarTrigger,
+    DateTrigger,
+    RepeatInterval,
+    RRuleTrigger,
+    TimeIntervalTrigger,
+    Trigger,
+    Weekday,
+)
 
 __all__ = [
     "ALL",
     "AckResult",
     "AllPending",
+    "AsyncBackend",
+    "AsyncBackendDevice",
+    "AsyncDeliveryStream",
     "AsyncNotificationCenter",
+    "Backend",
+    "BackendDevice",
+    "DEFAULT_MAX_QUEUED",
+    "DEFAULT_WINDOW",
+    "DeliveryStream",
+    "DeviceResult",
     "MAX_BADGE",
+    "MAX_BATCH",
+    "MAX_WINDOW",
+    "MONDAY_TO_FRIDAY",
     "Badge",
     "CalendarTrigger",
     "ChimeConnectionError",
@@ -60,4 +97,7 @@ __all__ = [
     "Trigger",
     "UpdateFields",
     "UpdatedNotification",
+    "WEEKEND",
+    "Weekday",
+    "Zone",
 ]

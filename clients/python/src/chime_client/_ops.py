@@ -1,12 +1,13 @@
 """Every operation once, without I/O: a generator that yields the commands it needs (``Call``)
-and receives each one's result, so that the sync and the asyncio centers drive the same code."""
+and receives each one's result, so that the blocking and the asyncio clients, centers and
+backends alike, drive the same code (:func:`drive`, :func:`drive_async`)."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ._wire import Seconds, format_datetime, optional_datetime, parse_datetime, seconds, to_json
 from .errors import ChimeError, ErrorCode
@@ -40,6 +41,26 @@ class Call:
 
 
 Ops = Generator[Call, dict[str, Any], T]
+
+
+def drive(ops: Ops[T], send: Callable[[Call], dict[str, Any]]) -> T:
+    """Runs an operation, carrying out each command it yields with ``send``."""
+    try:
+        call = next(ops)
+        while True:
+            call = ops.send(send(call))
+    except StopIteration as done:
+        return cast(T, done.value)
+
+
+async def drive_async(ops: Ops[T], send: Callable[[Call], Awaitable[dict[str, Any]]]) -> T:
+    """:func:`drive` for asyncio."""
+    try:
+        call = next(ops)
+        while True:
+            call = ops.send(await send(call))
+    except StopIteration as done:
+        return cast(T, done.value)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,31 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
+from zoneinfo import ZoneInfo
 
 Seconds = float | timedelta
 """A duration: seconds as a number, or a ``timedelta``."""
+
+
+Zone = str | ZoneInfo
+"""A time zone: an IANA name (``"Europe/Paris"``), ``"device"`` where a trigger takes it (the
+device's zone, followed when it changes), or a ``zoneinfo.ZoneInfo``."""
+
+
+def zone_name(zone: Zone) -> str:
+    """A zone as the wire names it."""
+    if isinstance(zone, ZoneInfo):
+        if zone.key is None:
+            raise ValueError("a ZoneInfo read from a file has no IANA name: use ZoneInfo(name)")
+        return zone.key
+    return zone
+
+
+def zone_of(value: datetime) -> str | None:
+    """The IANA name of an aware ``datetime``'s zone when it is a ``ZoneInfo`` (a fixed offset,
+    ``timezone.utc`` included, names none)."""
+    zone = value.tzinfo
+    return zone.key if isinstance(zone, ZoneInfo) else None
 
 
 def format_datetime(value: datetime) -> str:
@@ -43,10 +65,12 @@ def seconds(value: Seconds) -> int | float:
 
 
 def to_json(value: Any) -> Any:
-    """A field's value as JSON: datetimes formatted, durations in seconds, enums by value,
-    ``Badge`` as its wire form; ``None`` stays ``None`` (JSON null)."""
+    """A field's value as JSON: datetimes formatted, durations in seconds, enums by value, zones
+    by name, ``Badge`` as its wire form; ``None`` stays ``None`` (JSON null)."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if isinstance(value, ZoneInfo):
+        return zone_name(value)
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, datetime):

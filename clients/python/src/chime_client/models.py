@@ -6,8 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypedDict
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ._wire import Seconds, optional_datetime, parse_datetime, present
+from ._wire import Seconds, Zone, optional_datetime, parse_datetime, present
+from .errors import ChimeError, ErrorCode
 from .triggers import DateTrigger, RepeatInterval, RRuleTrigger, Trigger
 
 Misfire = Literal["coalesce", "skip", "all"]
@@ -148,7 +150,7 @@ class UpdateFields(TypedDict, total=False):
     fire_date: datetime | None
     after: Seconds | None
     align_to: str | None
-    time_zone: str | None
+    time_zone: Zone | None
     repeat_interval: RepeatInterval | str | None
     rrule: str | None
     count: int | None
@@ -299,7 +301,14 @@ class QuietHours:
 
 @dataclass(frozen=True)
 class DeviceSettings:
-    """The device as chimed keeps it (``device`` command)."""
+    """The device as chimed keeps it (``device`` command).
+
+    The instants the client returns (``next_fire_date``, ``fired_at``, ...) are aware datetimes
+    in UTC; :meth:`local` shows one on the device's wall clock::
+
+        settings = center.device_settings()
+        print(settings.local(scheduled.next_fire_date))   # 2026-12-01 18:00:00+01:00
+    """
 
     device_id: str
     time_zone: str | None
@@ -316,11 +325,33 @@ class DeviceSettings:
                    QuietHours(quiet["start"], quiet["end"]) if isinstance(quiet, dict) else None,
                    int(d.get("pending", 0)), bool(d.get("receipts", False)), bool(d.get("history", False)))
 
+    @property
+    def zone(self) -> ZoneInfo | None:
+        """The device's zone, ``None`` when it has none (or this machine's zone database lacks it)."""
+        if self.time_zone is None:
+            return None
+        try:
+            return ZoneInfo(self.time_zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            return None
+
+    def local(self, instant: datetime) -> datetime:
+        """An instant (an aware ``datetime``) on the device's wall clock, as an aware ``datetime``
+        in its zone. Raises :class:`ChimeError` ``timezone_required`` when the device has no zone
+        this machine knows, :class:`ValueError` for a naive ``datetime`` (a wall-clock time already)."""
+        if instant.tzinfo is None or instant.utcoffset() is None:
+            raise ValueError(f"local() takes an aware datetime (an instant), got {instant.isoformat()}")
+        zone = self.zone
+        if zone is None:
+            raise ChimeError(ErrorCode.TIMEZONE_REQUIRED, f"device {self.device_id} has no time zone this machine "
+                             f"knows ({self.time_zone!r})", field="timeZone")
+        return instant.astimezone(zone)
+
 
 class DeviceChanges(TypedDict, total=False):
     """What ``update_device_settings`` may set; ``quiet_hours=None`` clears them."""
 
-    time_zone: str
+    time_zone: Zone
     badge: int
     quiet_hours: QuietHours | None
     receipts: bool

@@ -4,25 +4,56 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta, timezone
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ._wire import Seconds, format_datetime, present, seconds
+from ._wire import Seconds, Zone, format_datetime, present, seconds, zone_of
 from .errors import ChimeError, ErrorCode
 
-#: ``DateComponents.weekday`` numbering: 1 is Sunday, 7 is Saturday.
-_BYDAY = ("SU", "MO", "TU", "WE", "TH", "FR", "SA")
+class Weekday(IntEnum):
+    """A day of the week, numbered as ``DateComponents.weekday`` (and
+    ``CalendarTrigger(weekday=)``) numbers them: 1 is Sunday, 7 is Saturday."""
+
+    SUNDAY = 1
+    MONDAY = 2
+    TUESDAY = 3
+    WEDNESDAY = 4
+    THURSDAY = 5
+    FRIDAY = 6
+    SATURDAY = 7
+
+    @property
+    def rrule(self) -> str:
+        """The day as RFC 5545's ``BYDAY`` writes it: ``MO``."""
+        return ("SU", "MO", "TU", "WE", "TH", "FR", "SA")[self - 1]
+
+
+#: Monday to Friday: ``CalendarTrigger(weekdays=MONDAY_TO_FRIDAY, hour=18, repeats=True)``.
+MONDAY_TO_FRIDAY: frozenset[Weekday] = frozenset(
+    {Weekday.MONDAY, Weekday.TUESDAY, Weekday.WEDNESDAY, Weekday.THURSDAY, Weekday.FRIDAY})
+#: Saturday and Sunday.
+WEEKEND: frozenset[Weekday] = frozenset({Weekday.SATURDAY, Weekday.SUNDAY})
+
+
+def _zone_info(zone: Zone) -> ZoneInfo:
+    if isinstance(zone, ZoneInfo):
+        return zone
+    try:
+        return ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError) as error:
+        raise ChimeError(ErrorCode.INVALID_ARGUMENT, f"{zone!r} is not an IANA time zone",
+                         field="timeZone") from error
 
 
 class RepeatInterval(StrEnum):
     """``UILocalNotification.repeatInterval`` (``NSCalendarUnit``), as the wire names it.
 
     ``WEEKDAY`` repeats *every day*, as ``NSCalendarUnitWeekday`` does; for Monday to Friday use
-    ``CalendarTrigger(weekday=...)`` per day or an ``RRuleTrigger`` with ``BYDAY=MO,TU,WE,TH,FR``.
+    ``CalendarTrigger(weekdays=MONDAY_TO_FRIDAY, ...)`` (``BYDAY=MO,TU,WE,TH,FR``).
     """
 
     NONE = "none"
@@ -52,6 +83,11 @@ class Trigger(ABC):
         (an aware ``datetime``)."""
 
 
+def _check_component(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"CalendarTrigger {name} must be an integer {low}...{high}, got {value!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class CalendarTrigger(Trigger):
     """``UNCalendarNotificationTrigger(dateMatching:repeats:)``: fires when the wall clock in
@@ -61,6 +97,8 @@ class CalendarTrigger(Trigger):
 
     - ``hour=18, minute=0``: every day at 18:00;
     - ``weekday=2, hour=8``: every Monday at 08:00 (``weekday`` 1 is Sunday, as in Apple's API);
+    - ``weekdays=MONDAY_TO_FRIDAY, hour=18``: Monday to Friday at 18:00, one trigger (a set of
+      :class:`Weekday`, or of the same numbers; ``weekday`` and ``weekdays`` do not go together);
     - ``day=1, hour=9``: the 1st of every month at 09:00 (``day=31``: months that have one);
     - ``month=12, day=25``: every 25 December at 00:00; ``minute=30``: every hour at :30.
 
@@ -72,26 +110,42 @@ class CalendarTrigger(Trigger):
     month: int | None = None
     day: int | None = None
     weekday: int | None = None
+    #: Several days of the week (kept as a ``frozenset`` of :class:`Weekday`).
+    weekdays: Collection[int] | None = None
     hour: int | None = None
     minute: int | None = None
     second: int | None = None
     repeats: bool = False
-    time_zone: str | None = None
+    time_zone: Zone | None = None
     lead_time: Seconds | None = None
 
     def __post_init__(self) -> None:
         limits = {"month": (1, 12), "day": (1, 31), "weekday": (1, 7), "hour": (0, 23), "minute": (0, 59),
                   "second": (0, 59)}
-        given = False
+        given = self.weekdays is not None
         for name, (low, high) in limits.items():
             value = getattr(self, name)
             if value is None:
                 continue
             given = True
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"CalendarTrigger {name} must be an integer {low}...{high}, got {value!r}")
+            _check_component(name, value, low, high)
         if not given:
-            raise ValueError("CalendarTrigger needs at least one of month, day, weekday, hour, minute, second")
+            raise ValueError("CalendarTrigger needs at least one of month, day, weekday, weekdays, hour, minute, "
+                             "second")
+        if self.weekdays is not None:
+            if self.weekday is not None:
+                raise ValueError("CalendarTrigger takes weekday or weekdays, not both")
+            if isinstance(self.weekdays, int | str) or not self.weekdays:
+                raise ValueError(f"CalendarTrigger weekdays must be a non-empty set of weekdays 1...7 (Weekday), "
+                                 f"got {self.weekdays!r}")
+            for value in self.weekdays:
+                _check_component("weekdays", value, 1, 7)
+            object.__setattr__(self, "weekdays", frozenset(Weekday(d) for d in self.weekdays))
+
+    def _days(self) -> list[Weekday]:
+        """The days of the week given, Monday first (as RFC 5545's default WKST)."""
+        days = [Weekday(self.weekday)] if self.weekday is not None else [Weekday(d) for d in self.weekdays or ()]
+        return sorted(days, key=lambda d: (d - Weekday.MONDAY) % 7)
 
     @property
     def needs_device_zone(self) -> bool:
@@ -99,7 +153,8 @@ class CalendarTrigger(Trigger):
 
     def rrule(self) -> str:
         """The RFC 5545 rule whose occurrences are the matching times."""
-        has_day = self.day is not None or self.weekday is not None
+        days = self._days()
+        has_day = self.day is not None or bool(days)
         # Units from coarse to fine: the finest given one, and the free unit just coarser than it
         # that sets FREQ (each unit between them is given).
         levels = [self.month is not None, has_day, self.hour is not None, self.minute is not None,
@@ -109,7 +164,7 @@ class CalendarTrigger(Trigger):
         for level in range(finest - 1, -1, -1):
             if not levels[level]:
                 freq = ["MONTHLY", "DAILY", "HOURLY", "MINUTELY"][level]
-                if level == 0 and self.weekday is not None and self.day is None:
+                if level == 0 and days and self.day is None:
                     freq = "WEEKLY"
                 break
         parts = [f"FREQ={freq}"]
@@ -119,8 +174,8 @@ class CalendarTrigger(Trigger):
             parts.append(f"BYMONTHDAY={self.day}")
         elif finest < 1:
             parts.append("BYMONTHDAY=1")
-        if self.weekday is not None:
-            parts.append(f"BYDAY={_BYDAY[self.weekday - 1]}")
+        if days:
+            parts.append("BYDAY=" + ",".join(d.rrule for d in days))
         for level, (name, value) in enumerate([("BYHOUR", self.hour), ("BYMINUTE", self.minute),
                                                ("BYSECOND", self.second)], start=2):
             if value is not None:
@@ -142,11 +197,7 @@ class CalendarTrigger(Trigger):
             if zone is None:
                 raise ChimeError(ErrorCode.TIMEZONE_REQUIRED, "the device has no time zone: set one with "
                                  "update_device_settings(time_zone=...) or give time_zone", field="timeZone")
-            try:
-                local = now.astimezone(ZoneInfo(zone))
-            except (ZoneInfoNotFoundError, ValueError) as error:
-                raise ChimeError(ErrorCode.INVALID_ARGUMENT, f"{zone!r} is not an IANA time zone",
-                                 field="timeZone") from error
+            local = now.astimezone(_zone_info(zone))
             # The next matching time strictly after now, as Calendar.nextDate(after:matching:).
             fire_date = format_datetime(local.replace(tzinfo=None, microsecond=0) + timedelta(seconds=1))
             rule += ";COUNT=1"
@@ -167,7 +218,7 @@ class TimeIntervalTrigger(Trigger):
     repeats: bool = False
     _: KW_ONLY
     align_to: str | None = None
-    time_zone: str | None = None
+    time_zone: Zone | None = None
 
     def __post_init__(self) -> None:
         value = seconds(self.seconds)
@@ -189,14 +240,17 @@ class DateTrigger(Trigger):
     """``UILocalNotification.fireDate`` (+ ``timeZone``, ``repeatInterval``).
 
     An aware ``date`` is an absolute instant; a naive one a wall-clock time in ``time_zone``
-    (an IANA name, or ``"device"``; default for a naive date: the device's zone).
+    (an IANA name, or ``"device"``; default for a naive date: the device's zone). An aware date
+    in a ``zoneinfo.ZoneInfo`` also gives the zone it repeats in unless ``time_zone`` says
+    otherwise: ``datetime(2027, 1, 4, 9, 0, tzinfo=ZoneInfo("Europe/Paris"))`` repeats at 09:00
+    in Paris (a fixed offset, ``timezone.utc`` included, repeats in UTC, Apple's nil zone).
     ``repeat_interval`` repeats it (``count`` times at most, until ``until``), skipping ``exdates``;
     ``lead_time`` fires each occurrence that much earlier.
     """
 
     date: datetime
     _: KW_ONLY
-    time_zone: str | None = None
+    time_zone: Zone | None = None
     repeat_interval: RepeatInterval | str | None = None
     count: int | None = None
     until: datetime | None = None
@@ -204,7 +258,8 @@ class DateTrigger(Trigger):
     lead_time: Seconds | None = None
 
     def wire(self, now: datetime, device_zone: str | None = None) -> dict[str, Any]:
-        return present({"fireDate": self.date, "timeZone": self.time_zone, "repeatInterval": self.repeat_interval,
+        zone = self.time_zone if self.time_zone is not None else zone_of(self.date)
+        return present({"fireDate": self.date, "timeZone": zone, "repeatInterval": self.repeat_interval,
                         "count": self.count, "until": self.until, "exdates": list(self.exdates) or None,
                         "leadTime": self.lead_time})
 
@@ -212,15 +267,18 @@ class DateTrigger(Trigger):
 @dataclass(frozen=True)
 class RRuleTrigger(Trigger):
     """An RFC 5545 recurrence rule (``FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR``, with or without
-    ``RRULE:``) whose DTSTART is ``start``: wall-clock (naive) in ``time_zone``, or absolute."""
+    ``RRULE:``) whose DTSTART is ``start``: wall-clock (naive) in ``time_zone``, or absolute (an
+    aware ``start`` in a ``ZoneInfo`` gives the rule's zone unless ``time_zone`` is given, as
+    :class:`DateTrigger`'s date does)."""
 
     rrule: str
     start: datetime
     _: KW_ONLY
-    time_zone: str | None = None
+    time_zone: Zone | None = None
     exdates: Sequence[datetime] = ()
     lead_time: Seconds | None = None
 
     def wire(self, now: datetime, device_zone: str | None = None) -> dict[str, Any]:
-        return present({"fireDate": self.start, "timeZone": self.time_zone, "rrule": self.rrule,
+        zone = self.time_zone if self.time_zone is not None else zone_of(self.start)
+        return present({"fireDate": self.start, "timeZone": zone, "rrule": self.rrule,
                         "exdates": list(self.exdates) or None, "leadTime": self.lead_time})
