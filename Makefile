@@ -7,19 +7,30 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build release run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-scale bench-small bench-quick bench-maxima fuzz soak clean
+.PHONY: bootstrap build plugin release run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-scale bench-small bench-quick bench-maxima fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
 
-build: bootstrap
+build: bootstrap plugin
 	$(SWIFT) build $(STRICT)
+
+## The broker's device-token plugin (deploy/mosquitto/plugin/chime_auth.c, docs/accounts.md): C against
+## Debian's mosquitto-dev headers (plugin API 5), libcrypto. The deploy tests load it into mosquitto.
+CC ?= cc
+PLUGIN = .build/plugin/chime_auth.so
+PLUGIN_CFLAGS = -std=c11 -D_GNU_SOURCE -O2 -g -fPIC -shared -Wall -Wextra -Wshadow -Wconversion -Werror
+plugin: bootstrap $(PLUGIN)
+
+$(PLUGIN): deploy/mosquitto/plugin/chime_auth.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PLUGIN_CFLAGS) -o $@ $< -lcrypto
 
 release: bootstrap
 	$(SWIFT) build -c release $(STRICT)
 
 ## Builds release, starts a local mosquitto on 127.0.0.1:1883 (unless one listens) and chimed.
-run: release
+run: release plugin
 	@scripts/run-local
 
 ## Installs what is missing, builds everything and runs every test: the unit tests, then the
@@ -37,7 +48,7 @@ WORKER_TESTS = ChimeHTTPTests|ChimeMQTTTests|ChimeWorkerTests|ChimeDeployTests
 PUSH_TESTS = ChimeHTTPClientTests|PushDeliveryTests
 CLIENT_TESTS = ChimePostgresTests|ChimePostgresStoreTests|ChimeCLITests|ChimeClientTests
 
-test: bootstrap
+test: bootstrap plugin
 	$(SWIFT) build --build-tests $(STRICT)
 	$(SWIFT) test --skip-build --filter '$(UNIT_TESTS)'
 	$(SWIFT) test --skip-build --filter '$(WORKER_TESTS)' --skip 'ReadBackTests|WorkerPolicyTests|SeedScenarioTests|PushDeliveryTests'

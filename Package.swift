@@ -128,7 +128,9 @@ let package = Package(
         // The `chime` command-line tool's commands, as a library the thin executable runs.
         .target(
             name: "ChimeCLI",
-            dependencies: ["ChimeCore", "ChimeJournal", "ChimePostgresStore", "ChimeMQTT", "ChimeSupport"],
+            dependencies: [
+                "ChimeCore", "ChimeCrypto", "ChimeJournal", "ChimePostgresStore", "ChimeMQTT", "ChimeSupport",
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -221,7 +223,9 @@ let package = Package(
         // The built `chime` binary run as a person would, against a real broker and chimed.
         .testTarget(
             name: "ChimeCLITests",
-            dependencies: ["ChimeCLI", "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeTestSupport"],
+            dependencies: [
+                "ChimeCLI", "ChimeCore", "ChimeCrypto", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeTestSupport",
+            ],
             swiftSettings: swiftSettings
         ),
         // The client library: its JSON mapping, and every call against a real broker and chimed.
@@ -246,7 +250,8 @@ let package = Package(
         .testTarget(
             name: "ChimeDeployTests",
             dependencies: [
-                "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeWorker", "ChimeTestSupport",
+                "ChimeCLI", "ChimeCore", "ChimeCrypto", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeWorker",
+                "ChimeTestSupport",
             ],
             swiftSettings: swiftSettings
         ),

@@ -78,6 +78,36 @@ final class OwnedKey: @unchecked Sendable {
         return EVP_DigestVerify(context, signature, signature.count, message, message.count) == 1
     }
 
+    /// The private key as PEM PKCS #8 (`BEGIN PRIVATE KEY`), unencrypted (`PEM_write_bio_PrivateKey`).
+    func privateKeyPEM() throws(CryptoError) -> String {
+        try writePEM(function: "PEM_write_bio_PrivateKey") {
+            PEM_write_bio_PrivateKey($0, pointer, nil, nil, 0, nil, nil)
+        }
+    }
+
+    /// The public half as PEM SubjectPublicKeyInfo (`BEGIN PUBLIC KEY`, `PEM_write_bio_PUBKEY`).
+    func publicKeyPEM() throws(CryptoError) -> String {
+        try writePEM(function: "PEM_write_bio_PUBKEY") { PEM_write_bio_PUBKEY($0, pointer) }
+    }
+
+    /// Runs `write` on a memory BIO and returns what it wrote; the BIO is wiped before it is freed
+    /// (it may hold a private key).
+    private func writePEM(function: String, _ write: (OpaquePointer) -> Int32) throws(CryptoError) -> String {
+        try withCleanErrorQueue { () throws(CryptoError) -> String in
+            guard let bio = BIO_new(BIO_s_mem()) else {
+                throw .library("cannot make a memory BIO", function: "BIO_new")
+            }
+            defer { BIO_free(bio) }
+            guard write(bio) == 1 else { throw .library("cannot write the key as PEM", function: function) }
+            let length = Int(BIO_ctrl_pending(bio))
+            var text = [UInt8](repeating: 0, count: length)
+            let read = text.withUnsafeMutableBytes { BIO_read(bio, $0.baseAddress, Int32(length)) }
+            defer { OPENSSL_cleanse(&text, text.count) }
+            guard read == Int32(length) else { throw .library("cannot read the PEM back", function: "BIO_read") }
+            return String(decoding: text, as: UTF8.self)
+        }
+    }
+
     /// The key a PEM private key holds: PKCS #8 (`BEGIN PRIVATE KEY`), or the traditional forms
     /// (`BEGIN EC PRIVATE KEY`, SEC 1; `BEGIN RSA PRIVATE KEY`, PKCS #1). Other PEM blocks before
     /// it (such as the `EC PARAMETERS` that `openssl ecparam -genkey` writes first) are skipped.

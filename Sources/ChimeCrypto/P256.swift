@@ -46,6 +46,15 @@ public struct P256PrivateKey: Sendable {
         try self.init(adopting: key)
     }
 
+    /// The key as PEM PKCS #8 (`BEGIN PRIVATE KEY`), unencrypted: what ``init(pem:)`` reads.
+    /// - Throws: `.libraryFailure` when libcrypto cannot write it (out of memory).
+    public func privateKeyPEM() throws(CryptoError) -> String { try key.privateKeyPEM() }
+
+    /// The public key as PEM SubjectPublicKeyInfo (`BEGIN PUBLIC KEY`), as `openssl pkey -pubout`
+    /// writes it: what a verifier (the broker's device-token plugin, PyJWT) reads.
+    /// - Throws: `.libraryFailure` when libcrypto cannot write it (out of memory).
+    public func publicKeyPEM() throws(CryptoError) -> String { try key.publicKeyPEM() }
+
     /// A new random key (`EVP_PKEY_generate`), such as the ephemeral key of one Web Push message.
     ///
     /// libcrypto fails here only without memory or randomness; that stops the process.

@@ -226,7 +226,7 @@ import Testing
         #expect(!schedule.stdout.contains("tomorrow at noon\n"), "\(schedule)")
     }
 
-    /// docs/cli.md has a section for every command, and names every journal action.
+    /// docs/cli.md has a section for every command, and names every journal and accounts action.
     @Test func theReferenceDocumentsEveryCommand() throws {
         let text = try String(contentsOf: repositoryFile("docs/cli.md"), encoding: .utf8)
         let headings = text.split(separator: "\n").filter { $0.hasPrefix("## ") }
@@ -240,6 +240,13 @@ import Testing
         }
         for action in JournalCommand.Action.allCases {
             #expect(text.contains("chime journal \(action.rawValue) "), "docs/cli.md does not show journal \(action)")
+        }
+        for action in AccountsCommand.Action.allCases {
+            #expect(
+                text.contains("chime accounts \(action.rawValue)\n")
+                    || text.contains("chime accounts \(action.rawValue) "),
+                "docs/cli.md does not show accounts \(action)"
+            )
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import ChimeCrypto
@@ -79,6 +80,19 @@ import Testing
         #expect(first.publicKey.count == 65 && first.publicKey.first == 0x04)
         let message: [UInt8] = [1, 2, 3]
         #expect(try P256PublicKey(uncompressed: first.publicKey).verifyES256(first.signES256(message), of: message))
+    }
+
+    @Test func writesPEMThatReadsBack() throws {
+        let key = P256PrivateKey.generate()
+        let pem = try key.privateKeyPEM()
+        #expect(pem.hasPrefix("-----BEGIN PRIVATE KEY-----\n"))
+        #expect(try P256PrivateKey(pem: pem).publicKey == key.publicKey)
+        let publicPEM = try key.publicKeyPEM()
+        #expect(publicPEM.hasPrefix("-----BEGIN PUBLIC KEY-----\n") && !publicPEM.contains("PRIVATE"))
+        // SubjectPublicKeyInfo of an uncompressed P-256 point: 91 bytes of DER, the point last.
+        let body = publicPEM.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        let der = try #require(Data(base64Encoded: body))
+        #expect(der.count == 91 && Array(der.suffix(65)) == key.publicKey)
     }
 
     /// RFC 8291 appendix A's `ecdh_secret`, from either side.

@@ -9,8 +9,9 @@ import Testing
 @Suite(.serialized) struct BrokerACLTests {
     static let notAuthorized: Int32 = 0x87
 
-    @Test func aDeviceCannotScheduleCancelOrListForAnother() async throws {
-        let d = try await SecuredDeployment.start(devices: ["phone-a", "phone-b", "phone-c"])
+    @Test(arguments: DeviceCredentials.allCases)
+    func aDeviceCannotScheduleCancelOrListForAnother(credentials: DeviceCredentials) async throws {
+        let d = try await SecuredDeployment.start(devices: ["phone-a", "phone-b", "phone-c"], credentials: credentials)
         defer { Task { await d.stop() } }
         let a = try await d.client("phone-a")
         let b = try await d.client("phone-b")
@@ -85,8 +86,9 @@ import Testing
         #expect(counted, "stats never showed \(JSON.object(expected).text); last: \(last)")
     }
 
-    @Test func aDeviceCannotReadAnotherDevicesDeliveriesOrReplies() async throws {
-        let d = try await SecuredDeployment.start(devices: ["phone-a", "phone-b"])
+    @Test(arguments: DeviceCredentials.allCases)
+    func aDeviceCannotReadAnotherDevicesDeliveriesOrReplies(credentials: DeviceCredentials) async throws {
+        let d = try await SecuredDeployment.start(devices: ["phone-a", "phone-b"], credentials: credentials)
         defer { Task { await d.stop() } }
         let a = try await d.client("phone-a")
         // Subscriptions that would show B's traffic: the broker lets A subscribe to some of them but

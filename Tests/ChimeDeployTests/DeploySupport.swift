@@ -99,6 +99,80 @@ struct Accounts {
     func password(_ name: String) -> String { passwords[name] ?? "" }
 }
 
+/// How the devices of a ``SecuredDeployment`` log in: with passwords from `scripts/chime-accounts`
+/// on a broker without the device-token plugin (a small site), or with tokens from `chime accounts
+/// add` checked by the plugin, as `deploy/mosquitto/mosquitto.conf` ships.
+enum DeviceCredentials: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case password, token
+
+    var testDescription: String { rawValue }
+}
+
+/// The files of the device-token plugin in a test: `chime accounts keygen`'s key pair, the deny list.
+struct TokenFiles: Sendable {
+    let signingKey: String
+    let publicKey: String
+    let denyFile: String
+
+    /// Makes the key pair with the built `chime accounts keygen` in `directory`.
+    static func make(in directory: TemporaryDirectory) async throws -> TokenFiles {
+        let files = TokenFiles(
+            signingKey: directory.appending("accounts.key"),
+            publicKey: directory.appending("chime-accounts.pub"),
+            denyFile: directory.appending("chime-accounts.deny")
+        )
+        let (status, _, errors) = try await files.chimeAccounts(["keygen"])
+        guard status == .exited(0) else { throw HarnessError("chime accounts keygen: \(errors)") }
+        return files
+    }
+
+    /// Runs the built `chime accounts ARGUMENTS` on these files.
+    func chimeAccounts(
+        _ arguments: [String]
+    ) async throws -> (status: ChildProcess.Termination?, output: [String], errors: [String]) {
+        let process = try ChildProcess(
+            try builtProduct("chime"),
+            arguments: ["accounts"] + arguments + [
+                "--signing-key", signingKey, "--public-key", publicKey, "--deny-file", denyFile,
+            ]
+        )
+        try process.start()
+        let status = await process.waitForExit(timeout: .seconds(30))
+        return (status, process.standardOutputLines, process.standardErrorLines)
+    }
+
+    /// `chime accounts add DEVICE`: the token it printed alone on standard output.
+    func add(_ device: String, _ more: [String] = []) async throws -> String {
+        let (status, output, errors) = try await chimeAccounts(["add", device] + more)
+        guard status == .exited(0), output.count == 1, let token = output.first else {
+            throw HarnessError("chime accounts add \(device): \(String(describing: status)) \(output) \(errors)")
+        }
+        return token
+    }
+}
+
+/// The device-token plugin, built by `make plugin` (as `make test` does) the first time a test needs it.
+enum ChimeAuthPlugin {
+    static let path = Repository.path(".build/plugin/chime_auth.so")
+
+    private static let built = Mutex(false)
+
+    /// Builds the plugin (make keeps it when it is newer than its source) once per test process.
+    static func build() async throws -> String {
+        if built.withLock({ $0 }) { return path }
+        let make = try ChildProcess("make", arguments: ["-s", "-C", Repository.root.path, "plugin"])
+        try make.start()
+        let status = await make.waitForExit(timeout: .seconds(120))
+        guard status == .exited(0) else {
+            throw HarnessError(
+                "make plugin: \((make.standardOutputLines + make.standardErrorLines).joined(separator: "\n"))"
+            )
+        }
+        built.withLock { $0 = true }
+        return path
+    }
+}
+
 /// The production broker of `deploy/mosquitto/`: the shipped `mosquitto.conf` with only what must
 /// differ in a test replaced (listener, file locations, logging), the shipped ACL byte for byte,
 /// and a password file made by `scripts/chime-accounts`.
@@ -112,11 +186,14 @@ enum ProductionBroker {
     ]
 
     /// The shipped configuration's lines for a test broker whose files are in `directory`.
+    /// - Parameter tokens: the device-token plugin's files, its lines pointed at them (and at the
+    ///   built plugin); nil drops the plugin's lines, as a small site with password-only devices may.
     static func configurationLines(
         config: String = Repository.productionBrokerConfig,
         passwordFile: String,
         aclFile: String,
-        persistenceDirectory: String
+        persistenceDirectory: String,
+        tokens: TokenFiles? = nil
     ) throws -> [String] {
         let shipped = BrokerConfigLines(try Repository.text(config))
         var lines: [String] = []
@@ -125,6 +202,20 @@ enum ProductionBroker {
             switch key {
             case _ where replacedKeys.contains(key):
                 continue
+            case _ where key.hasPrefix("plugin") && tokens == nil:
+                continue
+            case "plugin":
+                lines.append("plugin \(ChimeAuthPlugin.path)")
+                rewritten.insert(key)
+            case "plugin_opt_public_key":
+                lines.append("plugin_opt_public_key \(tokens?.publicKey ?? "")")
+                rewritten.insert(key)
+            case "plugin_opt_deny_file":
+                lines.append("plugin_opt_deny_file \(tokens?.denyFile ?? "")")
+                rewritten.insert(key)
+            case "plugin_opt_password_file":
+                lines.append("plugin_opt_password_file \(passwordFile)")
+                rewritten.insert(key)
             case "password_file":
                 lines.append("password_file \(passwordFile)")
                 rewritten.insert(key)
@@ -138,8 +229,12 @@ enum ProductionBroker {
                 lines.append("\(key) \(value)")
             }
         }
-        guard rewritten == ["password_file", "acl_file", "persistence_location"] else {
-            throw HarnessError("\(config) lacks one of password_file, acl_file, persistence_location")
+        var expected: Set<String> = ["password_file", "acl_file", "persistence_location"]
+        if tokens != nil {
+            expected.formUnion(["plugin", "plugin_opt_public_key", "plugin_opt_deny_file", "plugin_opt_password_file"])
+        }
+        guard rewritten == expected else {
+            throw HarnessError("\(config) lacks one of \(expected.subtracting(rewritten).sorted())")
         }
         return lines
     }
@@ -157,9 +252,13 @@ final class SecuredDeployment: Sendable {
     /// The account of the worker's health check (`chime-env health`), a backend account.
     var healthAccount: String { "\(workerId)-health" }
     let chimed: Chimed
+    /// The device-token plugin's files, when devices log in with tokens.
+    let tokens: TokenFiles?
 
-    /// Accounts made: `chimed` (worker), `chimed-health` and `backend` (backends) and each of `devices`.
-    static func start(devices: [String]) async throws -> SecuredDeployment {
+    /// Accounts made: `chimed` (worker), `chimed-health` and `backend` (backends) in the password
+    /// file, and each of `devices` there too (`.password`) or as a token of `chime accounts add`
+    /// (`.token`, with the device-token plugin loaded as the shipped configuration loads it).
+    static func start(devices: [String], credentials: DeviceCredentials = .password) async throws -> SecuredDeployment {
         let files = try TemporaryDirectory(prefix: "chime-deploy")
         let acl = files.appending("chime.acl")
         let shippedACL = try Data(contentsOf: URL(fileURLWithPath: Repository.path(Repository.acl)))
@@ -168,7 +267,18 @@ final class SecuredDeployment: Sendable {
         try await accounts.add("worker", "chimed")
         try await accounts.add("backend", "chimed-health")
         try await accounts.add("backend", "backend")
-        for device in devices { try await accounts.add("device", device) }
+        var passwords = accounts.passwords
+        var tokens: TokenFiles?
+        switch credentials {
+        case .password:
+            for device in devices { try await accounts.add("device", device) }
+            passwords = accounts.passwords
+        case .token:
+            _ = try await ChimeAuthPlugin.build()
+            let made = try await TokenFiles.make(in: files)
+            for device in devices { passwords[device] = try await made.add(device) }
+            tokens = made
+        }
         // The accounts above are the ACL's own: the script must have left it as shipped.
         guard try Data(contentsOf: URL(fileURLWithPath: acl)) == shippedACL else {
             throw HarnessError("chime-accounts changed the shipped ACL")
@@ -178,16 +288,23 @@ final class SecuredDeployment: Sendable {
         let lines = try ProductionBroker.configurationLines(
             passwordFile: accounts.passwordFile,
             aclFile: acl,
-            persistenceDirectory: persistence
+            persistenceDirectory: persistence,
+            tokens: tokens
         )
         let broker = try await TestBroker.start(.init(extraLines: lines))
-        return try await SecuredDeployment(files: files, broker: broker, passwords: accounts.passwords)
+        return try await SecuredDeployment(files: files, broker: broker, passwords: passwords, tokens: tokens)
     }
 
-    private init(files: TemporaryDirectory, broker: TestBroker, passwords: [String: String]) async throws {
+    private init(
+        files: TemporaryDirectory,
+        broker: TestBroker,
+        passwords: [String: String],
+        tokens: TokenFiles?
+    ) async throws {
         self.files = files
         self.broker = broker
         self.passwords = passwords
+        self.tokens = tokens
         self.data = try TemporaryDirectory(prefix: "chime-deploy-data")
         chimed = try Chimed(
             broker: broker,

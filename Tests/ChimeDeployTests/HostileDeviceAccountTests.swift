@@ -15,9 +15,9 @@ import Testing
     /// the shipped broker gives it (its user name, which is its worker id).
     static func chimedsClientIds(_ d: SecuredDeployment) -> [String] { ["chimed-\(d.workerId)", d.workerId] }
 
-    @Test(arguments: [true, false])
-    func aDeviceCannotTakeOverChimedsClientId(cleanStart: Bool) async throws {
-        let d = try await SecuredDeployment.start(devices: ["phone-evil", "phone-b"])
+    @Test(arguments: DeviceCredentials.allCases, [true, false])
+    func aDeviceCannotTakeOverChimedsClientId(credentials: DeviceCredentials, cleanStart: Bool) async throws {
+        let d = try await SecuredDeployment.start(devices: ["phone-evil", "phone-b"], credentials: credentials)
         defer { Task { await d.stop() } }
         let watch = try await WorkerWatch.start(d)
         let reconnectsBefore = try await watch.reconnects()
@@ -73,8 +73,9 @@ import Testing
         await again.process.waitForExit(timeout: .seconds(20))
     }
 
-    @Test func aDeviceConnectedTwiceKnocksItsOwnFirstConnectionOff() async throws {
-        let d = try await SecuredDeployment.start(devices: ["phone-a"])
+    @Test(arguments: DeviceCredentials.allCases)
+    func aDeviceConnectedTwiceKnocksItsOwnFirstConnectionOff(credentials: DeviceCredentials) async throws {
+        let d = try await SecuredDeployment.start(devices: ["phone-a"], credentials: credentials)
         defer { Task { await d.stop() } }
         let watch = try await WorkerWatch.start(d)
         let reconnectsBefore = try await watch.reconnects()
@@ -99,8 +100,9 @@ import Testing
         #expect(try await watch.reconnects() == reconnectsBefore)
     }
 
-    @Test func theShippedHealthCheckDoesNotDisconnectChimed() async throws {
-        let d = try await SecuredDeployment.start(devices: [])
+    @Test(arguments: DeviceCredentials.allCases)
+    func theShippedHealthCheckDoesNotDisconnectChimed(credentials: DeviceCredentials) async throws {
+        let d = try await SecuredDeployment.start(devices: [], credentials: credentials)
         defer { Task { await d.stop() } }
         let watch = try await WorkerWatch.start(d)
         let reconnectsBefore = try await watch.reconnects()
@@ -160,8 +162,9 @@ import Testing
         #expect(try await watch.reconnects() == reconnectsBefore)
     }
 
-    @Test func theBrokerStopsOversizedPacketsBeforeChimedSeesThem() async throws {
-        let d = try await SecuredDeployment.start(devices: ["phone-evil", "phone-b"])
+    @Test(arguments: DeviceCredentials.allCases)
+    func theBrokerStopsOversizedPacketsBeforeChimedSeesThem(credentials: DeviceCredentials) async throws {
+        let d = try await SecuredDeployment.start(devices: ["phone-evil", "phone-b"], credentials: credentials)
         defer { Task { await d.stop() } }
         let watch = try await WorkerWatch.start(d)
         let reconnectsBefore = try await watch.reconnects()
@@ -207,11 +210,12 @@ import Testing
         #expect(try await watch.reconnects() == reconnectsBefore)
     }
 
-    @Test func theLargestDeliveryFitsUnderTheBrokersLimit() async throws {
+    @Test(arguments: DeviceCredentials.allCases)
+    func theLargestDeliveryFitsUnderTheBrokersLimit(credentials: DeviceCredentials) async throws {
         // A command of --max-command-bytes whose alert texts are all "\b" (2 bytes each): chimed
         // writes each as \u0008 (6 bytes), so its delivery is about three times the command. The
         // broker's max_packet_size must let chimed publish it, or chimed could never deliver it.
-        let d = try await SecuredDeployment.start(devices: ["phone-b"])
+        let d = try await SecuredDeployment.start(devices: ["phone-b"], credentials: credentials)
         defer { Task { await d.stop() } }
         let b = try await d.client("phone-b")
         try await b.requester.subscribe("chime/phone-b/notifications", timeout: .seconds(10))
