@@ -106,6 +106,30 @@ import Testing
         #expect(median < .milliseconds(15), "\(name): \(samples)")
     }
 
+    /// A command the broker's ACL refuses (PUBACK reason code 0x87) fails at once as
+    /// `.transport`, not after the timeouts of a reply that cannot come; an allowed one is sent.
+    @Test func aCommandTheACLRefusesFailsAtOnce() async throws {
+        let acl = try TemporaryDirectory(prefix: "chime-acl")
+        let aclFile = acl.appending("acl")
+        try "pattern write chime/%u/cmd/#\npattern read chime/%u/replies/#\n".write(
+            toFile: aclFile,
+            atomically: true,
+            encoding: .utf8
+        )
+        let broker = try await TestBroker.start(.init(extraLines: ["acl_file \(aclFile)"]))
+        defer { Task { await broker.stop() } }
+        var options = broker.clientOptions(clientId: "acl-test")
+        options.username = "phone-1"
+        let backend = try ChimeBackend(mqtt: options, configuration: .init(timeout: .seconds(60)))
+        defer { Task { await backend.disconnect() } }
+        let started = ContinuousClock.now
+        let error = await #expect(throws: ChimeClientError(.transport)) {
+            try await backend.device("phone-2").deviceSettings()
+        }
+        #expect(error?.message.contains("reason code 135") == true, "\(String(describing: error))")
+        #expect(ContinuousClock.now - started < .seconds(30))
+    }
+
     /// Up to `count` deliveries from `stream`, waiting at most `timeout` in all.
     static func collect(
         _ stream: AsyncStream<ChimeDelivery>,
