@@ -3,8 +3,9 @@ import ChimeClientMQTT
 import Foundation
 import Testing
 
-/// README's "The Swift client library" samples (ReadmeSample.swift and BackendSample.swift,
-/// which DocSampleTests finds verbatim in README.md), run against the test broker.
+/// The Swift client library's samples, run against the test broker: README's (ReadmeSample.swift)
+/// and docs/getting-started.md's backend (BackendSample.swift), which DocSampleTests finds
+/// verbatim in those pages.
 @Suite struct ReadmeSampleTests {
     @Test func theReadmeSampleRuns() async throws {
         try await withWorld { world in
@@ -20,7 +21,7 @@ import Testing
         }
     }
 
-    /// README's backend sample (BackendSample.swift): 100 phones from one connection, each
+    /// docs/getting-started.md's backend sample (BackendSample.swift): 100 phones from one connection, each
     /// delivered once.
     @Test func theBackendSampleRuns() async throws {
         try await withWorld { world in
