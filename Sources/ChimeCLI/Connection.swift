@@ -9,8 +9,13 @@ import Foundation
 /// `CHIME_TIMEOUT`, as chimed does.
 struct ConnectionOptions: Sendable {
     static let specs: [Flags.Spec] = [
-        .init("broker", default: "mqtt://127.0.0.1:1883", "broker URL, mqtt:// or mqtts://, optional user:password@"),
-        .init("topic-prefix", default: "chime", "the P of every topic"),
+        .init(
+            "broker",
+            default: "mqtt://127.0.0.1:1883",
+            hints: ["host", "url", "server"],
+            "broker URL, mqtt:// or mqtts://, optional user:password@"
+        ),
+        .init("topic-prefix", default: "chime", hints: ["prefix"], "the P of every topic"),
         .init(
             "timeout",
             default: "10s",
@@ -32,7 +37,7 @@ struct ConnectionOptions: Sendable {
     ]
 
     /// `--device`, for the commands that address one device.
-    static let deviceSpec = Flags.Spec("device", "the device id: P/{device}/cmd/...")
+    static let deviceSpec = Flags.Spec("device", hints: ["device-id", "deviceId"], "the device id: P/{device}/cmd/...")
 
     var brokerURL: String
     var mqtt: MQTTOptions

@@ -12,12 +12,23 @@ struct NotificationFlags: Sendable {
         .init(
             "at",
             env: false,
+            hints: ["time", "date", "when", "datetime"],
             "when: \"YYYY-MM-DD HH:MM\" wall clock in --tz, an instant with Z or an offset, or HH:MM alone: the "
                 + "next such time in the zone (today if still ahead, else tomorrow; with --on or --every weekdays, the "
                 + "next listed day)"
         ),
-        .init("in", env: false, "when: this long from now (90s, 15m, 2h, 1d, 1h30m)"),
-        .init("tz", env: false, "an IANA zone (Asia/Shanghai) or device: the zone of wall-clock times"),
+        .init(
+            "in",
+            env: false,
+            hints: ["delay", "wait"],
+            "when: this long from now, each number with its unit (90s, 15m, 2h, 1d, 1h30m)"
+        ),
+        .init(
+            "tz",
+            env: false,
+            hints: ["zone"],
+            "an IANA zone (Asia/Shanghai) or device: the zone of wall-clock times"
+        ),
         .init(
             "align",
             env: false,
@@ -28,12 +39,13 @@ struct NotificationFlags: Sendable {
             "on",
             env: false,
             placeholder: "DAYS",
-            "repeat every week on these days at --at: mon-fri, mon,wed,fri, sat-sun, full names too (an RRULE "
-                + "FREQ=WEEKLY;BYDAY=...)"
+            "repeat every week on these days at --at: mon-fri, mon,wed,fri, sat-sun, full names too, weekdays "
+                + "(Monday to Friday) or weekends (an RRULE FREQ=WEEKLY;BYDAY=...)"
         ),
         .init(
             "every",
             env: false,
+            hints: ["repeat", "interval", "recur", "frequency", "freq"],
             "repeat: weekdays (Monday to Friday), day, week, month, quarter, year, hour, minute or second; "
                 + "weekday is every day, weekends included (Apple's NSCalendarUnitWeekday)"
         ),
@@ -61,15 +73,26 @@ struct NotificationFlags: Sendable {
         ),
         .init("rrule", env: false, "repeat by an RFC 5545 rule (FREQ=WEEKLY;BYDAY=MO,WE,FR)"),
         .init("times", env: false, "fire N times from now: occurrences before now do not count"),
-        .init("until", env: false, "no occurrence after this date-time (a date and time, as --at)"),
-        .init("except", env: false, repeatable: true, "skip this occurrence (a date and time, as --at)"),
-        .init("lead", env: false, "fire each occurrence this much earlier (15m)"),
+        .init(
+            "until",
+            env: false,
+            hints: ["end", "ends"],
+            "no occurrence after this date-time (a date and time, as --at)"
+        ),
+        .init(
+            "except",
+            env: false,
+            repeatable: true,
+            hints: ["exclude"],
+            "skip this occurrence (a date and time, as --at)"
+        ),
+        .init("lead", env: false, hints: ["before", "advance"], "fire each occurrence this much earlier (15m)"),
     ]
 
     static let contentSpecs: [Flags.Spec] = [
         .init("id", env: false, "the notification's id (default: a UUID chimed makes)"),
-        .init("title", env: false, "alertTitle"),
-        .init("body", env: false, "alertBody: the text shown"),
+        .init("title", env: false, hints: ["subject", "heading"], "alertTitle"),
+        .init("body", env: false, hints: ["message", "text", "msg", "content"], "alertBody: the text shown"),
         .init("action", env: false, "alertAction: the action button's text"),
         .init("no-action", value: false, env: false, "hasAction false"),
         .init("sound", env: false, "soundName (default for the default sound)"),
@@ -82,10 +105,11 @@ struct NotificationFlags: Sendable {
             "info",
             env: false,
             repeatable: true,
+            hints: ["data", "payload", "extra", "metadata"],
             "userInfo key=value (numbers and booleans stay typed) or key:=json"
         ),
         .init("misfire", env: false, "coalesce, skip or all: what happens to occurrences missed while down"),
-        .init("expires", env: false, "drop a delivery more than this late (1h)"),
+        .init("expires", env: false, hints: ["ttl", "expiry"], "drop a delivery more than this late (1h)"),
         .init("ignore-quiet-hours", value: false, env: false, "deliver even inside the device's quiet hours"),
         .init("keep", value: false, env: false, "keepAfterFiring: a fired one-shot stays listed, paused"),
         .init("disabled", value: false, env: false, "store it paused (enabled false)"),
@@ -93,9 +117,40 @@ struct NotificationFlags: Sendable {
 
     /// `schedule`'s flags: `--count` is an alias of `--times` there. In `preview` and `next`,
     /// `--count` says how many deliveries to show.
-    static let specs = whenSpecs + [.init("count", env: false, "the same as --times")] + contentSpecs
+    static let specs = naming(whenSpecs + [.init("count", env: false, "the same as --times")] + contentSpecs)
     /// The flags of `preview` and `next`, without `--count`.
-    static let expansionSpecs = whenSpecs + contentSpecs
+    static let expansionSpecs = naming(whenSpecs + contentSpecs)
+
+    /// `specs` with more ``Flags/Spec/hints``: the name of the protocol field each flag sets, as
+    /// written (`--alertBody`) and with dashes (`--alert-body`), and the names PROTOCOL.md hints at
+    /// for those fields (UNNotificationContent's `--identifier`, Apple's
+    /// `--applicationIconBadgeNumber`), so that `--fireDate` is pointed to `--at`.
+    static func naming(_ specs: [Flags.Spec]) -> [Flags.Spec] {
+        var names: [String: [String]] = [:]
+        func add(_ name: String, for field: NotificationField) {
+            // A flag that switches a field off does not stand for it: --enabled is not --disabled.
+            guard let flag = flag(for: field), flag != "no-action", flag != "disabled" else { return }
+            names[flag, default: []].append(name)
+        }
+        for field in NotificationField.allCases {
+            add(field.wireName, for: field)
+            add(dashed(field.wireName), for: field)
+        }
+        for (name, wireName) in NotificationCoding.portingHints {
+            if let field = NotificationField(rawValue: wireName) { add(name, for: field) }
+        }
+        for (name, field) in NotificationCoding.aliases { add(name, for: field) }
+        return specs.map { spec in
+            var spec = spec
+            spec.hints += names[spec.name] ?? []
+            return spec
+        }
+    }
+
+    /// `alertBody` as `alert-body`.
+    static func dashed(_ name: String) -> String {
+        name.reduce(into: "") { text, c in text += c.isUppercase ? "-" + c.lowercased() : String(c) }
+    }
 
     /// The flag that sets a notification field; nil for those only `--json` can give.
     ///
@@ -196,6 +251,8 @@ struct NotificationFlags: Sendable {
         case (let at?, nil):
             if let time = TimeOfDay(parsing: at) {
                 timeOfDay = time
+            } else if DateTimeValue(iso8601: at) == nil, (try? Parse.duration(at, flag: "at")) != nil {
+                throw UsageError("--at: \"\(at)\" is a duration: for this long from now, give --in \(at)")
             } else {
                 let value = try Parse.dateTime(at, flag: "at", timeAlone: true)
                 o["fireDate"] = .string(value.description)
@@ -203,6 +260,9 @@ struct NotificationFlags: Sendable {
             }
             if flags["align"] != nil { throw UsageError("--align goes with --in, not --at") }
         case (nil, let after?):
+            if TimeOfDay(parsing: after) != nil || DateTimeValue(iso8601: after) != nil {
+                throw UsageError("--in: \"\(after)\" is a time, not a duration: give --at \"\(after)\"")
+            }
             o["after"] = Parse.secondsJSON(try Parse.duration(after, flag: "in"))
             if let align = flags["align"] {
                 o["alignTo"] = .string(try Parse.timeOfDay(align, flag: "align").description)

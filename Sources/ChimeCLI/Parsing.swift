@@ -8,37 +8,44 @@ enum Parse {
     /// The longest duration any flag accepts: the protocol's 10-year limit on `after`.
     static let maxDurationMilliseconds: Int64 = 315_360_000_000
 
-    /// A duration: `90s`, `15m`, `2h`, `1d`, `1w`, `500ms`, combinations such as `1h30m`, or a plain
-    /// number of seconds (`90`, `1.5`).
+    /// A duration: `90s`, `15m`, `2h`, `1d`, `1w`, `500ms`, or combinations such as `1h30m`. Every
+    /// number has its unit: a bare `15` is refused rather than read as seconds, since a reader of
+    /// `--in 15` may well mean minutes.
     /// - Returns: milliseconds.
     static func duration(_ text: String, flag: String, allowZero: Bool = false) throws(UsageError) -> Int64 {
         let problem = UsageError(
             "--\(flag): \"\(text)\" is not a duration such as 90s, 15m, 2h, 1d or 1h30m"
         )
         var total: Double = 0
-        if let seconds = Double(text), text.allSatisfy({ $0.isNumber || $0 == "." }) {
-            total = seconds * 1000
-        } else {
-            var rest = Substring(text)
-            guard !rest.isEmpty else { throw problem }
-            while !rest.isEmpty {
-                let number = rest.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
-                guard !number.isEmpty, let value = Double(number) else { throw problem }
-                rest = rest.dropFirst(number.count)
-                let unit = rest.prefix { $0.isASCII && $0.isLetter }
-                rest = rest.dropFirst(unit.count)
-                let scale: Double
-                switch unit {
-                case "ms": scale = 1
-                case "s", "sec": scale = 1000
-                case "m", "min": scale = 60_000
-                case "h": scale = 3_600_000
-                case "d": scale = 86_400_000
-                case "w": scale = 604_800_000
-                default: throw problem
+        var rest = Substring(text)
+        guard !rest.isEmpty else { throw problem }
+        while !rest.isEmpty {
+            let number = rest.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
+            guard !number.isEmpty, let value = Double(number) else { throw problem }
+            rest = rest.dropFirst(number.count)
+            let unit = rest.prefix { $0.isASCII && $0.isLetter }
+            rest = rest.dropFirst(unit.count)
+            let scale: Double
+            switch unit {
+            case "ms": scale = 1
+            case "s", "sec": scale = 1000
+            case "m", "min": scale = 60_000
+            case "h": scale = 3_600_000
+            case "d": scale = 86_400_000
+            case "w": scale = 604_800_000
+            // Zero is zero in any unit.
+            case "" where value == 0 && number.count == text.count: scale = 0
+            case "" where rest.isEmpty:
+                guard number.count == text.count else {
+                    throw UsageError("--\(flag): \"\(text)\" needs a unit after \(number): s, m, h or d")
                 }
-                total += value * scale
+                throw UsageError(
+                    "--\(flag): \"\(text)\" needs a unit: \(text)s, \(text)m, \(text)h or \(text)d (combinations "
+                        + "such as 1h30m too)"
+                )
+            default: throw problem
             }
+            total += value * scale
         }
         guard total.isFinite, total <= Double(maxDurationMilliseconds) else {
             throw UsageError("--\(flag): \"\(text)\" is longer than 10 years")
@@ -122,13 +129,18 @@ enum Parse {
     /// The days of the week in ISO order (1 is Monday), as `--on` spells them in full.
     static let weekdayNames = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 
+    /// The words `--on` takes for several days at once: `weekdays` as `--every weekdays` means it.
+    static let dayGroups: [String: ClosedRange<Int>] = ["weekdays": 1...5, "weekends": 6...7, "weekend": 6...7]
+
     /// `--on`: days and ranges of days separated by commas, each day its name or the first two or
     /// more letters of it, in any case: `mon-fri`, `mon,wed,fri`, `sat-sun`, `Monday,Thursday`. A
-    /// range may wrap round the week (`fri-mon`).
+    /// range may wrap round the week (`fri-mon`). `weekdays` is Monday to Friday, `weekends` Saturday
+    /// and Sunday (``dayGroups``).
     /// - Returns: ISO weekdays (1 is Monday), each once, in week order.
     static func weekdays(_ text: String, flag: String) throws(UsageError) -> [Int] {
         let problem = UsageError(
-            "--\(flag): expected days such as mon-fri, mon,wed,fri, sat-sun or monday,thursday, got \"\(text)\""
+            "--\(flag): expected days such as mon-fri, mon,wed,fri, sat-sun, monday,thursday, weekdays or weekends, "
+                + "got \"\(text)\""
         )
         func day(_ word: Substring) throws(UsageError) -> Int {
             let name = word.lowercased()
@@ -139,6 +151,10 @@ enum Parse {
         }
         var days = Set<Int>()
         for item in text.filter({ $0 != " " }).split(separator: ",", omittingEmptySubsequences: false) {
+            if let group = dayGroups[item.lowercased()] {
+                days.formUnion(group)
+                continue
+            }
             let ends = item.split(separator: "-", omittingEmptySubsequences: false)
             guard ends.count == 1 || ends.count == 2 else { throw problem }
             let last = try day(ends[ends.count - 1])

@@ -45,7 +45,8 @@ struct CalendarRule: Hashable {
     private static let weekdayNames = ["SU", "MO", "TU", "WE", "TH", "FR", "SA"]
     private static let field = "dateMatching"
 
-    init(_ c: DateComponents, now: Date) throws(ChimeClientError) {
+    /// - Parameter weekdays: more weekdays than `c.weekday` can name (not both): any of them matches.
+    init(_ c: DateComponents, weekdays set: Set<Weekday> = [], now: Date) throws(ChimeClientError) {
         func invalid(_ why: String) -> ChimeClientError { .invalid(Self.field, why) }
         if c.era != nil || c.quarter != nil || c.weekOfMonth != nil || c.weekOfYear != nil
             || c.yearForWeekOfYear != nil
@@ -64,7 +65,10 @@ struct CalendarRule: Hashable {
         try check(c.hour, "hour", 0...23)
         try check(c.minute, "minute", 0...59)
         try check(c.second, "second", 0...59)
-        if let ordinal = c.weekdayOrdinal, ordinal == 0 || c.weekday == nil {
+        if c.weekday != nil && !set.isEmpty { throw invalid("give weekday or a set of weekdays, not both") }
+        // Every weekday that matches, in week order from Sunday; empty when any day does.
+        let weekdays = c.weekday.map { [$0] } ?? set.sorted().map(\.rawValue)
+        if let ordinal = c.weekdayOrdinal, ordinal == 0 || weekdays.isEmpty {
             throw invalid("weekdayOrdinal goes with a weekday, and is not 0")
         }
 
@@ -76,7 +80,7 @@ struct CalendarRule: Hashable {
         value[.day] = c.day
         value[.month] = c.month
         value[.year] = c.year
-        func given(_ level: Level) -> Bool { value[level] != nil || (level == .day && c.weekday != nil) }
+        func given(_ level: Level) -> Bool { value[level] != nil || (level == .day && !weekdays.isEmpty) }
         guard let finest = Level.allCases.first(where: given) else {
             throw invalid("give at least one of year, month, day, weekday, hour, minute, second")
         }
@@ -85,9 +89,9 @@ struct CalendarRule: Hashable {
         }
         let open = Level.allCases.filter { $0 > finest && !given($0) }
 
-        let plainWeekday = c.weekday != nil && c.day == nil && c.weekdayOrdinal == nil
+        let plainWeekday = !weekdays.isEmpty && c.day == nil && c.weekdayOrdinal == nil
         // One date: nothing open, and no weekday to filter with.
-        if open.isEmpty, c.weekday == nil, let year = value[.year], let month = value[.month], let day = value[.day],
+        if open.isEmpty, weekdays.isEmpty, let year = value[.year], let month = value[.month], let day = value[.day],
             let hour = value[.hour], let minute = value[.minute], let second = value[.second]
         {
             let date = LocalDateTime(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
@@ -130,8 +134,11 @@ struct CalendarRule: Hashable {
         if let seconds = list(.second, 0...59) { parts.append("BYSECOND=\(seconds)") }
         if let minutes = list(.minute, 0...59) { parts.append("BYMINUTE=\(minutes)") }
         if let hours = list(.hour, 0...23) { parts.append("BYHOUR=\(hours)") }
-        if let weekday = c.weekday {
-            parts.append("BYDAY=\(c.weekdayOrdinal.map(String.init) ?? "")\(Self.weekdayNames[weekday - 1])")
+        if !weekdays.isEmpty {
+            let ordinal = c.weekdayOrdinal.map(String.init) ?? ""
+            // In the week order of RFC 5545's examples (MO to SU), as `--on mon-fri` sends them.
+            let ordered = weekdays.sorted { ($0 + 5) % 7 < ($1 + 5) % 7 }
+            parts.append("BYDAY=" + ordered.map { ordinal + Self.weekdayNames[$0 - 1] }.joined(separator: ","))
         }
         if let day = value[.day] { parts.append("BYMONTHDAY=\(day)") }
         if let month = value[.month] { parts.append("BYMONTH=\(month)") }

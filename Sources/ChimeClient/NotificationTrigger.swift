@@ -21,6 +21,20 @@ public enum NotificationTimeZone: Sendable, Hashable {
     }
 }
 
+/// A day of the week, numbered as `DateComponents.weekday` numbers it (1 is Sunday).
+public enum Weekday: Int, Sendable, Hashable, CaseIterable, Comparable {
+    case sunday = 1, monday, tuesday, wednesday, thursday, friday, saturday
+
+    public static func < (a: Weekday, b: Weekday) -> Bool { a.rawValue < b.rawValue }
+}
+
+extension Set where Element == Weekday {
+    /// Monday to Friday (`on: .weekdays`): `chime schedule --on weekdays` (`--on mon-fri`).
+    public static var weekdays: Set<Weekday> { [.monday, .tuesday, .wednesday, .thursday, .friday] }
+    /// Saturday and Sunday (`on: .weekends`): `chime schedule --on weekends`.
+    public static var weekends: Set<Weekday> { [.saturday, .sunday] }
+}
+
 /// When a notification fires: the counterpart of `UNCalendarNotificationTrigger`,
 /// `UNTimeIntervalNotificationTrigger` and `UILocalNotification`'s `fireDate` + `repeatInterval`,
 /// plus RFC 5545 rules, lead times and skipped dates.
@@ -28,6 +42,7 @@ public enum NotificationTimeZone: Sendable, Hashable {
 /// ```swift
 /// .calendar(matching: DateComponents(hour: 18, minute: 0), repeats: true)             // daily at 18:00
 /// .calendar(matching: DateComponents(hour: 8, minute: 30, weekday: 2), repeats: true)  // Mondays 08:30
+/// .calendar(matching: DateComponents(hour: 18, minute: 0), on: .weekdays, repeats: true) // Monday to Friday 18:00
 /// .timeInterval(8)                                                                    // in 8 seconds
 /// .timeInterval(86_400, alignedTo: TimeOfDay(hour: 12, minute: 0))                    // tomorrow or later, at noon
 /// .date(.wallClock(DateComponents(year: 2026, month: 12, day: 1, hour: 7, minute: 0)), timeZone: .named("Asia/Shanghai"))
@@ -65,8 +80,10 @@ public struct NotificationTrigger: Sendable, Hashable {
         /// weekdayOrdinal, hour, minute, second), as `UNCalendarNotificationTrigger(dateMatching:repeats:)`:
         /// components finer than the finest one given are 0 (or the first day, the first month),
         /// coarser ones not given match anything. Sent as an RRULE; without `repeats`, only its first
-        /// occurrence is scheduled.
-        case calendar(DateComponents, repeats: Bool)
+        /// occurrence is scheduled. `weekdays`, when not empty, is the weekday component as a set,
+        /// for days a single `DateComponents` cannot name: Monday to Friday is one trigger (a rule
+        /// `BYDAY=MO,TU,WE,TH,FR`, as `chime schedule --on mon-fri` sends), where iOS needs five.
+        case calendar(DateComponents, weekdays: Set<Weekday> = [], repeats: Bool)
         /// Fires this many seconds after chimed receives the command (`after`), then every as many
         /// seconds if `repeats`: an RRULE `FREQ=SECONDLY;INTERVAL=n` from that moment, which works
         /// in whole seconds (so its occurrences, the first included, are on the second below), and
@@ -110,6 +127,22 @@ public struct NotificationTrigger: Sendable, Hashable {
     ) -> NotificationTrigger {
         NotificationTrigger(
             .calendar(components, repeats: repeats),
+            timeZone: timeZone ?? components.timeZone.map(NotificationTimeZone.zone)
+        )
+    }
+
+    /// On each of `weekdays` at the time `components` give: Monday to Friday at 18:00 is
+    /// `.calendar(matching: DateComponents(hour: 18, minute: 0), on: .weekdays, repeats: true)`.
+    /// `components` may narrow it further (`day: 13` with `[.friday]`: Friday the 13th), but not
+    /// give a `weekday` of its own.
+    public static func calendar(
+        matching components: DateComponents,
+        on weekdays: Set<Weekday>,
+        repeats: Bool,
+        timeZone: NotificationTimeZone? = nil
+    ) -> NotificationTrigger {
+        NotificationTrigger(
+            .calendar(components, weekdays: weekdays, repeats: repeats),
             timeZone: timeZone ?? components.timeZone.map(NotificationTimeZone.zone)
         )
     }
@@ -161,7 +194,7 @@ public struct NotificationTrigger: Sendable, Hashable {
     /// Whether the trigger fires more than once (as scheduled: a rule may still end).
     public var repeats: Bool {
         switch kind {
-        case .calendar(_, let repeats), .timeInterval(_, let repeats, _): return repeats
+        case .calendar(_, _, let repeats), .timeInterval(_, let repeats, _): return repeats
         case .date(_, let repeatInterval, _, _): return repeatInterval != nil
         case .rule: return true
         }
@@ -184,8 +217,8 @@ extension NotificationTrigger {
         var values: [NotificationField: JSON] = [:]
         var firstOnly = false
         switch kind {
-        case .calendar(let components, let repeats):
-            let mapped = try CalendarRule(components, now: now)
+        case .calendar(let components, let weekdays, let repeats):
+            let mapped = try CalendarRule(components, weekdays: weekdays, now: now)
             values[.fireDate] = .string(mapped.start.description)
             values[.rrule] = mapped.rrule.map(JSON.string)
             firstOnly = !repeats && mapped.rrule != nil

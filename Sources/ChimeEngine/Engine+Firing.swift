@@ -191,6 +191,13 @@ extension Engine {
                         payload: payload,
                         messageExpiry: expiry,
                         due: n.fireTime(o),
+                        lateness: .of(
+                            due: n.fireTime(o).milliseconds,
+                            occurrence: o.instant.milliseconds,
+                            pendingFrom: n.pendingFrom,
+                            deliveringSince: deliveringSince,
+                            deferred: wasDeferred
+                        ),
                         // Push only, unless the device has no registration left to push to, or
                         // the delivery is too large for any push.
                         mqtt: extras?.channels != .push || device.push?.registrations.isEmpty != false

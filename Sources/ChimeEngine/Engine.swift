@@ -44,9 +44,52 @@ public struct Delivery: Hashable, Sendable {
     public var messageExpiry: UInt32?
     /// When it was due (its `fireDate`), to measure lateness.
     public var due: Instant
+    /// Whose doing its lateness is: the worker's, or expected (a past date, a catch-up, quiet hours).
+    public var lateness = Lateness.worker
     /// Published to the notifications topic; false for `channels: "push"`, whose delivery is
     /// recorded at once (``Engine/acknowledged(_:)``) and only pushed.
     public var mqtt = true
+}
+
+/// Whose doing a delivery's lateness (published minus due) is, decided where the delivery is made
+/// (``Engine/tick(now:limit:)``), so that the worker measures the lateness it causes while it runs
+/// apart from lateness it was asked for or that an outage left behind: one user's one-shot dated
+/// 2020 must not make the worker's p99 seven years.
+public enum Lateness: UInt8, Hashable, Sendable, CaseIterable {
+    /// Due while the engine was delivering, after the notification was scheduled: any lateness is
+    /// the worker's (stats `lateness`, `chime_delivery_lateness_seconds`).
+    case worker
+    /// Due before the notification was scheduled, resumed or given a new time: a one-shot whose
+    /// date has passed fires at once (PROTOCOL.md section 2).
+    case scheduledInThePast
+    /// Due while the engine could not deliver (chimed stopped, the broker away, the slot not yet
+    /// served), and delivered on its return under the notification's `misfire`.
+    case catchUp
+    /// Held by the device's quiet hours and delivered when they ended (`deferred`).
+    case quietHours
+
+    /// Lateness the worker did not cause (stats `expectedLateness`,
+    /// `chime_delivery_expected_lateness_seconds`).
+    public var isExpected: Bool { self != .worker }
+
+    /// The rule, for an occurrence due at `due` (its instant `occurrence` minus the lead time).
+    /// - Parameters:
+    ///   - pendingFrom: the notification's first occurrence instant still to deliver when it was
+    ///     scheduled or resumed (then the time of that command plus the lead time): an occurrence
+    ///     before it was due before the command.
+    ///   - deliveringSince: since when the engine has been able to deliver without a break.
+    ///   - deferred: held by quiet hours.
+    public static func of(
+        due: Int64,
+        occurrence: Int64,
+        pendingFrom: Int64,
+        deliveringSince: Int64,
+        deferred: Bool
+    ) -> Lateness {
+        if occurrence < pendingFrom { return .scheduledInThePast }
+        if due < deliveringSince { return .catchUp }
+        return deferred ? .quietHours : .worker
+    }
 }
 
 /// What the engine asks its owner to do after a tick.
@@ -91,6 +134,9 @@ public final class Engine {
     var commandKeys = CommandKeyWindow()
     var nextToken: UInt64 = 1
     var connected = false
+    /// Since when the engine has delivered without a break (``setConnected(_:now:)``): what was due
+    /// before was delivered by a catch-up (``Lateness/catchUp``).
+    var deliveringSince = Int64.min
     /// While replaying the journal, derived state (next occurrences, timers) is left for
     /// ``finishRecovery()`` to build once.
     var replaying = false
@@ -133,7 +179,11 @@ public final class Engine {
 
     /// Tells the engine whether deliveries can be published. While disconnected nothing fires;
     /// what falls due meanwhile is delivered on reconnection under each notification's `misfire`.
-    public func setConnected(_ connected: Bool) {
+    /// - Parameter now: when it became so: an occurrence due before the engine was connected is a
+    ///   catch-up (``Lateness/catchUp``), whose lateness is not the worker's. Without it (tests that
+    ///   do not measure lateness) every delivery counts as the worker's.
+    public func setConnected(_ connected: Bool, now: Instant? = nil) {
+        if connected && !self.connected, let now { deliveringSince = now.milliseconds }
         self.connected = connected
     }
 

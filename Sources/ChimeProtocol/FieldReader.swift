@@ -15,7 +15,7 @@ package struct FieldReader {
     /// them is close, or when `hints` names the member (another API's name for one of ours).
     package func checkKnown(_ allowed: Set<String>, hints: [String: String] = [:]) throws(ChimeError) {
         for key in object.keys where !allowed.contains(key) {
-            let hint = hints[key].flatMap { allowed.contains($0) ? $0 : nil } ?? suggestion(for: key, among: allowed)
+            let hint = suggestion(for: key, among: allowed, hints: hints)
             throw ChimeError(
                 .unknownField,
                 field: name(key),

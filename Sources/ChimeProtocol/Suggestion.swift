@@ -29,6 +29,23 @@ public func suggestion(for word: String, among candidates: some Sequence<String>
     return best?.candidate
 }
 
+/// The candidate a word stands for, for a "did you mean" hint: the one `hints` names for it
+/// (another API's or tool's name for it: `body` for `alertBody`, `--repeat` for `--every`) when
+/// that is among `candidates` (`hints` keyed as spelled, or in lower case), else the closest as
+/// ``suggestion(for:among:)`` finds it.
+/// - Parameters:
+///   - word: what was given.
+///   - candidates: what would have been accepted.
+///   - hints: other names, each for the candidate it stands for.
+public func suggestion(
+    for word: String,
+    among candidates: some Sequence<String>,
+    hints: [String: String]
+) -> String? {
+    if let hinted = hints[word] ?? hints[word.lowercased()], candidates.contains(hinted) { return hinted }
+    return suggestion(for: word, among: candidates)
+}
+
 /// The optimal string alignment distance between `a` and `b`.
 private func alignmentDistance(_ a: [Unicode.Scalar], _ b: [Unicode.Scalar]) -> Int {
     if a.isEmpty { return b.count }

@@ -37,6 +37,9 @@ public struct Flags: Sendable {
         /// An integer flag's allowed values, which ``Flags/integer(_:)`` checks and help shows: one
         /// declaration for the program, its help and whoever needs its bounds (the tests).
         public var range: ClosedRange<Int>?
+        /// Other names for this flag, which an unknown flag's "did you mean" points from to it:
+        /// other tools' (`repeat` for `every`) and the protocol field's it sets (`alertBody`).
+        public var hints: [String]
 
         public init(
             _ name: String,
@@ -46,6 +49,7 @@ public struct Flags: Sendable {
             repeatable: Bool = false,
             placeholder: String? = nil,
             range: ClosedRange<Int>? = nil,
+            hints: [String] = [],
             _ help: String
         ) {
             self.name = name
@@ -56,6 +60,7 @@ public struct Flags: Sendable {
             self.repeatable = repeatable
             self.placeholder = placeholder
             self.range = range
+            self.hints = hints
         }
 
         public var environmentName: String {
@@ -135,11 +140,18 @@ public struct Flags: Sendable {
         }
     }
 
-    /// The usage error for an unknown flag `--name`, with the closest of `specs` when one is close:
-    /// `unknown flag --bdy (did you mean --body?)`.
+    /// The usage error for an unknown flag `--name`, naming the flag it stands for (one whose
+    /// ``Spec/hints`` has it, in any case: `--message` for `--body`), else the closest of `specs`
+    /// when one is close: `unknown flag --bdy (did you mean --body?)`.
     public static func unknown(_ name: String, among specs: [Spec], context: String = "") -> UsageError {
-        let hint = suggestion(for: name, among: specs.map(\.name)).map { " (did you mean --\($0)?)" } ?? ""
-        return UsageError("unknown flag --\(name)\(context)\(hint)")
+        var hints: [String: String] = [:]
+        for spec in specs {
+            for hint in spec.hints { hints[hint.lowercased()] = spec.name }
+        }
+        let hint = suggestion(for: name, among: specs.map(\.name), hints: hints).map {
+            " (did you mean --\($0)?)"
+        }
+        return UsageError("unknown flag --\(name)\(context)\(hint ?? "")")
     }
 
     public subscript(name: String) -> String? {

@@ -84,8 +84,9 @@ public struct OutboundMessage: Hashable, Sendable {
     public enum Purpose: Hashable, Sendable {
         case reply
         /// A notification's delivery, which stays in flight until the broker acknowledges it.
+        /// `lateness`: whose doing it is if it is late (the engine decides, ``Lateness``).
         /// `slot`: the slot of its device in slot mode, else 0.
-        case delivery(token: UInt64, fireId: String, due: Instant, slot: Int = 0)
+        case delivery(token: UInt64, fireId: String, due: Instant, lateness: Lateness = .worker, slot: Int = 0)
         /// The retained `online` status, published once commands can reach the worker.
         case onlineStatus
         case offlineStatus

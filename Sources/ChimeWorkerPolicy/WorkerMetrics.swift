@@ -58,13 +58,23 @@ public struct WorkerMetrics: Hashable, Sendable {
         ("chime_duplicate_commands_total", "counter", "Commands received again and not applied again."),
         ("chime_invalid_topics_total", "counter", "Messages on topics that are not commands."),
         ("chime_deliveries_total", "counter", "Deliveries the broker acknowledged."),
-        ("chime_late_deliveries_total", "counter", "Deliveries published a second or more after they were due."),
+        (
+            "chime_late_deliveries_total", "counter",
+            "Deliveries the worker published a second or more after they were due (expected lateness aside)."
+        ),
         ("chime_refused_deliveries_total", "counter", "Deliveries the broker refused; each stays due."),
         ("chime_subscription_refusals_total", "counter", "Command subscriptions the broker refused."),
         ("chime_broker_connections_total", "counter", "Connections to the broker, the first one included."),
         ("chime_takeovers_total", "counter", "Times another client took this worker's session."),
         ("chime_zone_rules_changes_total", "counter", "Zones whose rules changed (a tzdata upgrade) while in use."),
-        ("chime_delivery_lateness_seconds", "histogram", "From when a delivery was due to when it was published."),
+        (
+            "chime_delivery_lateness_seconds", "histogram",
+            "From when a delivery was due to when it was published, for lateness the running worker caused."
+        ),
+        (
+            "chime_delivery_expected_lateness_seconds", "histogram",
+            "The same for lateness it did not cause: a date in the past, a catch-up after an outage, quiet hours."
+        ),
         ("chime_journal_sync_seconds", "histogram", "How long each journal sync took."),
         (
             "chime_loop_step_seconds", "histogram",
@@ -149,6 +159,8 @@ public struct WorkerMetrics: Hashable, Sendable {
         }
         family("chime_delivery_lateness_seconds")
         out.histogram("chime_delivery_lateness_seconds", stats.lateness)
+        family("chime_delivery_expected_lateness_seconds")
+        out.histogram("chime_delivery_expected_lateness_seconds", stats.expectedLateness)
         family("chime_journal_sync_seconds")
         out.histogram("chime_journal_sync_seconds", stats.fsync)
         family("chime_loop_step_seconds")

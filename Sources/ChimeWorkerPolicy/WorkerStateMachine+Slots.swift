@@ -77,7 +77,7 @@ extension WorkerStateMachine {
             actions.append(.forgetSlot(slot: slot))
             return actions
         }
-        engine.setConnected(isConnected && lifecycle == .running)
+        engine.setConnected(isConnected && lifecycle == .running, now: now)
         engines[slot] = engine
         zoneRulesToCompare.insert(slot)
         stats.slotsLoaded += 1

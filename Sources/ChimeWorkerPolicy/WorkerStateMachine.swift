@@ -532,7 +532,7 @@ public struct WorkerStateMachine {
         // Subscribe on every connection: a broker that lost its sessions forgets them.
         actions.append(.subscribe(.status))
         actions.append(.subscribe(.commands))
-        for engine in engines.values { engine.setConnected(lifecycle == .running) }
+        for engine in engines.values { engine.setConnected(lifecycle == .running, now: now) }
         lease(.available(true), now: now, monotonic: nil, &actions)
     }
 
@@ -978,6 +978,7 @@ public struct WorkerStateMachine {
                                     token: delivery.token,
                                     fireId: delivery.fireId,
                                     due: delivery.due,
+                                    lateness: delivery.lateness,
                                     slot: slot
                                 ),
                                 contentType: "application/json",
@@ -999,12 +1000,20 @@ public struct WorkerStateMachine {
         _ actions: inout [Action]
     ) {
         switch (purpose, outcome) {
-        case (.delivery(let token, _, let due, let slot), .success(let messageId)):
+        case (.delivery(let token, _, let due, let kind, let slot), .success(let messageId)):
             tokensByMessageId[messageId] = (slot, token)
             let lateness = now.milliseconds - due.milliseconds
-            stats.lateness.record(microseconds: lateness * 1000)
-            if let engine = engines[slot], lateness >= engine.configuration.lateThreshold { stats.lateDeliveries += 1 }
-        case (.delivery(let token, let fireId, _, let slot), .failure(let error)):
+            // Lateness the worker did not cause (a date in the past, a catch-up, quiet hours) is
+            // measured apart, so that it neither hides nor fakes the worker's own.
+            if kind.isExpected {
+                stats.expectedLateness.record(microseconds: lateness * 1000)
+            } else {
+                stats.lateness.record(microseconds: lateness * 1000)
+                if let engine = engines[slot], lateness >= engine.configuration.lateThreshold {
+                    stats.lateDeliveries += 1
+                }
+            }
+        case (.delivery(let token, let fireId, _, _, let slot), .failure(let error)):
             // Retried with the backoff of a refusal: an error such as an oversized packet would
             // otherwise repeat at full speed.
             let retry = engines[slot]?.publishRefused(token, now: now)

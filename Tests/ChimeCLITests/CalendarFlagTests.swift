@@ -25,6 +25,9 @@ import Testing
             ["--lunar", "4L-3", "--skip", "omit", "--at", "09:00"],
             "RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=4L;BYMONTHDAY=3;SKIP=OMIT"
         ),
+        (["--on", "weekdays", "--at", "18:00"], "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR"),
+        (["--on", "weekends", "--at", "09:00"], "FREQ=WEEKLY;BYDAY=SA,SU"),
+        (["--every", "weekdays", "--at", "18:00"], "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR"),
         (["--every", "month", "--on-day", "15", "--at", "09:00"], "FREQ=MONTHLY;BYMONTHDAY=15"),
         (["--every", "month", "--on-day", "last", "--at", "09:00"], "FREQ=MONTHLY;BYMONTHDAY=-1"),
         (

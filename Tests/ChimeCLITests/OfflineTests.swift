@@ -95,7 +95,7 @@ import Testing
             (["schedule", "--device", "d", "--in", "5m", "--on", "mon-fri"], "schedule", "--on goes with --at"),
             (
                 ["schedule", "--device", "d", "--at", "18:00", "--on", "mon-funday"], "schedule",
-                #"--on: expected days such as mon-fri, mon,wed,fri, sat-sun or monday,thursday, got "mon-funday""#
+                #"--on: expected days such as mon-fri, mon,wed,fri, sat-sun, monday,thursday, weekdays or weekends, got "mon-funday""#
             ),
             (
                 ["schedule", "--device", "d", "--at", "18:00", "--on", "mon", "--every", "day"], "schedule",
@@ -138,6 +138,89 @@ import Testing
             ),
             (["list", "--device", "d", "--broker", "http://x"], "list", "--broker: invalid broker URL"),
             (["list", "--device", "d", "--timeout", "soon"], "list", #"--timeout: "soon" is not a duration"#),
+            // Every duration needs its unit.
+            (
+                ["schedule", "--device", "d", "--in", "15"], "schedule",
+                #"--in: "15" needs a unit: 15s, 15m, 15h or 15d"#
+            ),
+            (
+                ["schedule", "--device", "d", "--at", "18:00", "--lead", "10"], "schedule",
+                #"--lead: "10" needs a unit: 10s, 10m"#
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "1h", "--expires", "60"], "schedule",
+                #"--expires: "60" needs a unit"#
+            ),
+            (["snooze", "--device", "d", "--id", "a", "--in", "10"], "snooze", #"--in: "10" needs a unit"#),
+            (["next", "--in", "90"], "next", #"--in: "90" needs a unit"#),
+            (["list", "--device", "d", "--timeout", "5"], "list", #"--timeout: "5" needs a unit: 5s, 5m"#),
+            // A time for a duration, a duration for a time.
+            (
+                ["schedule", "--device", "d", "--at", "15m"], "schedule",
+                #"--at: "15m" is a duration: for this long from now, give --in 15m"#
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "18:00"], "schedule",
+                #"--in: "18:00" is a time, not a duration: give --at "18:00""#
+            ),
+            // Other tools' names, and the protocol's, for chime's flags.
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--repeat", "day"], "schedule",
+                "unknown flag --repeat (did you mean --every?)"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--message", "Hi"], "schedule",
+                "unknown flag --message (did you mean --body?)"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--text", "Hi"], "schedule",
+                "unknown flag --text (did you mean --body?)"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--Message=Hi"], "schedule",
+                "unknown flag --Message (did you mean --body?)"
+            ),
+            (["schedule", "--device", "d", "--time", "18:00"], "schedule", "unknown flag --time (did you mean --at?)"),
+            (
+                ["schedule", "--device", "d", "--date", "2027-01-01"], "schedule",
+                "unknown flag --date (did you mean --at?)"
+            ),
+            (
+                ["schedule", "--device", "d", "--fireDate", "2027-01-01T10:00Z"], "schedule",
+                "unknown flag --fireDate (did you mean --at?)"
+            ),
+            (["schedule", "--device", "d", "--after", "60"], "schedule", "unknown flag --after (did you mean --in?)"),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--alertBody", "Hi"], "schedule",
+                "unknown flag --alertBody (did you mean --body?)"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--alert-title", "Hi"], "schedule",
+                "unknown flag --alert-title (did you mean --title?)"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--timezone", "UTC"], "schedule",
+                "unknown flag --timezone (did you mean --tz?)"
+            ),
+            (
+                ["schedule", "--device", "d", "--at", "18:00", "--before", "10m"], "schedule",
+                "unknown flag --before (did you mean --lead?)"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--identifier", "x"], "schedule",
+                "unknown flag --identifier (did you mean --id?)"
+            ),
+            (
+                ["schedule", "--device", "d", "--in", "5m", "--userInfo", "a=1"], "schedule",
+                "unknown flag --userInfo (did you mean --info?)"
+            ),
+            (
+                ["update", "--device", "d", "--id", "a", "--repeatInterval", "day"], "update",
+                "unknown flag --repeatInterval (did you mean --every?)"
+            ),
+            (["next", "--in", "5m", "--message", "Hi"], "next", "unknown flag --message (did you mean --body?)"),
+            (["list", "--device-id", "d"], "list", "unknown flag --device-id (did you mean --device?)"),
+            (["history", "--device", "d", "--json", "--raw"], "history", "give either --json or --raw, not both"),
             (["list", "--device", "d", "--protocol", "4"], "list", "--protocol: expected 5 or 311"),
         ] as [([String], String, String)]
     )
@@ -175,6 +258,23 @@ import Testing
         let twice = try await runChime(["--device", "a", "list", "--device", "b"], environment: Self.nowhere)
         #expect(twice.status == 2)
         #expect(twice.err.first == #"chime list: --device was given twice ("b", then "a"): give it once"#, "\(twice)")
+    }
+
+    /// Other names point to a flag only where the command has it, and a flag that switches a field
+    /// off does not stand for the field.
+    @Test func hintsNameOnlyFlagsTheCommandHas() {
+        #expect(Flags.unknown("enabled", among: NotificationFlags.specs).message == "unknown flag --enabled")
+        #expect(Flags.unknown("hasAction", among: NotificationFlags.specs).message == "unknown flag --hasAction")
+        #expect(Flags.unknown("message", among: ListCommand.specs).message == "unknown flag --message")
+        #expect(
+            Flags.unknown("repeat", among: NotificationFlags.specs).message
+                == "unknown flag --repeat (did you mean --every?)"
+        )
+        // Closeness still serves the rest.
+        #expect(
+            Flags.unknown("bdy", among: NotificationFlags.specs).message == "unknown flag --bdy (did you mean --body?)"
+        )
+        #expect(NotificationFlags.dashed("ignoreQuietHours") == "ignore-quiet-hours")
     }
 
     /// The flags help calls repeatable take every value given; the others one (see the usage table).
@@ -512,21 +612,36 @@ import Testing
     @Test(
         arguments: [
             ("90s", 90_000), ("15m", 900_000), ("2h", 7_200_000), ("1d", 86_400_000), ("1h30m", 5_400_000),
-            ("1w", 604_800_000), ("500ms", 500), ("90", 90_000), ("1.5", 1500), ("1.5h", 5_400_000),
+            ("1w", 604_800_000), ("500ms", 500), ("1.5s", 1500), ("1.5h", 5_400_000), ("2d12h", 216_000_000),
         ] as [(String, Int64)]
     )
     func durations(text: String, milliseconds: Int64) throws {
         #expect(try Parse.duration(text, flag: "in") == milliseconds)
     }
 
-    @Test(arguments: ["", "abc", "5x", "-5m", "m", "1h-30m", "20y", "99999w"])
+    @Test(arguments: ["", "abc", "5x", "-5m", "m", "1h-30m", "20y", "99999w", "1.5.5s"])
     func badDurations(text: String) {
         #expect(throws: (any Error).self) { try Parse.duration(text, flag: "in") }
     }
 
+    /// A number alone is refused, not taken for seconds: `--in 15` may well mean minutes.
+    @Test(
+        arguments: [
+            ("15", #"--in: "15" needs a unit: 15s, 15m, 15h or 15d (combinations such as 1h30m too)"#),
+            ("1.5", #"--in: "1.5" needs a unit: 1.5s, 1.5m, 1.5h or 1.5d (combinations such as 1h30m too)"#),
+            ("1h30", #"--in: "1h30" needs a unit after 30: s, m, h or d"#),
+        ]
+    )
+    func aNumberNeedsItsUnit(text: String, message: String) {
+        #expect(throws: UsageError(message)) { try Parse.duration(text, flag: "in") }
+    }
+
     @Test func zeroDurationsOnlyWhereAllowed() throws {
         #expect(throws: (any Error).self) { try Parse.duration("0s", flag: "in") }
+        #expect(throws: UsageError(#"--in must be more than 0, got "0""#)) { try Parse.duration("0", flag: "in") }
         #expect(try Parse.duration("0s", flag: "lead", allowZero: true) == 0)
+        // Zero is zero in any unit.
+        #expect(try Parse.duration("0", flag: "lead", allowZero: true) == 0)
     }
 
     @Test(
@@ -584,14 +699,17 @@ import Testing
         arguments: [
             ("mon-fri", [1, 2, 3, 4, 5]), ("MON,wed,Fri", [1, 3, 5]), ("sat-sun", [6, 7]), ("Monday,Thursday", [1, 4]),
             ("fri-mon", [1, 5, 6, 7]), ("su", [7]), ("tues,thurs", [2, 4]), ("mon, tue", [1, 2]),
-            ("sun-sat", [1, 2, 3, 4, 5, 6, 7]), ("wed-wed,wed", [3]),
+            ("sun-sat", [1, 2, 3, 4, 5, 6, 7]), ("wed-wed,wed", [3]), ("weekdays", [1, 2, 3, 4, 5]),
+            ("weekends", [6, 7]), ("Weekend", [6, 7]), ("weekends,mon", [1, 6, 7]), ("weekdays,weekends", Array(1...7)),
         ] as [(String, [Int])]
     )
     func daysAndRangesOfDays(text: String, days: [Int]) throws {
         #expect(try Parse.weekdays(text, flag: "on") == days)
     }
 
-    @Test(arguments: ["", "m", "mon-", "-fri", "mon-tue-wed", "funday", "mon,,tue", "mo.", "1-5"])
+    @Test(arguments: [
+        "", "m", "mon-", "-fri", "mon-tue-wed", "funday", "mon,,tue", "mo.", "1-5", "weekday", "weekdays-sun",
+    ])
     func badDays(text: String) {
         #expect(throws: UsageError.self) { try Parse.weekdays(text, flag: "on") }
     }

@@ -81,6 +81,14 @@ import Testing
         #expect(table.out.dropFirst().first?.hasSuffix("  -") == true, "\(table)")
         #expect(table.out.last?.contains("  med  acknowledged  ") == true, "\(table)")
         #expect(table.out.last?.hasSuffix(" CST") == true, "\(table)")
+        // --raw: the reply's result as chimed sent it, one object, the entries as --json prints them.
+        let raw = try await w.ok("history", "--device", "phone-1", "--raw")
+        #expect(raw.jsonLines.count == 1, "\(raw)")
+        guard case .array(let deliveries)? = raw.jsonLines.first?["deliveries"] else {
+            Issue.record("\(raw)")
+            return
+        }
+        #expect(deliveries.compactMap(\.objectValue) == states.jsonLines, "\(raw)")
 
         // --since: only what fired at or after it.
         let teaFiredAt = try #require(history.jsonLines.first?["firedAt"]?.stringValue)

@@ -11,13 +11,17 @@ import Testing
     @Test func watchPrintsADeliveryLineAndExitsZeroOnSIGTERM() async throws {
         let w = try await CLIWorld.start()
         defer { Task { await w.stop() } }
+        // Times in the device's zone, as list and history show them, unless --tz names another.
+        try await w.ok("device", "--device", "phone-1", "--tz", "Europe/Paris")
         let watch = try w.spawn("watch", "--device", "phone-1", "--tz", "Asia/Shanghai")
+        let inDeviceZone = try w.spawn("watch", "--device", "phone-1")
         let everything = try w.spawn("watch", "--all", "--json")
         defer {
             watch.kill()
+            inDeviceZone.kill()
             everything.kill()
         }
-        for process in [watch, everything] {
+        for process in [watch, inDeviceZone, everything] {
             let ready = await process.waitForLine(onStandardError: true, timeout: .seconds(20)) {
                 $0.hasPrefix("watching ")
             }
@@ -42,11 +46,15 @@ import Testing
 
         let line = await watch.waitForLine(timeout: .seconds(20)) { $0.contains("quick") }
         let shown = try #require(line, "\(watch.standardOutputLines) \(watch.standardErrorLines)")
-        // `2026-11-30 07:28:21 CST  phone-1  quick  #1  badge 1  Hi: Hello there`
+        // `2026-11-30 07:28:21 CST (2026-11-29 23:28:21Z)  phone-1  quick  #1  badge 1  Hi: Hello there`
         let fields = shown.components(separatedBy: "  ")
         #expect(fields.count == 6, "\(shown)")
-        #expect(fields.first?.hasSuffix(" CST") == true, "\(shown)")
+        #expect(fields.first?.contains(" CST (") == true && fields.first?.hasSuffix("Z)") == true, "\(shown)")
         #expect(Array(fields.dropFirst()) == ["phone-1", "quick", "#1", "badge 1", "Hi: Hello there"], "\(shown)")
+        let local = await inDeviceZone.waitForLine(timeout: .seconds(20)) { $0.contains("quick") }
+        let paris = try #require(local, "\(inDeviceZone.standardOutputLines) \(inDeviceZone.standardErrorLines)")
+        let when = paris.components(separatedBy: "  ").first ?? ""
+        #expect(when.contains(" CET (") || when.contains(" CEST ("), "\(paris)")
 
         let json = await everything.waitForLine(timeout: .seconds(20)) { $0.contains("elsewhere") }
         #expect(json != nil)
@@ -57,6 +65,7 @@ import Testing
         #expect(!watch.standardOutputLines.contains { $0.contains("elsewhere") })
 
         watch.terminate()
+        inDeviceZone.terminate()
         everything.signal(SIGINT)
         #expect(await watch.waitForExit(timeout: .seconds(10)) == .exited(0))
         #expect(await everything.waitForExit(timeout: .seconds(10)) == .exited(0))

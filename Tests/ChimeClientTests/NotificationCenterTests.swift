@@ -146,6 +146,46 @@ struct AppleCase: Sendable, CustomTestStringConvertible {
         }
     }
 
+    /// Monday to Friday at 18:00 as one trigger: chimed's next date is the first such time, and
+    /// the next ten are those Foundation's calendar matches for any of the five weekdays.
+    @Test func aCalendarTriggerOnASetOfWeekdaysFiresOnEachOfThem() async throws {
+        try await withWorld { world in
+            let center = try world.center("phone-1")
+            try await center.setDeviceSettings(timeZone: "Europe/Paris")
+            let time = DateComponents(hour: 18, minute: 0)
+            let from = Date()
+            let calendar = try Self.paris()
+            func next(after date: Date) -> Date? {
+                Set<Weekday>.weekdays.compactMap { day in
+                    var components = time
+                    components.weekday = day.rawValue
+                    return calendar.nextDate(after: date, matching: components, matchingPolicy: .strict)
+                }.min()
+            }
+            var expected: [Date] = []
+            var after = from
+            while expected.count < 10, let date = next(after: after) {
+                expected.append(date)
+                after = date
+            }
+            let request = NotificationRequest(
+                identifier: "medicine",
+                content: .init(body: "Take your medicine"),
+                trigger: .calendar(matching: time, on: .weekdays, repeats: true)
+            )
+            #expect(try await center.preview(request, count: 10, from: from) == expected)
+            let first = try #require(try await center.add(request))
+            #expect(first == expected.first)
+            #expect(expected.allSatisfy { ![1, 7].contains(calendar.component(.weekday, from: $0)) })
+            let listed = try #require(try await center.pendingNotificationRequests().first)
+            guard case .rule(let rrule, _) = listed.trigger.kind else {
+                Issue.record("listed as \(listed.trigger)")
+                return
+            }
+            #expect(rrule == "FREQ=WEEKLY;BYSECOND=0;BYMINUTE=0;BYHOUR=18;BYDAY=MO,TU,WE,TH,FR")
+        }
+    }
+
     @Test func triggersOfEveryKindAreScheduled() async throws {
         try await withWorld { world in
             let center = try world.center("phone-1")

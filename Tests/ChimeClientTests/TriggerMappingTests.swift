@@ -145,6 +145,56 @@ struct CalendarCase: Sendable, CustomTestStringConvertible {
         #expect(once.firstOccurrenceOnly == (c.rrule != nil))
     }
 
+    /// A set of weekdays is one rule, Monday to Friday as `chime schedule --on mon-fri` sends it.
+    @Test(
+        arguments: [
+            (
+                Set<Weekday>.weekdays, DateComponents(hour: 18, minute: 0),
+                "FREQ=WEEKLY;BYSECOND=0;BYMINUTE=0;BYHOUR=18;BYDAY=MO,TU,WE,TH,FR"
+            ),
+            (
+                Set<Weekday>.weekends, DateComponents(hour: 9, minute: 30),
+                "FREQ=WEEKLY;BYSECOND=0;BYMINUTE=30;BYHOUR=9;BYDAY=SA,SU"
+            ),
+            ([.sunday, .wednesday], DateComponents(hour: 7), "FREQ=WEEKLY;BYSECOND=0;BYMINUTE=0;BYHOUR=7;BYDAY=WE,SU"),
+            ([.friday], DateComponents(day: 13), "FREQ=MONTHLY;BYSECOND=0;BYMINUTE=0;BYHOUR=0;BYDAY=FR;BYMONTHDAY=13"),
+            (
+                Set(Weekday.allCases), DateComponents(hour: 6),
+                "FREQ=WEEKLY;BYSECOND=0;BYMINUTE=0;BYHOUR=6;BYDAY=MO,TU,WE,TH,FR,SA,SU"
+            ),
+        ] as [(Set<Weekday>, DateComponents, String)]
+    )
+    func aSetOfWeekdaysIsOneWeeklyRule(_ days: Set<Weekday>, _ components: DateComponents, _ rrule: String) throws {
+        let fields = try NotificationTrigger.calendar(matching: components, on: days, repeats: true, timeZone: .device)
+            .scheduleFields(now: Self.now)
+        #expect(fields.object == ["fireDate": .string(Self.recent), "rrule": .string(rrule), "timeZone": "device"])
+        #expect(!fields.firstOccurrenceOnly)
+        let once = try NotificationTrigger.calendar(matching: components, on: days, repeats: false)
+            .scheduleFields(now: Self.now)
+        #expect(once.object["rrule"] == .string(rrule))
+        #expect(once.firstOccurrenceOnly)
+        // The same rule as one weekday when the set has one.
+        if days.count == 1, let day = days.first {
+            var single = components
+            single.weekday = day.rawValue
+            let one = try NotificationTrigger.calendar(matching: single, repeats: true).scheduleFields(now: Self.now)
+            #expect(one.object["rrule"] == .string(rrule))
+        }
+    }
+
+    @Test func aWeekdayAndASetOfWeekdaysAreNotBothGiven() {
+        let error = #expect(throws: ChimeClientError.self) {
+            try NotificationTrigger.calendar(
+                matching: DateComponents(hour: 9, weekday: 2),
+                on: .weekends,
+                repeats: true
+            )
+            .scheduleFields(now: Self.now)
+        }
+        #expect(error?.code == .invalidArgument)
+        #expect(error?.field == "dateMatching")
+    }
+
     @Test func calendarZoneComesFromTheTriggerOrTheComponents() throws {
         var components = DateComponents(hour: 7, minute: 0)
         components.timeZone = TimeZone(identifier: "Asia/Shanghai")

@@ -201,7 +201,7 @@ import Testing
             now: later
         )
         let deliveries = m.handle(.batchEnded, now: later).compactMap { action -> Int? in
-            if case .publish(let message) = action, case .delivery(_, _, _, let slot) = message.purpose {
+            if case .publish(let message) = action, case .delivery(_, _, _, _, let slot) = message.purpose {
                 slot
             } else {
                 nil

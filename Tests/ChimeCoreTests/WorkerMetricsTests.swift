@@ -82,4 +82,41 @@ import Testing
         // The stats message keeps milliseconds.
         #expect(h.quantile(0.5) == 2)
     }
+
+    /// A quantile is its bucket's upper bound only up to the largest value: syncs of 45 ms are in
+    /// the bucket up to 50 ms, and p99 is 45 ms, not 50 (`chime status` showed "p99 50 ms, max 45 ms").
+    @Test func noQuantileExceedsTheMaximum() {
+        var h = Histogram()
+        for _ in 0..<100 { h.record(microseconds: 45_000) }
+        #expect(h.quantile(0.99) == 45)
+        #expect(h.quantile(0.5) == 45)
+        #expect(h.json["max"] == 45)
+        #expect(h.json["p99"] == 45)
+        // Below a millisecond, as the maximum is shown: 0.
+        var fast = Histogram()
+        fast.record(microseconds: 400)
+        #expect(fast.quantile(0.99) == 0)
+        #expect(fast.json["max"] == 0)
+        // Past the last bound, the maximum itself; in a lower bucket the bound when it is smaller.
+        var spread = Histogram()
+        for microseconds: Int64 in [1_500, 1_600, 1_700, 90_000_000] { spread.record(microseconds: microseconds) }
+        #expect(spread.quantile(0.5) == 2)
+        #expect(spread.quantile(0.99) == 90_000)
+        for q in stride(from: 0.01, through: 1, by: 0.01) {
+            #expect(spread.quantile(q)! <= spread.maximumMilliseconds)
+        }
+    }
+
+    @Test func expectedLatenessIsAFamilyOfItsOwn() {
+        var stats = WorkerStats()
+        stats.expectedLateness.record(microseconds: 220_000_000_000)
+        var m = metrics()
+        m.stats = stats
+        let text = m.prometheusText
+        #expect(text.contains("\n# TYPE chime_delivery_expected_lateness_seconds histogram\n"))
+        #expect(text.contains("\nchime_delivery_expected_lateness_seconds_count 1\n"))
+        #expect(text.contains("\nchime_delivery_lateness_seconds_count 0\n"))
+        #expect(m.statsJSON["expectedLateness"]?.objectValue?["count"] == 1)
+        #expect(m.statsJSON["lateness"]?.objectValue?["count"] == 0)
+    }
 }

@@ -61,6 +61,31 @@ import Testing
         #expect(info.first?.labels["worker_id"]?.stringValue == fixture.workerId)
     }
 
+    /// A one-shot dated 2020 fires at once, years late by design: the lateness histogram, which the
+    /// alert reads, stays empty and the expected lateness counts it; a new one counts as the worker's.
+    @Test func aOneShotInThePastIsCountedApartFromTheWorkersLateness() async throws {
+        let (fixture, port) = try await start()
+        defer { Task { await fixture.stop() } }
+        #expect(await eventually { status(port, "/readyz") == 200 })
+        try await fixture.subscribeDeliveries("d1")
+        try await fixture.ok("d1", .schedule, #"{"id":"old","fireDate":"2020-01-01T00:00:00Z"}"#)
+        #expect(await fixture.waitForDeliveries("d1", count: 1, timeout: .seconds(10)).count == 1)
+        func scrape() -> String { (try? HTTPProbe.get(port: port, "/metrics").body) ?? "" }
+        #expect(await eventually { scrape().contains("\nchime_deliveries_total 1\n") })
+        var text = scrape()
+        #expect(text.contains("\nchime_delivery_lateness_seconds_count 0\n"), "\(text)")
+        #expect(text.contains("\nchime_late_deliveries_total 0\n"), "\(text)")
+        #expect(text.contains("\nchime_delivery_expected_lateness_seconds_count 1\n"), "\(text)")
+        #expect(text.contains("\nchime_delivery_expected_lateness_seconds_bucket{le=\"60\"} 0\n"), "\(text)")
+
+        try await fixture.ok("d1", .schedule, #"{"id":"new","after":1}"#)
+        #expect(await fixture.waitForDeliveries("d1", count: 2, timeout: .seconds(10)).count == 2)
+        #expect(await eventually { scrape().contains("\nchime_deliveries_total 2\n") })
+        text = scrape()
+        #expect(text.contains("\nchime_delivery_lateness_seconds_count 1\n"), "\(text)")
+        #expect(text.contains("\nchime_delivery_expected_lateness_seconds_count 1\n"), "\(text)")
+    }
+
     @Test func readyzFollowsTheBrokerConnectionAndLivezTheLoop() async throws {
         let (fixture, port) = try await start()
         defer { Task { await fixture.stop() } }

@@ -151,14 +151,14 @@ struct AckCommand: Command {
 struct HistoryCommand: Command {
     static let name = "history"
     static let summary = "the device's recent deliveries and whether each was acknowledged"
-    static let synopsis = "chime history --device ID [--since TIME] [--limit N] [--json] [options]"
+    static let synopsis = "chime history --device ID [--since TIME] [--limit N] [--json | --raw] [options]"
     static let discussion = """
         Lists the device's recent deliveries, newest first: when each was sent (in the device's zone
         when it has one, and in UTC), the notification's id, its state (unacknowledged, acknowledged,
         expired, dropped or delivered), whether it was late, and when it was acknowledged ("-": not).
         chimed keeps the last --history-per-device (default 50) deliveries of a device with receipts
         or with history on (chime device --history on). --json prints each entry as chimed returns
-        it, with its fireId, one JSON object a line.
+        it, with its fireId, one JSON object a line; --raw the reply's result as one JSON object.
         """
     static let specs: [Flags.Spec] =
         [
@@ -166,6 +166,7 @@ struct HistoryCommand: Command {
             .init("since", env: false, "only deliveries sent at or after this instant (2026-12-01T00:00Z)"),
             .init("limit", env: false, "at most N deliveries, 1 to 1000 (default 100)"),
             .init("json", value: false, env: false, "one JSON object a line, as chimed returns them"),
+            DeviceRequest.rawSpec,
         ] + ConnectionOptions.specs
     static let examples: [(comment: String, command: String)] = [
         ("did the reminders reach the phone?", "chime history --device phone-1"),
@@ -188,6 +189,7 @@ struct HistoryCommand: Command {
         if let limit = try Parse.integer(flags, "limit", in: 1...1000) { o["limit"] = .int(Int64(limit)) }
         payload = o
         json = flags.isSet("json")
+        if json && request.raw { throw UsageError("give either --json or --raw, not both") }
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
@@ -195,6 +197,10 @@ struct HistoryCommand: Command {
         let broker = try await Connection.open(request.connection)
         defer { broker.close() }
         let raw = try await broker.send(.history, device: device, payload)
+        if request.raw {
+            console.exact(JSON.object(raw).text)
+            return
+        }
         if json {
             // As chimed sent them.
             console.exact(lines: (raw["deliveries"]?.arrayValue ?? []).map(\.text))

@@ -16,7 +16,8 @@ struct StatusCommand: Command {
         --stats-interval seconds of chimed, default 10), up to --timeout for each sample, connecting
         included. Then prints
         each worker: state, partition, pid, uptime, the latest gauges, totals, commands and errors by
-        kind, lateness and journal sync times, the journal, in slot mode the slots served (from the
+        kind, lateness (the worker's, and "expected": a past date, a catch-up, quiet hours) and journal
+        sync times, the journal, in slot mode the slots served (from the
         retained status) with lease renewal, slot load and hand-over times, per-second rates between
         the first and the last sample, and any numeric stat this version does not know under "other".
         A worker that sent fewer samples in time is named on standard error, with why. Exits 0 when at
@@ -325,15 +326,19 @@ struct StatusCommand: Command {
     static let broker = ["reconnects", "subscriptionRefusals", "takeovers", "invalidTopics"]
     /// Counts keyed by op and by error code.
     static let tallies = [("commands", "commands"), ("errorsByCode", "errors")]
-    /// Histograms in milliseconds (the last three in slot mode only).
-    static let histograms = ["lateness", "fsync", "loopStep", "leaseRenew", "slotLoad", "handover"]
+    /// Histograms in milliseconds, by key and label (the last three in slot mode only).
+    /// `expected`: the lateness the worker did not cause (a past date, a catch-up, quiet hours).
+    static let histograms = [
+        ("lateness", "lateness"), ("expectedLateness", "expected"), ("fsync", "fsync"), ("loopStep", "loopStep"),
+        ("leaseRenew", "leaseRenew"), ("slotLoad", "slotLoad"), ("handover", "handover"),
+    ]
     /// Slot mode: the slots served (a list, shown from the status) and the counts of hand-overs.
     static let slotCounts = [
         ("slotsLoaded", "loaded"), ("slotsDropped", "dropped"), ("commandsForOtherSlots", "commands for others"),
     ]
     static let journal = [("journalSequence", "sequence"), ("journalBytesSinceSnapshot", "bytes since snapshot")]
     static let known: Set<String> = Set(
-        gauges + totals + broker + tallies.map(\.0) + histograms + journal.map(\.0) + slotCounts.map(\.0)
+        gauges + totals + broker + tallies.map(\.0) + histograms.map(\.0) + journal.map(\.0) + slotCounts.map(\.0)
             + ["workerId", "at", "slots"]
     )
 
@@ -368,14 +373,18 @@ struct StatusCommand: Command {
                 table.append(["  " + label, counts.map { "\($0.key) \($0.value.plainText)" }.joined(separator: ", ")])
             }
         }
-        for key in histograms {
+        for (key, label) in histograms {
             guard case .object(let histogram)? = stats[key] else { continue }
+            let maximum = histogram["max"]?.numberValue
             let parts = ["count", "p50", "p99", "max", "mean"].compactMap { part -> String? in
                 guard let value = histogram[part] else { return nil }
                 guard part != "count" else { return "\(part) \(value.plainText)" }
-                return "\(part) " + (value.numberValue.map { format($0) + " ms" } ?? "-")
+                guard var number = value.numberValue else { return "\(part) -" }
+                // A chimed before 0.2.0 sent a bucket's bound as its p99, above the max it sent.
+                if part.hasPrefix("p"), let maximum { number = min(number, maximum) }
+                return "\(part) \(format(number)) ms"
             }
-            table.append(["  " + key, parts.joined(separator: "  ")])
+            table.append(["  " + label, parts.joined(separator: "  ")])
         }
         numbers("journal", journal)
         if let slotCount = status["slots"]?.plainText {

@@ -10,7 +10,8 @@ struct WatchCommand: Command {
     static let synopsis = "chime watch (--device ID | --all) [--json] [--tz ZONE] [--ack] [--count N] [options]"
     static let discussion = """
         Subscribes to P/{device}/notifications (P/+/notifications with --all) and prints one line per
-        delivery: when it was sent (in --tz, default the local zone), the device, the id, the
+        delivery: when it was sent (in --tz, else the device's zone, and in UTC; with --all in UTC
+        unless --tz), the device, the id, the
         occurrence number, the markers late, missed N, deferred and last (of a repeating one), the
         badge and the body. --json prints each delivery as published. --ack acknowledges each
         delivery after printing it, as a device with receipts does (a failed ack is reported on
@@ -23,7 +24,12 @@ struct WatchCommand: Command {
             ConnectionOptions.deviceSpec,
             .init("all", value: false, env: false, "every device's deliveries"),
             .init("json", value: false, env: false, "print each delivery's JSON as published"),
-            .init("tz", env: false, "show times in this IANA zone (default: the local zone)"),
+            .init(
+                "tz",
+                env: false,
+                "show times in this IANA zone (UTC: in UTC only); default: the device's zone, which chime asks "
+                    + "chimed for, and UTC"
+            ),
             .init("ack", value: false, env: false, "acknowledge each delivery after printing it, as a device would"),
             .init("count", env: false, "stop after N deliveries (default: run until Ctrl-C or SIGTERM)"),
         ] + ConnectionOptions.specs
@@ -41,7 +47,8 @@ struct WatchCommand: Command {
     /// The one device watched; nil with `--all`.
     let device: String?
     let json: Bool
-    let display: TimeDisplay
+    /// `--tz`: the zone to show times in; nil: the device's (UTC with `--all`).
+    let zone: Zone?
     let ack: Bool
     let count: Int?
 
@@ -57,11 +64,7 @@ struct WatchCommand: Command {
             filter = connection.topics.notifications(device)
         }
         json = flags.isSet("json")
-        if let tz = flags["tz"] {
-            display = TimeDisplay(zone: try Parse.zone(tz, flag: "tz"))
-        } else {
-            display = TimeDisplay(zone: Zone(identifier: TimeZone.current.identifier) ?? .utc)
-        }
+        zone = try flags["tz"].map { (tz: String) throws(UsageError) in try Parse.zone(tz, flag: "tz") }
         ack = flags.isSet("ack")
         count = try Parse.integer(flags, "count", in: 1...1_000_000_000)
     }
@@ -78,6 +81,7 @@ struct WatchCommand: Command {
             throw CLIFailure(.unreachable, "cannot subscribe to \(filter): \(error.message)")
         }
         console.err("watching \(filter) (Ctrl-C to stop)")
+        let display = TimeDisplay(zone: json ? nil : await shownZone(broker, console))
         var seen = 0
         var failedAcks = 0
         for await message in requester.messages {
@@ -86,7 +90,7 @@ struct WatchCommand: Command {
             if json {
                 console.exact(String(decoding: message.payload, as: UTF8.self))
             } else {
-                console.out(line(message))
+                console.out(line(message, display))
             }
             if ack, await !acknowledge(message, on: deviceId, broker, console) { failedAcks += 1 }
             seen += 1
@@ -94,6 +98,19 @@ struct WatchCommand: Command {
         }
         if failedAcks > 0 {
             throw CLIFailure(.failed, "\(failedAcks) of \(seen) deliveries could not be acknowledged")
+        }
+    }
+
+    /// The zone times are shown in: `--tz`, else the device's as chimed says (as `list` and
+    /// `history` show them); UTC with `--all`, or when chimed does not say (a note on standard error).
+    func shownZone(_ broker: Connection, _ console: Console) async -> Zone? {
+        if let zone { return zone }
+        guard let device else { return nil }
+        do throws(CLIFailure) {
+            return try await broker.deviceZone(device)
+        } catch {
+            console.err("chime watch: times in UTC: cannot read the zone of \(device) (\(error.message))")
+            return nil
         }
     }
 
@@ -130,18 +147,18 @@ struct WatchCommand: Command {
         }
     }
 
-    /// `2026-12-01 18:00:03 CST  phone-1  med  #3  late  Take it`: one line, whatever the
+    /// `2026-12-01 18:00:03 CST (10:00:03Z)  phone-1  med  #3  late  Take it`: one line, whatever the
     /// delivery holds (control characters and line breaks escaped, ``TerminalText``).
-    func line(_ message: MQTTMessage) -> String {
-        TerminalText.escaped(text(of: message))
+    func line(_ message: MQTTMessage, _ display: TimeDisplay) -> String {
+        TerminalText.escaped(Self.text(of: message, display))
     }
 
-    private func text(of message: MQTTMessage) -> String {
+    static func text(of message: MQTTMessage, _ display: TimeDisplay) -> String {
         guard case .object(let d)? = try? JSON(parsing: message.payload) else {
             return "\(message.topic): \(String(decoding: message.payload, as: UTF8.self))"
         }
         var when = d["firedAt"]?.stringValue ?? d["fireDate"]?.stringValue ?? "?"
-        if case .instant(let instant)? = DateTimeValue(iso8601: when) { when = display.local(instant) }
+        if case .instant(let instant)? = DateTimeValue(iso8601: when) { when = display.both(instant) }
         var parts = [when, d["deviceId"]?.stringValue ?? "?", d["id"]?.stringValue ?? "?"]
         if let occurrence = d["occurrence"] { parts.append("#\(occurrence.plainText)") }
         var markers: [String] = []
