@@ -36,7 +36,7 @@ run: release plugin
 ## Installs what is missing, builds everything and runs every test: the unit tests, then the
 ## integration tests (real mosquitto, real chimed) in processes of their own, so that the CPU-bound
 ## unit tests cannot starve their timeouts: first the worker's (durability, brokers, deploy: the
-## ones that time outages), then the clients' (CLI, docs, libraries, PostgreSQL), so that fewer
+## ones that time outages), then PostgreSQL's, then the clients' (CLI, docs, libraries), so that fewer
 ## chimeds share the machine at once. The push tests (libcurl against nghttpd and s_server, chimed
 ## against the Python push stand-in) have a phase of their own: the stand-in takes a core, which
 ## would skew the timed outages of the worker's. Last, the Python client's tests and the push
@@ -46,13 +46,18 @@ run: release plugin
 UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ChimeCryptoTests|ChimePushTests|ReadBackTests|WorkerPolicyTests
 WORKER_TESTS = ChimeHTTPTests|ChimeMQTTTests|ChimeWorkerTests|ChimeDeployTests
 PUSH_TESTS = ChimeHTTPClientTests|PushDeliveryTests
-CLIENT_TESTS = ChimePostgresTests|ChimePostgresStoreTests|ChimeCLITests|ChimeClientTests
+# PostgreSQL's tests wait in libpq's blocking calls (a lock held by another session, for seconds),
+# which holds threads of Swift's cooperative pool (two on two cores): in a process of their own, so
+# that they cannot starve the clients' tests of it.
+POSTGRES_TESTS = ChimePostgresTests|ChimePostgresStoreTests
+CLIENT_TESTS = ChimeCLITests|ChimeClientTests
 
 test: bootstrap plugin
 	$(SWIFT) build --build-tests $(STRICT)
 	$(SWIFT) test --skip-build --filter '$(UNIT_TESTS)'
 	$(SWIFT) test --skip-build --filter '$(WORKER_TESTS)' --skip 'ReadBackTests|WorkerPolicyTests|SeedScenarioTests|PushDeliveryTests'
 	$(SWIFT) test --skip-build --filter '$(PUSH_TESTS)'
+	$(SWIFT) test --skip-build --filter '$(POSTGRES_TESTS)'
 	$(SWIFT) test --skip-build --filter '$(CLIENT_TESTS)|SeedScenarioTests'
 	scripts/test-python
 	scripts/push-standin --selftest -q

@@ -39,7 +39,9 @@ import Testing
         let transport = FakeTransport { _, index in
             index == 0 ? nil : FakeTransport.ok("device", FakeTransport.deviceResult)
         }
-        let center = try Self.center(transport, timeout: .milliseconds(100))
+        // Long enough for the retry's reply, which the fake sends at once, to beat the timeout on
+        // a machine busy with other tests.
+        let center = try Self.center(transport, timeout: .seconds(1))
         _ = try await center.deviceSettings()
         let sent = transport.published
         #expect(sent.count == 2)
@@ -65,7 +67,7 @@ import Testing
             default: return FakeTransport.ok("device", FakeTransport.deviceResult)
             }
         }
-        let center = try Self.center(transport, timeout: .milliseconds(100))
+        let center = try Self.center(transport, timeout: .seconds(1))
         let request = NotificationRequest(identifier: "tea", content: .init(body: "Tea"), trigger: .timeInterval(60))
         #expect(try await center.add(request) == nil)
         // A device change answered as a duplicate is read back.
