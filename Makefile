@@ -7,7 +7,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build plugin release run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-scale bench-small bench-quick bench-maxima fuzz soak clean
+.PHONY: bootstrap build plugin release container-binaries run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-scale bench-small bench-quick bench-maxima fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -28,6 +28,14 @@ $(PLUGIN): deploy/mosquitto/plugin/chime_auth.c
 
 release: bootstrap
 	$(SWIFT) build -c release $(STRICT)
+
+## chimed and chime for deploy/container/Dockerfile.prebuilt (an image without a Swift image to build
+## in, docs/production.md "Container and compose"): release, the Swift runtime linked in, in .build/container.
+container-binaries: bootstrap
+	$(SWIFT) build -c release --static-swift-stdlib $(STRICT) --product chimed
+	$(SWIFT) build -c release --static-swift-stdlib $(STRICT) --product chime
+	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/chimed" .build/container/chimed
+	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/chime" .build/container/chime
 
 ## Builds release, starts a local mosquitto on 127.0.0.1:1883 (unless one listens) and chimed.
 run: release plugin

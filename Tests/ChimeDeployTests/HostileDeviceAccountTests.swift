@@ -124,16 +124,15 @@ import Testing
         }
 
         // The image's HEALTHCHECK and the Kubernetes probes: chimed's CHIME_BROKER and the health
-        // check's own account in CHIME_HEALTH_BROKER, as deploy/compose/compose.yaml sets them. Two at
-        // once (a readiness and a liveness probe may overlap) take turns instead of knocking each other
-        // off.
+        // check's own account in CHIME_HEALTH_BROKER. Two at once (a readiness and a liveness probe
+        // may overlap) take turns instead of knocking each other off.
         let shipped = ["CHIME_BROKER": d.url("chimed"), "CHIME_HEALTH_BROKER": d.url(d.healthAccount)]
         let probes = try [health(shipped), health(shipped)]
         for probe in probes {
             #expect(await probe.waitForExit(timeout: .seconds(30)) == .exited(0), "\(output(probe))")
         }
-        // The Kubernetes layout: the accounts' passwords in files named after them (a Secret volume),
-        // the broker URL without an account.
+        // The Kubernetes and compose layout: the accounts' passwords in files named after them (a
+        // Secret volume; compose's worker-passwords volume), the broker URL without an account.
         let secrets = try TemporaryDirectory(prefix: "chime-passwords")
         for account in [d.workerId, d.healthAccount] {
             try (d.passwords[account] ?? "").write(

@@ -197,7 +197,7 @@ import Testing
         // compose: all of the container's interfaces, published on the host's loopback only.
         let chimed = YAMLLines(try Repository.text("deploy/compose/compose.yaml")).block("chimed")
         #expect(chimed.value("CHIME_METRICS_LISTEN") == "0.0.0.0:9464")
-        #expect(chimed.block("ports").trimmed == [#"- "127.0.0.1:9464:9464""#])
+        #expect(chimed.block("ports").trimmed == [#"- "127.0.0.1:${METRICS_PORT:-9464}:9464""#])
     }
 
     /// The `chime_` names in `expression` that are not metric families chimed exposes, or a

@@ -29,7 +29,22 @@ import Testing
 
     static let chimedSettings = Set(WorkerConfiguration.flagSpecs.filter(\.fromEnvironment).map(\.environmentName))
 
-    @Test func everyChimeSettingNamedInDeployExists() throws {
+    /// Settings of the tools the images hold: scripts/chime-accounts (the broker image's) and
+    /// `chime accounts` (deploy/compose's accounts service), as they say themselves.
+    static func toolSettings() async throws -> Set<String> {
+        let script = try Repository.text(Repository.accountsScript)
+        var names = Set(script.matches(of: /\$\{(CHIME_[A-Z0-9_]+):-/).map { String($0.output.1) })
+        let help = try ChildProcess(try builtProduct("chime"), arguments: ["accounts", "--help"])
+        try help.start()
+        await help.waitForExit(timeout: .seconds(10))
+        let text = (help.standardOutputLines + help.standardErrorLines).joined(separator: "\n")
+        names.formUnion(text.matches(of: /\[(CHIME_[A-Z0-9_]+)\]/).map { String($0.output.1) })
+        return names
+    }
+
+    @Test func everyChimeSettingNamedInDeployExists() async throws {
+        let toolSettings = try await Self.toolSettings()
+        #expect(toolSettings.isSuperset(of: ["CHIME_PASSWORD_FILE", "CHIME_SIGNING_KEY", "CHIME_DENY_FILE"]))
         let files = try FileManager.default.subpathsOfDirectory(atPath: Repository.path("deploy"))
             .filter { !$0.hasSuffix(".conf") && !$0.hasSuffix(".acl") }
             .map { "deploy/\($0)" }
@@ -48,8 +63,9 @@ import Testing
                 let name = String(text[Range(match.range, in: text)!])
                 seen.insert(name)
                 #expect(
-                    Self.chimedSettings.contains(name) || Self.entryPointSettings.contains(name),
-                    "\(file) names \(name), which chimed does not read"
+                    Self.chimedSettings.contains(name) || Self.entryPointSettings.contains(name)
+                        || toolSettings.contains(name),
+                    "\(file) names \(name), which neither chimed nor a tool of the images reads"
                 )
             }
         }
@@ -374,21 +390,29 @@ import Testing
     }
 
     @Test func theComposeBrokerKeepsTheProductionSettings() async throws {
-        let pathKeys: Set<String> = ["password_file", "acl_file", "persistence_location", "include_dir"]
-        // The eclipse-mosquitto image has no device-token plugin (built for Debian's mosquitto):
-        // its devices have passwords, as a small site's.
-        func settings(_ file: String) throws -> [String] {
-            try BrokerConfigLines(Repository.text(file)).lines.filter {
-                !pathKeys.contains($0.key) && !$0.key.hasPrefix("plugin")
-            }
-            .map { "\($0.key) \($0.value)" }
+        // The shipped file with its TLS listener turned on is the compose file, but for the files
+        // that are where compose's volumes put them.
+        let tlsLines = /^#((listener|use_username_as_clientid|max_connections|certfile|keyfile|tls_version) .*)$/
+        let shipped = try Repository.text(Repository.productionBrokerConfig).split(
+            separator: "\n",
+            omittingEmptySubsequences: false
+        )
+        .map { line in (try? tlsLines.wholeMatch(in: line)).map { String($0.output.1) } ?? String(line) }
+        .joined(separator: "\n")
+        let volumePaths: Set<String> = [
+            "password_file", "acl_file", "plugin_opt_public_key", "plugin_opt_deny_file", "plugin_opt_password_file",
+        ]
+        func settings(_ text: String) -> [String] {
+            BrokerConfigLines(text).lines.map { "\($0.key) \(volumePaths.contains($0.key) ? "(volume)" : $0.value)" }
         }
-        #expect(try settings("deploy/compose/mosquitto.conf") == settings(Repository.productionBrokerConfig))
-        let compose = BrokerConfigLines(try Repository.text("deploy/compose/mosquitto.conf"))
-        #expect(compose.value("password_file") == "/mosquitto/config/chime.passwd")
-        #expect(compose.value("acl_file") == "/mosquitto/config/chime.acl")
-        #expect(compose.value("persistence_location") == "/mosquitto/data/")
-        #expect(compose.value("include_dir") == nil)
+        let composeText = try Repository.text("deploy/compose/mosquitto.conf")
+        #expect(settings(composeText) == settings(shipped))
+        let compose = BrokerConfigLines(composeText)
+        #expect(compose.value("password_file") == "/etc/mosquitto/accounts/chime.passwd")
+        #expect(compose.value("plugin_opt_password_file") == compose.value("password_file"))
+        #expect(compose.value("acl_file") == "/etc/mosquitto/accounts/chime.acl")
+        #expect(compose.value("plugin_opt_public_key") == "/var/lib/chime-tokens/chime-accounts.pub")
+        #expect(compose.value("plugin_opt_deny_file") == "/var/lib/chime-tokens/chime-accounts.deny")
 
         // And mosquitto takes it (paths replaced as for the production file).
         let files = try TemporaryDirectory(prefix: "chime-compose")
