@@ -90,8 +90,13 @@ import Testing
             #expect(reply.errorCode == "unavailable", "\(op.rawValue): \(JSON.object(reply).text)")
         }
         #expect(w.disk.faults(.write) > 0)
-        // Reads answer, and show nothing changed.
-        #expect(try await c.ok("d1", .list, "{}") == listBefore)
+        // Reads answer, and show nothing changed ("due" may have fired meanwhile on a busy machine:
+        // its delivery is checked below).
+        func kept(_ list: JSONObject) -> [JSON] {
+            list["notifications"]?.arrayValue?.filter { $0.objectValue?["id"] != "due" } ?? []
+        }
+        #expect(kept(try await c.ok("d1", .list, "{}")) == kept(listBefore))
+        #expect(!kept(listBefore).isEmpty)
         #expect(try await c.ok("d1", .device, "{}")["badge"] == 0)
         #expect(try await c.ok("d1", .preview, #"{"id":"keep"}"#)["fireDates"]?.arrayValue?.count == 1)
 
