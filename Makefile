@@ -7,7 +7,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build plugin release container-binaries run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-scale bench-small bench-quick bench-maxima fuzz soak clean
+.PHONY: bootstrap build plugin release container-binaries run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-scale bench-small bench-quick bench-maxima bench-history fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -145,6 +145,11 @@ bench-small: release
 ## disk, in seconds, against the figures recorded for this machine class in docs/bench/hot-path.json.
 bench-quick: release
 	.build/release/chime-bench hot-path
+
+## The delivery history every device keeps (docs/benchmarks.md, "History"): RSS a device and an entry with
+## histories full, and the CPU it adds to a delivery, in process. HISTORY_DEVICES=1000000 for a million.
+bench-history: release
+	.build/release/chime-bench history --devices $${HISTORY_DEVICES:-100000}
 
 ## One command's hold on the loop at the largest values of the limits (docs/benchmarks.md, "Limits at
 ## their maxima"), in process: bench-results/maxima.json.

@@ -10,6 +10,9 @@ let usage = """
            chime-bench maxima [--quick]  (one command's hold on the loop at each limit's largest values, in process)
            chime-bench ingest-cpu [--quick]  (a batch command's stages in process: µs a notification)
            chime-bench snapshot-steps [--quick]  (how long taking a snapshot holds the loop, in process)
+           chime-bench history [--quick | --devices N] [--without]  (the memory of every device's delivery
+                              history, filled to its cap, and the CPU it adds to a delivery, in process;
+                              --without: the same deliveries' memory with history off, the control)
            chime-bench recovery [--quick | --pending N]  (recovery from a snapshot and a journal tail, in process)
            chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,scale,push,backend]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
@@ -41,6 +44,13 @@ do {
         IngestCPUBenchmark(quick: quick).run()
     case "snapshot-steps":
         SnapshotStepsBenchmark(quick: quick).run()
+    case "history":
+        var devices = quick ? 20_000 : 100_000
+        if let i = arguments.firstIndex(of: "--devices") {
+            guard i + 1 < arguments.count, let n = Int(arguments[i + 1]), n >= 1000 else { throw BenchError(usage) }
+            devices = n
+        }
+        try HistoryBenchmark(devices: devices, without: arguments.contains("--without")).run()
     case "recovery" where arguments.count == 5 && arguments[1] == "--directory" && arguments[3] == "--expect":
         guard let total = Int(arguments[4]) else { throw BenchError(usage) }
         try RecoveryBenchmark.recover(directory: arguments[2], expect: total)

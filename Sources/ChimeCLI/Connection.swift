@@ -299,10 +299,15 @@ final class Connection: Sendable {
 
     /// The device's time zone, read with an empty `device` command; nil when it has none.
     func deviceZone(_ device: String) async throws(CLIFailure) -> Zone? {
+        try await deviceStatus(device)?.timeZone
+    }
+
+    /// The device as `device {}` reads it.
+    func deviceStatus(_ device: String) async throws(CLIFailure) -> ReplyResult.DeviceStatus? {
         guard case .device(let status) = try Self.typed(.device, try await send(.device, device: device, [:])) else {
             return nil
         }
-        return status.timeZone
+        return status
     }
 
     /// The URL without its password.

@@ -148,18 +148,27 @@ public struct DeliveryRecord: Sendable, Hashable {
     /// The notification's id.
     public var identifier: String
     public var occurrenceDate: Date
+    /// When it was due: the occurrence minus its lead time.
+    public var fireDate: Date
     public var firedAt: Date
     public var isLate: Bool
     public var acknowledgedAt: Date?
     public var state: DeliveryState
+    /// What became of it on MQTT: acknowledged by the broker, or not published (push only).
+    public var mqtt: MQTTOutcome
+    /// How its pushes went, in one word; nil when it was pushed nowhere.
+    public var pushOutcome: PushSummary?
 
     init(_ row: ReplyResult.HistoryRow) {
         fireId = row.fireId
         identifier = row.id
         occurrenceDate = Wire.date(row.occurrenceDate)
+        fireDate = Wire.date(row.fireDate)
         firedAt = Wire.date(row.firedAt)
         isLate = row.late
         acknowledgedAt = row.acknowledgedAt.map(Wire.date)
         state = row.state
+        mqtt = row.mqtt
+        pushOutcome = row.pushOutcome
     }
 }

@@ -117,6 +117,8 @@ extension Engine {
                 if let history = update.history { r.history = history }
                 // Turning receipts off empties the inbox: nothing would ever acknowledge it.
                 if r.receipts == false { r.inbox.removeAll() }
+                // Turning history off forgets it (the numbers go on, for the inbox's cursors).
+                if !receiptsMode(device).history { r.log = DeliveryHistory(firstSeq: r.log.nextSeq) }
             }
             if let change = update.push { applyPush(change, to: device, at: at) }
             let zoneChanged = update.timeZone != nil && update.timeZone != device.timeZone
@@ -168,13 +170,22 @@ extension Engine {
             if case .delivered = entry, let badge = record.badge {
                 device.badge = badge.applied(to: device.badge)
             }
+            let held = device.notifications[record.id]
+            var kept: UInt64?
             if case .delivered = entry, let capture = record.receipt {
-                keep(capture, of: record, fireId: fireId(record.id, record.occurrence), in: device)
+                // The notification's own id string, when it is still held: stored once for both.
+                kept = keep(
+                    capture,
+                    of: record,
+                    id: held?.id ?? record.id,
+                    fireId: fireId(record.id, record.occurrence),
+                    in: device
+                )
             }
             if case .delivered = entry, let capture = record.push {
-                keepPush(capture, fireId: fireId(record.id, record.occurrence), at: record.at, in: device)
+                keepPush(capture, fireId: fireId(record.id, record.occurrence), at: record.at, in: device, entry: kept)
             }
-            if let n = device.notifications[record.id], n.version == record.version {
+            if let n = held, n.version == record.version {
                 willChange(n)
                 if case .delivered = entry {
                     n.firedCount += 1

@@ -154,6 +154,11 @@ extension Engine {
                 deferred: wasDeferred,
                 badge: n.badge.map { _ in device.currentBadge }
             )
+            // Push only, unless the device has no registration left to push to, or the delivery is
+            // too large for any push.
+            let mqtt =
+                extras?.channels != .push || device.push?.registrations.isEmpty != false
+                || payload.count > Self.maxPushedDelivery
             inflight[token] = InFlight(
                 notification: n,
                 version: n.version,
@@ -164,8 +169,10 @@ extension Engine {
                 capture: capture(
                     device,
                     payload: payload,
+                    occurrence: o.instant.milliseconds,
                     due: n.fireTime(o).milliseconds,
                     expiresAfter: extras?.expiresAfter,
+                    mqtt: mqtt,
                     now: now
                 ),
                 push: capturePush(
@@ -198,10 +205,7 @@ extension Engine {
                             deliveringSince: deliveringSince,
                             deferred: wasDeferred
                         ),
-                        // Push only, unless the device has no registration left to push to, or
-                        // the delivery is too large for any push.
-                        mqtt: extras?.channels != .push || device.push?.registrations.isEmpty != false
-                            || payload.count > Self.maxPushedDelivery
+                        mqtt: mqtt
                     )
                 )
             )
@@ -273,7 +277,21 @@ extension Engine {
     func fireId(_ id: String, _ o: Occurrence) -> String { fireId(id, o.instant) }
 
     /// A delivery's `fireId`: the notification's id and its occurrence (PROTOCOL.md section 5).
-    func fireId(_ id: String, _ occurrence: Instant) -> String { "\(id)@\(occurrence.rfc3339())" }
+    func fireId(_ id: String, _ occurrence: Instant) -> String { Self.fireId(id, occurrence) }
+
+    /// A delivery's `fireId`: the notification's id and its occurrence (PROTOCOL.md section 5).
+    static func fireId(_ id: String, _ occurrence: Instant) -> String { "\(id)@\(occurrence.rfc3339())" }
+
+    /// The id and the occurrence a `fireId` names: nil for a string ``fireId(_:_:)`` never makes
+    /// (so that two spellings of one instant do not name the same delivery).
+    static func parseFireId(_ fireId: String) -> (id: String, occurrence: Instant)? {
+        guard let at = fireId.utf8.lastIndex(of: UInt8(ascii: "@")) else { return nil }
+        let id = String(fireId[..<at])
+        guard case .instant(let occurrence)? = DateTimeValue(iso8601: String(fireId[fireId.index(after: at)...])),
+            Self.fireId(id, occurrence) == fireId
+        else { return nil }
+        return (id, occurrence)
+    }
 
     /// The delivery's JSON (PROTOCOL.md section 5), written straight into bytes: this runs for
     /// every delivery, so it builds no intermediate JSON values or strings.

@@ -23,11 +23,11 @@ public struct EngineSnapshot: Sendable {
     /// The push registrations and outboxes of the devices that use push.
     let pushes: [FrozenPush]
 
-    /// The current snapshot format (6: binary entries with command keys, receipts, the zone rules
-    /// computed with and push registrations, see ``SnapshotCoding``). Readers accept this and every
-    /// earlier one (5: without push, 4: without zone rules, 3: without receipts, 2: without command
-    /// keys, 1: JSON entries).
-    public static let format: Int64 = 6
+    /// The current snapshot format (7: binary entries with command keys, receipts and histories,
+    /// the zone rules computed with and push registrations, see ``SnapshotCoding``). Readers accept
+    /// this and every earlier one (6: receipts and histories as JSON, 5: without push, 4: without
+    /// zone rules, 3: without receipts, 2: without command keys, 1: JSON entries).
+    public static let format: Int64 = 7
 
     /// How many entries ``forEachEntry(_:)`` produces.
     public var entryCount: Int {

@@ -258,8 +258,15 @@ extension JournalEntry {
                 if let payload = receipt.payload {
                     out.appendMember("inbox", .string(String(decoding: payload, as: UTF8.self)), first: &first)
                 }
-                out.appendMember("expires", .int(receipt.expiresAt), first: &first)
+                // History only: no inbox expiry to write (one written before 2026-12 has one).
+                if receipt.payload == nil && receipt.expiresAt == 0 {
+                    out.appendMember("history", true, first: &first)
+                } else {
+                    out.appendMember("expires", .int(receipt.expiresAt), first: &first)
+                }
                 if receipt.late { out.appendMember("late", true, first: &first) }
+                if receipt.lead != 0 { out.appendMember("lead", .int(receipt.lead), first: &first) }
+                if !receipt.mqtt { out.appendMember("mqtt", false, first: &first) }
             }
             if let push = r.push {
                 out.appendMember("push", .string(String(decoding: push.payload, as: UTF8.self)), first: &first)
@@ -404,11 +411,15 @@ extension JournalEntry {
                 last: try r.bool("last") ?? false
             )
             record.badge = try badge(r)
-            if let expires = try r.integer("expires", in: limits) {
+            let expires = try r.integer("expires", in: limits)
+            let historyOnly = try r.bool("history") ?? false
+            if expires != nil || historyOnly {
                 record.receipt = ReceiptCapture(
                     payload: try r.string("inbox", maxLength: .max).map { Array($0.utf8) },
-                    expiresAt: expires,
-                    late: try r.bool("late") ?? false
+                    expiresAt: expires ?? 0,
+                    late: try r.bool("late") ?? false,
+                    lead: try r.integer("lead", in: limits) ?? 0,
+                    mqtt: try r.bool("mqtt") ?? true
                 )
             }
             if let push = try r.string("push", maxLength: .max) {

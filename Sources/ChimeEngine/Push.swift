@@ -253,8 +253,13 @@ extension Engine {
     /// A delivery was recorded: one job per registration the device has now, into its outbox
     /// (and ``newPushJobs``, unless recovering: a recovered engine hands its whole outbox over
     /// once, ``finishRecovery()``). A delivery too large for any push ends at once, `refused`.
-    func keepPush(_ capture: PushCapture, fireId: String, at: Instant, in device: DeviceState) {
+    /// - Parameter entry: the delivery's history entry, if the device keeps one: it counts the
+    ///   pushes, so that `history` can say which are still pending.
+    func keepPush(_ capture: PushCapture, fireId: String, at: Instant, in device: DeviceState, entry: UInt64? = nil) {
         guard let push = device.push, !push.registrations.isEmpty else { return }
+        if let entry, let r = device.receipts {
+            r.log.update(entry) { $0.pushCount = UInt8(clamping: push.registrations.count) }
+        }
         if capture.payload.count > Self.maxPushedDelivery {
             for registration in push.registrations {
                 let key = PushJobKey(deviceId: device.id, fireId: fireId, registration: registration.id)

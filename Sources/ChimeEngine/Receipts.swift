@@ -5,8 +5,9 @@ import ChimeProtocol
 /// A device with receipts keeps each delivery, exactly as it was published, in its inbox until
 /// it acknowledges it (`ack`), the notification's `expiresAfter` passes, `--inbox-ttl` passes,
 /// or the inbox is past `--max-inbox-per-device` or `--max-inbox-bytes-per-device` (the oldest go
-/// first). A device with receipts or with `history` keeps its last `--history-per-device`
-/// deliveries and what became of each.
+/// first). Every device keeps its last `--history-per-device` deliveries and what became of each
+/// on MQTT and on push (``HistoryEntry``), unless it said `history: false` (and has no
+/// receipts) or the worker runs with `--history false` and it did not say `history: true`.
 ///
 /// What goes into the inbox and history is decided when a delivery is published, and journaled
 /// with its `delivered` record (``ReceiptCapture``), so that replay rebuilds them exactly
@@ -19,15 +20,21 @@ import ChimeProtocol
 public struct ReceiptCapture: Hashable, Sendable {
     /// The delivery as published, for the inbox (nil: history only).
     public var payload: [UInt8]?
-    /// When it leaves the inbox unacknowledged (milliseconds).
+    /// When it leaves the inbox unacknowledged (milliseconds); 0 for history only.
     public var expiresAt: Int64
+    /// The occurrence minus when it was due (the notification's `leadTime` then), milliseconds.
+    public var lead: Int64
     /// It was published a second or more after it was due.
     public var late: Bool
+    /// It was published over MQTT (false: `channels: "push"`, pushed only).
+    public var mqtt: Bool
 
-    public init(payload: [UInt8]?, expiresAt: Int64, late: Bool) {
+    public init(payload: [UInt8]?, expiresAt: Int64, late: Bool, lead: Int64 = 0, mqtt: Bool = true) {
         self.payload = payload
         self.expiresAt = expiresAt
         self.late = late
+        self.lead = lead
+        self.mqtt = mqtt
     }
 }
 
@@ -47,16 +54,29 @@ final class DeviceReceipts {
 }
 
 extension EngineConfiguration {
-    /// The receipts flags: `--receipts`, `--inbox-ttl`, `--max-inbox-per-device`,
+    /// The receipts flags: `--receipts`, `--history`, `--inbox-ttl`, `--max-inbox-per-device`,
     /// `--max-inbox-bytes-per-device`, `--history-per-device`.
     public struct Receipts: Hashable, Sendable {
         /// Receipts for devices that did not choose.
         public var byDefault = false
+        /// History for devices that did not choose (`--history`).
+        public var historyByDefault = true
         /// Milliseconds an unacknowledged delivery stays in the inbox.
         public var inboxTTL: Int64 = 7 * 86_400_000
         public var maxInboxPerDevice = 100
         public var maxInboxBytesPerDevice = 1_048_576
-        public var historyPerDevice = 50
+        /// Within ``historyBytesPerDevice`` by default (PROTOCOL.md section 3.9, "Memory").
+        public var historyPerDevice = Self.defaultHistoryPerDevice
+
+        /// The memory a device's history takes at the default `--history-per-device`, at most,
+        /// with no receipts or push: ``historyEntryBytes`` an entry and ``historyDeviceBytes``.
+        public static let historyBytesPerDevice = 1536
+        /// An entry (``HistoryEntry``'s stride); `chime-bench history` measures it.
+        public static let historyEntryBytes = 48
+        /// What a device with a history holds besides its entries: its ``DeviceReceipts`` and the
+        /// array's header, as the allocator rounds them.
+        public static let historyDeviceBytes = 192
+        public static let defaultHistoryPerDevice = (historyBytesPerDevice - historyDeviceBytes) / historyEntryBytes
 
         public init() {}
     }
@@ -66,53 +86,74 @@ extension Engine {
     /// Whether deliveries to `device` go to its inbox, and whether they are kept in its history.
     func receiptsMode(_ device: DeviceState) -> (inbox: Bool, history: Bool) {
         let inbox = device.receipts?.receipts ?? configuration.receipts.byDefault
-        return (inbox, inbox || device.receipts?.history == true)
+        return (inbox, inbox || (device.receipts?.history ?? configuration.receipts.historyByDefault))
     }
 
     /// What a delivery being published keeps, if its device uses receipts or history.
     func capture(
         _ device: DeviceState,
         payload: [UInt8],
+        occurrence: Int64,
         due: Int64,
         expiresAfter: Int64?,
+        mqtt: Bool,
         now: Instant
     )
         -> ReceiptCapture?
     {
         let mode = receiptsMode(device)
         guard mode.history else { return nil }
-        var expires = now.milliseconds + configuration.receipts.inboxTTL
-        if let expiresAfter { expires = min(expires, due + expiresAfter) }
+        var expires: Int64 = 0
+        if mode.inbox {
+            expires = now.milliseconds + configuration.receipts.inboxTTL
+            if let expiresAfter { expires = min(expires, due + expiresAfter) }
+        }
         return ReceiptCapture(
             payload: mode.inbox ? payload : nil,
             expiresAt: expires,
-            late: now.milliseconds - due >= configuration.lateThreshold
+            late: now.milliseconds - due >= configuration.lateThreshold,
+            lead: occurrence - due,
+            mqtt: mqtt
         )
     }
 
     /// A delivery was recorded: into the device's history, and its inbox with receipts. Costs
     /// O(log n) amortised whatever the caps are (``Inbox``, ``DeliveryHistory``).
-    func keep(_ capture: ReceiptCapture, of record: OccurrenceRecord, fireId: String, in device: DeviceState) {
-        let r = device.receipts ?? DeviceReceipts()
-        device.receipts = r
+    /// - Parameter id: the notification's id, shared with the notification when it is still held.
+    /// - Returns: the history entry's number, for its pushes (``keepPush(_:fireId:at:in:entry:)``).
+    @discardableResult
+    func keep(
+        _ capture: ReceiptCapture,
+        of record: OccurrenceRecord,
+        id: String,
+        fireId: @autoclosure () -> String,
+        in device: DeviceState
+    ) -> UInt64 {
+        let r: DeviceReceipts
+        if let kept = device.receipts {
+            r = kept
+        } else {
+            r = DeviceReceipts()
+            device.receipts = r
+        }
         let now = record.at.milliseconds
-        expire(r, at: now)
+        if !r.inbox.isEmpty { expire(r, at: now) }
         let limits = configuration.receipts
         let seq = r.log.nextSeq
         r.log.append(
             HistoryEntry(
-                fireId: fireId,
-                id: record.id,
+                id: id,
                 occurrence: record.occurrence.milliseconds,
                 firedAt: now,
                 late: capture.late,
-                acknowledgedAt: nil,
-                leftAs: nil,
+                lead: capture.lead,
+                mqtt: capture.mqtt,
                 expiresAt: capture.payload == nil ? nil : capture.expiresAt
-            )
+            ),
+            limit: limits.historyPerDevice
         )
-        r.log.trim(to: limits.historyPerDevice)
-        guard let payload = capture.payload else { return }
+        guard let payload = capture.payload else { return seq }
+        let fireId = fireId()
         r.inbox.append(
             InboxEntry(seq: seq, fireId: fireId, payload: payload, expiresAt: capture.expiresAt, historySeq: seq)
         )
@@ -122,6 +163,7 @@ extension Engine {
             r.dropped += 1
             setLeft(r, gone, as: .dropped)
         }
+        return seq
     }
 
     /// Removes from the inbox what expired by `now` (history keeps saying so).
@@ -218,17 +260,21 @@ extension Engine {
     func historyPage(_ deviceId: String, since: Instant?, limit: Int, now: Instant) -> ReplyResult {
         guard let r = devices[deviceId]?.receipts else { return .history([]) }
         var rows: [ReplyResult.HistoryRow] = []
-        for entry in r.log.entries.reversed() {
+        for offset in stride(from: r.log.count - 1, through: 0, by: -1) {
+            let entry = r.log[offset: offset]
             if let since, entry.firedAt < since.milliseconds { break }
             rows.append(
                 ReplyResult.HistoryRow(
-                    fireId: entry.fireId,
+                    fireId: fireId(entry.id, Instant(milliseconds: entry.occurrence)),
                     id: entry.id,
                     occurrenceDate: Instant(milliseconds: entry.occurrence),
+                    fireDate: Instant(milliseconds: entry.due),
                     firedAt: Instant(milliseconds: entry.firedAt),
                     late: entry.late,
                     acknowledgedAt: entry.acknowledgedAt.map { Instant(milliseconds: $0) },
                     state: entry.state(at: now.milliseconds),
+                    mqtt: entry.mqtt ? .acknowledged : .none,
+                    pushOutcome: entry.pushOutcome,
                     push: entry.push.map {
                         PushResult(
                             registration: $0.registration,
@@ -280,9 +326,10 @@ extension Engine {
             let e = FieldReader(o, path: "deliveries[\(i)].")
             var left: DeliveryState?
             if let name = try e.string("left") { left = try e.required(DeliveryState(rawValue: name), "left") }
+            // Its fireId is the id and the occurrence's: not kept.
+            _ = try e.required(try e.string("fireId", maxLength: .max), "fireId")
             receipts.log.append(
                 HistoryEntry(
-                    fireId: try e.required(try e.string("fireId", maxLength: .max), "fireId"),
                     id: try e.required(try e.string("id", maxLength: .max), "id"),
                     occurrence: try e.required(try e.integer("occurrence", in: all), "occurrence"),
                     firedAt: try e.required(try e.integer("firedAt", in: all), "firedAt"),
@@ -291,7 +338,8 @@ extension Engine {
                     leftAs: left,
                     expiresAt: try e.integer("expires", in: all),
                     push: try PushTrail.decode(e)
-                )
+                ),
+                limit: .max
             )
         }
         if let last = inbox.last, last.seq >= receipts.log.nextSeq {

@@ -27,6 +27,10 @@ enum SnapshotCoding {
     /// A device's push registrations and outbox (format 6): `P`, then a JSON object, as few
     /// devices have one.
     static let push = UInt8(ascii: "P")
+    /// A device's receipts settings, inbox and history, binary (format 7, when every device keeps a
+    /// history): `Y`, the device id, its settings, `dropped`, the history's first number, the inbox
+    /// entries, then the history's (``encode(_:)``). Replaces `R`, which is still read.
+    static let history = UInt8(ascii: "Y")
 
     static func encode(_ p: FrozenPush) -> [UInt8] {
         // Each delivery once, with the registrations it is still to be pushed to: its payload is
@@ -81,45 +85,67 @@ enum SnapshotCoding {
         return w.bytes
     }
 
+    /// A setting that may be unset: 0 unset, 1 false, 2 true.
+    static func setting(_ b: Bool?) -> UInt8 { b.map { $0 ? 2 : 1 } ?? 0 }
+
+    /// `Y`: each history entry's id is written once per run of entries of the same notification
+    /// (the length ``sameId`` says "the id of the entry before"), a missing time is `Int64.min`.
     static func encode(_ r: FrozenReceipts) -> [UInt8] {
-        var o = JSONObject()
-        o.append("device", .string(r.deviceId))
-        if let receipts = r.receipts { o.append("receipts", .bool(receipts)) }
-        if let history = r.history { o.append("history", .bool(history)) }
-        if r.dropped > 0 { o.append("dropped", .int(Int64(r.dropped))) }
-        o.append("historyFirst", .int(Int64(r.log.firstSeq)))
-        o.append(
-            "inbox",
-            .array(
-                r.inbox.entries.map {
-                    var e: JSONObject = [
-                        "seq": .int(Int64($0.seq)), "fireId": .string($0.fireId),
-                        "payload": .string(String(decoding: $0.payload, as: UTF8.self)), "expires": .int($0.expiresAt),
-                    ]
-                    if let seq = $0.historySeq { e.append("history", .int(Int64(seq))) }
-                    return .object(e)
+        var w = ByteWriter()
+        w.u8(history)
+        w.string(r.deviceId)
+        w.u8(setting(r.receipts) | setting(r.history) << 2)
+        w.i64(Int64(r.dropped))
+        w.u64(r.log.firstSeq)
+        let inbox = r.inbox.entries
+        w.u32(UInt32(inbox.count))
+        for e in inbox {
+            w.u64(e.seq)
+            w.string(e.fireId)
+            w.bytes(e.payload)
+            w.i64(e.expiresAt)
+            w.u64(e.historySeq ?? 0)
+        }
+        w.u32(UInt32(r.log.count))
+        var previous: String?
+        for i in 0..<r.log.count {
+            let h = r.log[offset: i]
+            if h.id == previous {
+                w.u32(sameId)
+            } else {
+                w.string(h.id)
+                previous = h.id
+            }
+            w.i64(h.occurrence)
+            w.i64(h.firedAt)
+            w.i64(h.lead)
+            var flags: UInt8 = 0
+            if h.late { flags |= 1 }
+            if !h.mqtt { flags |= 2 }
+            w.u8(flags)
+            w.u8(h.leftAs.map { UInt8(DeliveryState.snapshotOrder.firstIndex(of: $0)! + 1) } ?? 0)
+            w.u8(h.pushCount)
+            w.i64(h.acknowledgedAt ?? .min)
+            w.i64(h.expiresAt ?? .min)
+            let push = h.push
+            w.u32(UInt32(push.count))
+            for t in push {
+                w.string(t.registration)
+                w.u8(UInt8(PushOutcome.allCases.firstIndex(of: t.outcome)!))
+                w.i64(t.at)
+                if let reason = t.reason {
+                    w.u8(1)
+                    w.string(reason)
+                } else {
+                    w.u8(0)
                 }
-            )
-        )
-        o.append(
-            "deliveries",
-            .array(
-                r.log.entries.map { h in
-                    var e: JSONObject = [
-                        "fireId": .string(h.fireId), "id": .string(h.id), "occurrence": .int(h.occurrence),
-                        "firedAt": .int(h.firedAt),
-                    ]
-                    if h.late { e.append("late", true) }
-                    if let at = h.acknowledgedAt { e.append("acknowledgedAt", .int(at)) }
-                    if let left = h.leftAs { e.append("left", .string(left.rawValue)) }
-                    if let expires = h.expiresAt { e.append("expires", .int(expires)) }
-                    if !h.push.isEmpty { e.append("push", .array(h.push.map { .object($0.json) })) }
-                    return .object(e)
-                }
-            )
-        )
-        return [receipts] + JSON.object(o).bytes
+            }
+        }
+        return w.bytes
     }
+
+    /// The length that stands for the id of the history entry before (``encode(_:)``).
+    static let sameId = UInt32.max
 
     static func encode(commandKeys keys: [(key: CommandKey, at: Int64)], of deviceId: String) -> [UInt8] {
         var w = ByteWriter()
@@ -271,6 +297,8 @@ extension Engine {
                 throw RecoveryError(description: "receipts: \(error.message)")
             }
             return
+        case SnapshotCoding.history:
+            try restoreHistory(&r)
         case SnapshotCoding.push:
             do throws(ChimeError) {
                 guard case .object(let o)? = try? JSON(parsing: Array(bytes.dropFirst())) else {
@@ -390,6 +418,112 @@ extension Engine {
     }
 }
 
+extension Engine {
+    /// Reads a `Y` entry (``SnapshotCoding/encode(_:)``), its ids shared with the device's
+    /// notifications where they are still held.
+    private func restoreHistory(_ r: inout ByteReader) throws(RecoveryError) {
+        let device = device(try r.string())
+        func setting(_ bits: UInt8) throws(RecoveryError) -> Bool? {
+            switch bits & 3 {
+            case 0: return nil
+            case 1: return false
+            case 2: return true
+            default: throw RecoveryError(description: "device \(device.id): history settings \(bits)")
+            }
+        }
+        let receipts = DeviceReceipts()
+        let settings = try r.u8()
+        receipts.receipts = try setting(settings)
+        receipts.history = try setting(settings >> 2)
+        receipts.dropped = Int(clamping: try r.i64())
+        let firstSeq = try r.u64()
+        guard firstSeq >= 1 else { throw RecoveryError(description: "device \(device.id): history numbered from 0") }
+        receipts.log = DeliveryHistory(firstSeq: firstSeq)
+        var inbox: [InboxEntry] = []
+        for _ in 0..<Int(try r.u32()) {
+            let seq = try r.u64()
+            let fireId = try r.string()
+            let payload = try r.bytes()
+            let expires = try r.i64()
+            let historySeq = try r.u64()
+            if let last = inbox.last, last.seq >= seq {
+                throw RecoveryError(description: "device \(device.id): inbox entry \(seq) not above the one before")
+            }
+            inbox.append(
+                InboxEntry(
+                    seq: seq,
+                    fireId: fireId,
+                    payload: payload,
+                    expiresAt: expires,
+                    historySeq: historySeq == 0 ? nil : historySeq
+                )
+            )
+        }
+        var previous: String?
+        for _ in 0..<Int(try r.u32()) {
+            let id: String
+            if r.peekU32() == SnapshotCoding.sameId, let previous {
+                _ = try r.u32()
+                id = previous
+            } else {
+                let read = try r.string()
+                id = device.notifications[read]?.id ?? read
+            }
+            previous = id
+            let occurrence = try r.i64()
+            let firedAt = try r.i64()
+            let lead = try r.i64()
+            let flags = try r.u8()
+            let left = Int(try r.u8())
+            guard left <= DeliveryState.snapshotOrder.count else {
+                throw RecoveryError(description: "device \(device.id): unknown history state \(left)")
+            }
+            let pushCount = try r.u8()
+            let acknowledgedAt = try r.i64()
+            let expiresAt = try r.i64()
+            var push: [PushTrail] = []
+            for _ in 0..<Int(try r.u32()) {
+                let registration = try r.string()
+                let outcome = Int(try r.u8())
+                guard outcome < PushOutcome.allCases.count else {
+                    throw RecoveryError(description: "device \(device.id): unknown push outcome \(outcome)")
+                }
+                let at = try r.i64()
+                let reason = try r.u8() == 1 ? try r.string() : nil
+                push.append(
+                    PushTrail(
+                        registration: registration,
+                        outcome: PushOutcome.allCases[outcome],
+                        at: at,
+                        reason: reason
+                    )
+                )
+            }
+            receipts.log.append(
+                HistoryEntry(
+                    id: id,
+                    occurrence: occurrence,
+                    firedAt: firedAt,
+                    late: flags & 1 != 0,
+                    lead: lead,
+                    mqtt: flags & 2 == 0,
+                    acknowledgedAt: acknowledgedAt == .min ? nil : acknowledgedAt,
+                    leftAs: left == 0 ? nil : DeliveryState.snapshotOrder[left - 1],
+                    expiresAt: expiresAt == .min ? nil : expiresAt,
+                    push: push,
+                    pushCount: Int(pushCount)
+                ),
+                limit: .max
+            )
+        }
+        if let last = inbox.last, last.seq >= receipts.log.nextSeq {
+            throw RecoveryError(description: "device \(device.id): inbox numbered past the history's next number")
+        }
+        for entry in inbox { receipts.inbox.append(entry) }
+        device.receipts = receipts
+    }
+}
+
 extension SpecExtras {
     /// The fields as the JSON members a notification object has for them (`expiresAfter` in
     /// milliseconds here), in ``NotificationField`` order, then `seed` when not 0.
@@ -470,6 +604,12 @@ struct ByteReader {
     mutating func i64() throws(RecoveryError) -> Int64 { try load(Int64.self) }
     mutating func i32() throws(RecoveryError) -> Int32 { try load(Int32.self) }
     mutating func u32() throws(RecoveryError) -> UInt32 { try load(UInt32.self) }
+
+    /// The next `UInt32`, not read; nil at the end.
+    func peekU32() -> UInt32? {
+        var copy = self
+        return try? copy.u32()
+    }
 
     mutating func bytes() throws(RecoveryError) -> [UInt8] {
         exactCopy(try byteSlice())

@@ -10,3 +10,11 @@ public enum DeliveryState: String, Hashable, Sendable {
     /// Delivered to a device without receipts (history only).
     case delivered
 }
+
+/// What became of a delivery on MQTT, as `history` shows it.
+public enum MQTTOutcome: String, Hashable, Sendable {
+    /// Published, and the broker acknowledged it (section 5: what a delivery counts as done at).
+    case acknowledged
+    /// Not published over MQTT: `channels: "push"` to a device with push registrations.
+    case none
+}

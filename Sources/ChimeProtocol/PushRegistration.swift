@@ -309,6 +309,16 @@ public enum PushOutcome: String, CaseIterable, Hashable, Sendable {
     case expired
 }
 
+/// How the pushes of one delivery went, in one word, as `history`'s `pushOutcome` says it.
+public enum PushSummary: String, CaseIterable, Hashable, Sendable {
+    /// At least one push service took it.
+    case accepted
+    /// None has yet, and at least one push is still being tried.
+    case pending
+    /// Every push ended without being taken; the last one ended so.
+    case refused, unregistered, expired
+}
+
 /// How one push of a delivery ended, as a `history` row shows it.
 public struct PushResult: Hashable, Sendable {
     /// The registration's id (``PushRegistration/id``).

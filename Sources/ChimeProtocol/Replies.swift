@@ -124,10 +124,17 @@ public enum ReplyResult: Hashable, Sendable {
         public var fireId: String
         public var id: String
         public var occurrenceDate: Instant
+        /// When it was due: the occurrence minus the notification's `leadTime` (a reply of an
+        /// older chimed has none: the occurrence).
+        public var fireDate: Instant
         public var firedAt: Instant
         public var late: Bool
         public var acknowledgedAt: Instant?
         public var state: DeliveryState
+        /// What became of it on MQTT.
+        public var mqtt: MQTTOutcome
+        /// How its pushes went, in one word (nil: pushed nowhere).
+        public var pushOutcome: PushSummary?
         /// How its pushes ended (devices with push registrations; absent from the JSON when none).
         public var push: [PushResult]
 
@@ -135,20 +142,26 @@ public enum ReplyResult: Hashable, Sendable {
             fireId: String,
             id: String,
             occurrenceDate: Instant,
+            fireDate: Instant? = nil,
             firedAt: Instant,
             late: Bool,
             acknowledgedAt: Instant?,
             state: DeliveryState,
+            mqtt: MQTTOutcome = .acknowledged,
+            pushOutcome: PushSummary? = nil,
             push: [PushResult] = []
         ) {
             self.push = push
             self.fireId = fireId
             self.id = id
             self.occurrenceDate = occurrenceDate
+            self.fireDate = fireDate ?? occurrenceDate
             self.firedAt = firedAt
             self.late = late
             self.acknowledgedAt = acknowledgedAt
             self.state = state
+            self.mqtt = mqtt
+            self.pushOutcome = pushOutcome
         }
 
         var json: JSONObject {
@@ -156,10 +169,13 @@ public enum ReplyResult: Hashable, Sendable {
                 "fireId": .string(fireId),
                 "id": .string(id),
                 "occurrenceDate": .string(occurrenceDate.rfc3339(fractional: true)),
+                "fireDate": .string(fireDate.rfc3339(fractional: true)),
                 "firedAt": .string(firedAt.rfc3339(fractional: true)),
                 "late": .bool(late),
                 "acknowledgedAt": acknowledgedAt.map { .string($0.rfc3339(fractional: true)) } ?? .null,
                 "state": .string(state.rawValue),
+                "mqtt": .string(mqtt.rawValue),
+                "pushOutcome": pushOutcome.map { .string($0.rawValue) } ?? .null,
             ]
             if !push.isEmpty { o.append("push", .array(push.map { .object($0.json) })) }
             return o
@@ -170,14 +186,22 @@ public enum ReplyResult: Hashable, Sendable {
                 try Replies.instant(try r.required(try r.string(key), key), field: r.name(key))
             }
             let stateName = try r.required(try r.string("state"), "state")
+            let mqtt = try r.string("mqtt") ?? MQTTOutcome.acknowledged.rawValue
+            var pushOutcome: PushSummary?
+            if let value = r.object["pushOutcome"], value != .null {
+                pushOutcome = try r.required(PushSummary(rawValue: try r.string("pushOutcome") ?? ""), "pushOutcome")
+            }
             self.init(
                 fireId: try r.required(try r.string("fireId", maxLength: .max), "fireId"),
                 id: try r.required(try r.string("id", maxLength: .max), "id"),
                 occurrenceDate: try instant("occurrenceDate"),
+                fireDate: try Replies.optionalInstant(r, "fireDate"),
                 firedAt: try instant("firedAt"),
                 late: try r.required(try r.bool("late"), "late"),
                 acknowledgedAt: try Replies.optionalInstant(r, "acknowledgedAt"),
                 state: try r.required(DeliveryState(rawValue: stateName), "state"),
+                mqtt: try r.required(MQTTOutcome(rawValue: mqtt), "mqtt"),
+                pushOutcome: pushOutcome,
                 push: try (r.array("push", maxCount: .max) ?? []).enumerated().map { (i, item) throws(ChimeError) in
                     guard case .object(let o) = item else { throw .invalid(r.name("push[\(i)]"), "expected an object") }
                     return try PushResult(FieldReader(o, path: r.name("push[\(i)].")))

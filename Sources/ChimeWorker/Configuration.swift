@@ -104,6 +104,11 @@ public struct WorkerConfiguration: Sendable {
                 "true: every device that did not choose keeps deliveries in its inbox until it acknowledges them"
             ),
             .init(
+                "history",
+                default: "true",
+                "false: devices that did not choose keep no delivery history (device {\"history\": true} still does)"
+            ),
+            .init(
                 "inbox-ttl",
                 default: "604800",
                 range: 1...DeviceLimits.largestInboxTTLSeconds,
@@ -123,7 +128,7 @@ public struct WorkerConfiguration: Sendable {
             ),
             .init(
                 "history-per-device",
-                default: "50",
+                default: "\(EngineConfiguration.Receipts.defaultHistoryPerDevice)",
                 range: 1...DeviceLimits.maxHistoryPerDevice,
                 "deliveries a device's history keeps"
             ),
@@ -245,6 +250,11 @@ public struct WorkerConfiguration: Sendable {
         case "true": engine.receipts.byDefault = true
         case "false": engine.receipts.byDefault = false
         case let other: throw UsageError("--receipts must be true or false, got \"\(other)\"")
+        }
+        switch flags["history"] ?? "true" {
+        case "true": engine.receipts.historyByDefault = true
+        case "false": engine.receipts.historyByDefault = false
+        case let other: throw UsageError("--history must be true or false, got \"\(other)\"")
         }
         engine.receipts.inboxTTL =
             Int64(try flags.integer("inbox-ttl")) * 1000

@@ -77,9 +77,12 @@ import Testing
         let table = try await w.ok("history", "--device", "phone-1")
         #expect(table.out.first?.hasPrefix("FIRED AT ") == true, "\(table)")
         #expect(table.out.count == 3, "\(table)")
-        #expect(table.out.dropFirst().first?.contains("  tea  unacknowledged  ") == true, "\(table)")
+        #expect(table.out.dropFirst().first?.contains("  tea  ") == true, "\(table)")
+        // MQTT: the broker took it; PUSH: not pushed; then its state.
+        #expect(table.out.dropFirst().first?.firstMatch(of: #/  acknowledged +- +unacknowledged  /#) != nil, "\(table)")
         #expect(table.out.dropFirst().first?.hasSuffix("  -") == true, "\(table)")
-        #expect(table.out.last?.contains("  med  acknowledged  ") == true, "\(table)")
+        #expect(table.out.last?.contains("  med  ") == true, "\(table)")
+        #expect(table.out.last?.firstMatch(of: #/  acknowledged +- +acknowledged  /#) != nil, "\(table)")
         #expect(table.out.last?.hasSuffix(" CST") == true, "\(table)")
         // --raw: the reply's result as chimed sent it, one object, the entries as --json prints them.
         let raw = try await w.ok("history", "--device", "phone-1", "--raw")
@@ -141,5 +144,41 @@ import Testing
         let json = try await w.ok("inbox", "--device", "phone-3", "--json")
         #expect(json.jsonLines.compactMap { $0["id"]?.stringValue } == ["b"], "\(json)")
         #expect(json.out.count == 1 && json.err.contains { $0.hasPrefix("dropped 1 ") }, "\(json)")
+    }
+
+    /// The issue this answers: "did it reach the device?" for a device that never asked for
+    /// history; and a device that turned it off keeps none, which `chime history` says.
+    @Test func everyDeviceKeepsAHistoryUnlessItTurnsItOff() async throws {
+        let w = try await CLIWorld.start()
+        defer { Task { await w.stop() } }
+        let off = try await w.ok("device", "--device", "phone-5", "--history", "off")
+        #expect(row(off.out, "history")?.hasSuffix(" off") == true, "\(off)")
+        try await w.ok("schedule", "--device", "phone-5", "--id", "quiet", "--in", "1s", "--body", "Not kept")
+        try await w.ok("schedule", "--device", "phone-4", "--id", "pill", "--in", "1s", "--body", "Kept")
+
+        var history = ChimeRun(out: [], err: [])
+        let fired = try await eventually(every: .milliseconds(200)) {
+            history = try await w.ok("history", "--device", "phone-4")
+            return history.out.count == 2
+        }
+        #expect(fired, "\(history)")
+        let header = history.out.first?.split(separator: " ", omittingEmptySubsequences: true) ?? []
+        #expect(
+            header == ["FIRED", "AT", "ID", "DUE", "MQTT", "PUSH", "STATE", "LATE", "ACKNOWLEDGED", "AT"],
+            "\(history)"
+        )
+        let cells = history.out.last?.split(separator: " ", omittingEmptySubsequences: true).map(String.init) ?? []
+        #expect(cells.contains("pill") && cells.contains("acknowledged") && cells.contains("delivered"), "\(history)")
+        let json = try await w.ok("history", "--device", "phone-4", "--json").jsonLines
+        #expect(json.first?["mqtt"] == "acknowledged" && json.first?["pushOutcome"] == .null, "\(json)")
+
+        // phone-5's one-shot is gone from its list once its delivery is recorded.
+        let delivered = try await eventually(every: .milliseconds(200)) {
+            try await w.ok("list", "--device", "phone-5", "--json").jsonLines.isEmpty
+        }
+        #expect(delivered)
+        let none = try await w.ok("history", "--device", "phone-5")
+        #expect(none.out == ["device phone-5 keeps no delivery history (device --history off)"], "\(none)")
+        #expect(try await w.ok("history", "--device", "phone-5", "--json").out.isEmpty)
     }
 }

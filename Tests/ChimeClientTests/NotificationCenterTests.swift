@@ -346,6 +346,9 @@ struct AppleCase: Sendable, CustomTestStringConvertible {
             #expect(history.map(\.state) == [.acknowledged, .acknowledged])
             #expect(history.allSatisfy { $0.acknowledgedAt != nil })
             #expect(history.map(\.identifier) == ["tea", "pill"])
+            #expect(
+                history.allSatisfy { $0.mqtt == .acknowledged && $0.pushOutcome == nil && $0.fireDate <= $0.firedAt }
+            )
             #expect(try await center.history(limit: 1).map(\.identifier) == ["tea"])
             #expect(try await center.history(since: Date().addingTimeInterval(60)).isEmpty)
             #expect(try await center.deviceSettings().badge == 0)
@@ -462,7 +465,7 @@ struct AppleCase: Sendable, CustomTestStringConvertible {
             let fresh = try await center.deviceSettings()
             #expect(fresh.deviceId == "phone-3")
             #expect(fresh.timeZoneIdentifier == nil)
-            #expect(fresh.badge == 0 && fresh.pending == 0 && !fresh.receipts && !fresh.history)
+            #expect(fresh.badge == 0 && fresh.pending == 0 && !fresh.receipts && fresh.history)
 
             let quiet = QuietHours(start: TimeOfDay(hour: 22, minute: 0), end: TimeOfDay(hour: 7, minute: 0))
             let changed = try await center.setDeviceSettings(

@@ -211,6 +211,58 @@ import Testing
         #expect(Set(history ?? []) == ["silent", "closed"])
     }
 
+    /// `history` says what became of each delivery on each channel, for a device that never
+    /// asked for history; the journal and a snapshot rebuild the same.
+    @Test func historySaysHowEachChannelWent() throws {
+        var h = Harness(configuration: Self.configuration)
+        h.ok("d1", .device, #"{"push":[\#(Self.apns),\#(Self.webPush)]}"#)
+        h.ok("d1", .schedule, #"{"id":"both","after":60,"alertBody":"x"}"#)
+        h.ok("d1", .schedule, #"{"id":"closed","after":60,"channels":"push","alertBody":"y"}"#)
+        #expect(h.advance(seconds: 61).map { $0["id"] } == ["both"])
+        let jobs = h.pusher.take()
+        #expect(jobs.count == 4)
+        func rows() -> [String: JSONObject] {
+            var byId: [String: JSONObject] = [:]
+            for row in h.ok("d1", .history, "{}")["deliveries"]?.arrayValue ?? [] {
+                if let o = row.objectValue, let id = o["id"]?.stringValue { byId[id] = o }
+            }
+            return byId
+        }
+        var now = rows()
+        #expect(now["both"]?["mqtt"] == "acknowledged")
+        #expect(now["closed"]?["mqtt"] == "none")
+        #expect(now["both"]?["pushOutcome"] == "pending")
+        #expect(now["closed"]?["pushOutcome"] == "pending")
+        func job(_ id: String, _ provider: PushRegistration.Provider) throws -> PushJob {
+            try #require(jobs.first { $0.fireId.hasPrefix(id + "@") && $0.registration.provider == provider })
+        }
+        try h.worker.step(.push(try job("both", .apns).key, .accepted))
+        try h.worker.step(.push(try job("closed", .apns).key, .refused(reason: "HTTP 400 BadTopic")))
+        h.advance(seconds: 0)
+        now = rows()
+        #expect(now["both"]?["pushOutcome"] == "accepted", "one accepted is enough")
+        #expect(now["closed"]?["pushOutcome"] == "pending", "its Web Push is still being tried")
+        try h.worker.step(.push(try job("closed", .webpush).key, .unregistered(reason: "HTTP 410")))
+        h.advance(seconds: 0)
+        now = rows()
+        #expect(now["closed"]?["pushOutcome"] == "unregistered", "how the last one ended")
+        #expect(now["closed"]?["push"]?.arrayValue?.count == 2)
+        // The Web Push of "both" ended with its registration.
+        #expect(now["both"]?["push"]?.arrayValue?.count == 2)
+        #expect(now["both"]?["pushOutcome"] == "accepted")
+
+        let live = h.ok("d1", .history, "{}")
+        var again = h
+        again.engine = h.replayed()
+        #expect(again.ok("d1", .history, "{}") == live)
+        let fromSnapshot = Engine(configuration: Self.configuration)
+        fromSnapshot.beginRecovery()
+        for entry in again.engine.snapshot.entries { try fromSnapshot.restore(snapshotEntry: entry) }
+        fromSnapshot.finishRecovery()
+        again.engine = fromSnapshot
+        #expect(again.ok("d1", .history, "{}") == live)
+    }
+
     @Test func aPushOnlyDeliveryGoesOverMQTTWhenNoRegistrationIsLeft() throws {
         var h = Harness(configuration: Self.configuration)
         h.ok("d1", .device, #"{"push":[\#(Self.apns)],"history":true}"#)

@@ -124,15 +124,159 @@ import Testing
         #expect(rows[1]["acknowledgedAt"] == "2026-12-01T10:01:42.000Z")
     }
 
-    @Test func aDeviceWithoutReceiptsOrHistoryKeepsNothing() {
+    /// An engine rebuilt from `engine`'s snapshot.
+    func restored(_ engine: Engine) throws -> Engine {
+        let fresh = Engine(configuration: engine.configuration)
+        fresh.beginRecovery()
+        for entry in engine.snapshot.entries { try fresh.restore(snapshotEntry: entry) }
+        fresh.finishRecovery()
+        return fresh
+    }
+
+    /// `history` of every device named, from the live engine, the journal replayed and a snapshot
+    /// of the replayed one: the same.
+    func expectRebuiltAlike(_ h: inout Harness, _ devices: [String] = ["d1"]) throws {
+        let live = devices.map { h.ok($0, .history, #"{"limit":1000}"#) }
+        var again = h
+        again.engine = h.replayed()
+        #expect(devices.map { again.ok($0, .history, #"{"limit":1000}"#) } == live)
+        again.engine = try restored(again.engine)
+        #expect(devices.map { again.ok($0, .history, #"{"limit":1000}"#) } == live)
+        // The snapshot holds histories in the binary entry of format 7, not the JSON one.
+        let kinds = Set(h.engine.snapshot.entries.compactMap(\.first))
+        #expect(!kinds.contains(UInt8(ascii: "R")))
+    }
+
+    @Test func everyDeviceKeepsAHistoryByDefault() throws {
         var h = Harness()
+        #expect(h.ok("d1", .device, "{}")["history"] == true)
+        h.ok("d1", .schedule, #"{"id":"pill","fireDate":"2026-12-01T10:15:00Z","leadTime":900,"alertBody":"now"}"#)
+        let published = h.advance(seconds: 2)
+        #expect(published.count == 1)
+        let rows = deliveries(h.ok("d1", .history, "{}"))
+        #expect(rows.count == 1)
+        let row = try #require(rows.first)
+        #expect(row["fireId"] == published[0]["fireId"])
+        #expect(row["fireId"] == "pill@2026-12-01T10:15:00Z")
+        #expect(row["id"] == "pill")
+        #expect(row["occurrenceDate"] == "2026-12-01T10:15:00.000Z")
+        #expect(row["fireDate"] == "2026-12-01T10:00:00.000Z")
+        #expect(row["firedAt"] == "2026-12-01T10:00:00.000Z")
+        #expect(row["mqtt"] == "acknowledged")
+        #expect(row["pushOutcome"] == .null)
+        #expect(row["state"] == "delivered")
+        #expect(row["push"] == nil)
+        // Decided when it was published and journaled with its record, without its payload.
+        let record = h.journal.compactMap { entry -> OccurrenceRecord? in
+            if case .delivered(let r) = entry { return r }
+            return nil
+        }
+        #expect(record.count == 1)
+        #expect(record.first?.receipt == ReceiptCapture(payload: nil, expiresAt: 0, late: false, lead: 900_000))
+        // An app can say it showed it, as with receipts.
+        #expect(h.ok("d1", .ack, #"{"fireIds":["pill@2026-12-01T10:15:00Z"]}"#)["acknowledged"] == 1)
+        #expect(deliveries(h.ok("d1", .history, "{}")).first?["state"] == "acknowledged")
+        try expectRebuiltAlike(&h)
+    }
+
+    @Test func aDeviceThatOptsOutKeepsNoneAndForgetsWhatItHad() throws {
+        var h = Harness()
+        h.ok("d1", .schedule, #"{"id":"a","after":1,"repeatInterval":"minute"}"#)
+        h.ok("d2", .schedule, #"{"id":"a","after":1,"repeatInterval":"minute"}"#)
+        _ = h.advance(seconds: 2)
+        #expect(deliveries(h.ok("d1", .history, "{}")).count == 1)
+        #expect(h.ok("d1", .device, #"{"history":false}"#)["history"] == false)
+        #expect(deliveries(h.ok("d1", .history, "{}")).isEmpty)
+        let published = h.advance(seconds: 60)
+        #expect(published.count == 2, "it still gets its deliveries")
+        #expect(deliveries(h.ok("d1", .history, "{}")).isEmpty)
+        #expect(deliveries(h.ok("d2", .history, "{}")).count == 2, "the positive control")
+        let fireId = try #require(published.first { $0["deviceId"] == "d1" }?["fireId"]?.stringValue)
+        #expect(h.ok("d1", .ack, #"{"fireIds":["\#(fireId)"]}"#)["unknown"] == [.string(fireId)])
+        // Receipts imply history, whatever history says.
+        #expect(h.ok("d1", .device, #"{"receipts":true}"#)["history"] == true)
+        _ = h.advance(seconds: 60)
+        #expect(deliveries(h.ok("d1", .history, "{}")).count == 1)
+        try expectRebuiltAlike(&h, ["d1", "d2"])
+    }
+
+    @Test func withHistoryOffADeviceThatDidNotChooseKeepsNothing() {
+        var configuration = EngineConfiguration()
+        configuration.receipts.historyByDefault = false
+        var h = Harness(configuration: configuration)
         h.ok("d1", .schedule, #"{"id":"a","after":1}"#)
         let fireId = h.advance(seconds: 2)[0]["fireId"]!.stringValue!
         #expect(fireIds(inbox(&h)).isEmpty)
         #expect(h.ok("d1", .history, "{}")["deliveries"] == [])
         #expect(h.ok("d1", .ack, #"{"fireIds":["\#(fireId)"]}"#)["unknown"] == [.string(fireId)])
         #expect(h.ok("d1", .device, "{}")["receipts"] == false)
+        #expect(h.ok("d1", .device, "{}")["history"] == false)
         #expect(h.engine.deviceCount == 0)
+        // One that asks for it has it.
+        h.ok("d2", .device, #"{"history":true}"#)
+        h.ok("d2", .schedule, #"{"id":"a","after":1}"#)
+        _ = h.advance(seconds: 2)
+        #expect(deliveries(h.ok("d2", .history, "{}")).count == 1)
+    }
+
+    /// A data directory written before history was on by default replays to what it was: its
+    /// records carry no history, so none is made of them; what is delivered now is kept.
+    @Test func recordsJournaledWithoutHistoryStayWithoutIt() throws {
+        let engine = Engine(configuration: EngineConfiguration())
+        let at = instant("2026-12-01T10:00:00Z")
+        engine.beginRecovery()
+        let old = ResolvedNotification(id: "a", fireDate: .instant(at), NotificationSpec())
+        engine.apply(.schedule(deviceId: "d1", at: at, replaced: [], notifications: [old]))
+        engine.apply(
+            .delivered(
+                OccurrenceRecord(deviceId: "d1", id: "a", version: 1, index: 0, occurrence: at, at: at, last: true)
+            )
+        )
+        engine.finishRecovery()
+        #expect(engine.deviceCount == 0)
+        var random = SystemRandomNumberGenerator()
+        let read = engine.decide(
+            Request(deviceId: "d1", op: .history, command: .history(since: nil, limit: 100)),
+            now: at,
+            random: &random
+        )
+        guard case .reply(let reply) = read, case .success(.history(let rows)) = reply.outcome else {
+            Issue.record("\(read)")
+            return
+        }
+        #expect(rows.isEmpty)
+    }
+
+    @Test func theDefaultCapKeepsTheNewestWithinTheBudget() throws {
+        let cap = EngineConfiguration.Receipts.defaultHistoryPerDevice
+        #expect(
+            cap * EngineConfiguration.Receipts.historyEntryBytes + EngineConfiguration.Receipts.historyDeviceBytes
+                <= EngineConfiguration.Receipts.historyBytesPerDevice
+        )
+        #expect(EngineConfiguration().receipts.historyPerDevice == cap)
+        var h = Harness()
+        h.ok("d1", .schedule, #"{"id":"every-minute-please","after":60,"repeatInterval":"minute"}"#)
+        for _ in 0..<(cap + 5) { _ = h.advance(seconds: 60) }
+        let rows = deliveries(h.ok("d1", .history, #"{"limit":1000}"#))
+        #expect(rows.count == cap)
+        // Newest first, one a minute, the five oldest gone.
+        let fired = rows.compactMap { $0["firedAt"]?.stringValue }
+        #expect(fired == fired.sorted(by: >))
+        #expect(rows.last?["occurrenceDate"] == .string(instant("2026-12-01T10:06:00Z").rfc3339(fractional: true)))
+        try expectRebuiltAlike(&h)
+        // One id string for the whole series: the notification's own.
+        let log = try #require(h.engine.devices["d1"]?.receipts?.log)
+        let held = try #require(h.engine.devices["d1"]?.notifications["every-minute-please"])
+        for entry in log.entries {
+            #expect(sameStorage(entry.id, held.id))
+        }
+    }
+
+    /// Whether two strings share their bytes (one stored out of line, referenced twice).
+    func sameStorage(_ a: String, _ b: String) -> Bool {
+        var a = a
+        var b = b
+        return a.withUTF8 { x in b.withUTF8 { y in x.baseAddress == y.baseAddress } }
     }
 
     @Test func theInboxPagesByCursor() {

@@ -35,11 +35,11 @@ import Testing
             (.snooze, #"{"id":"b","after":60}"#, #"{"id":"b","nextFireDate":"2026-12-01T10:01:00Z"}"#),
             (
                 .device, #"{"timeZone":"Asia/Shanghai","quietHours":{"start":"22:00","end":"07:00"}}"#,
-                #"{"deviceId":"d","timeZone":"Asia/Shanghai","badge":0,"quietHours":{"start":"22:00","end":"07:00"},"pending":2,"receipts":false,"history":false}"#
+                #"{"deviceId":"d","timeZone":"Asia/Shanghai","badge":0,"quietHours":{"start":"22:00","end":"07:00"},"pending":2,"receipts":false,"history":true}"#
             ),
             (
                 .device, #"{"quietHours":null}"#,
-                #"{"deviceId":"d","timeZone":"Asia/Shanghai","badge":0,"quietHours":null,"pending":2,"receipts":false,"history":false}"#
+                #"{"deviceId":"d","timeZone":"Asia/Shanghai","badge":0,"quietHours":null,"pending":2,"receipts":false,"history":true}"#
             ),
             (
                 .preview, #"{"id":"c","count":2}"#,

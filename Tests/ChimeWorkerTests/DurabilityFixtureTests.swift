@@ -12,15 +12,17 @@ import Testing
 /// histories in the snapshot and in records after it, and `ack` records; `v4` adds `update`
 /// records; `v5` snapshot format 5, with the rules of the zones in use (a `Z` entry), and
 /// `zoneRules` records on both sides of it; `v6` snapshot format 6, with push registrations and
-/// pushes not yet taken (a `P` entry), and `pushed` records after it. Replies that gained members since a fixture was
-/// written are compared on the members it has.
+/// pushes not yet taken (a `P` entry), and `pushed` records after it; `v7` snapshot format 7, where
+/// every device keeps a history by default: the binary `Y` entry in place of `R`, `d3` that never
+/// chose and `d4` that turned history off, both with deliveries on both sides of the snapshot.
+/// Replies that gained members since a fixture was written are compared on the members it has.
 ///
 /// Written by ``writeDataDirectory()`` (about 30 s):
 /// `CHIME_WRITE_FIXTURES=v3 swift test --filter DurabilityFixtureTests/writeDataDirectory`.
 /// Never rewrite one: when a format changes, add the next version beside them and to ``versions``.
 @Suite(.serialized) struct DurabilityFixtureTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
-    static let versions = ["v1", "v2", "v3", "v4", "v5", "v6"]
+    static let versions = ["v1", "v2", "v3", "v4", "v5", "v6", "v7"]
 
     /// The record kinds after each fixture's snapshot: all there were when it was written.
     static func kinds(_ version: String) -> Set<JournalEntry.Kind> {
@@ -33,10 +35,23 @@ import Testing
         }
     }
 
-    /// `got` has every member of `want`, equal (later chimeds may add members).
+    /// `got` has every member of `want`, equal, and so has each object in it (later chimeds may
+    /// add members, to a reply or to its rows: `history` rows gained `fireDate`, `mqtt` and
+    /// `pushOutcome`).
     static func matches(_ got: JSONObject, _ want: JSON?) -> Bool {
         guard let want = want?.objectValue else { return false }
-        return want.members.allSatisfy { got[$0.key] == $0.value }
+        return want.members.allSatisfy { member in got[member.key].map { alike($0, member.value) } ?? false }
+    }
+
+    private static func alike(_ got: JSON, _ want: JSON) -> Bool {
+        switch (got, want) {
+        case (.object(let g), .object):
+            return matches(g, want)
+        case (.array(let g), .array(let w)):
+            return g.count == w.count && zip(g, w).allSatisfy { alike($0, $1) }
+        default:
+            return got == want
+        }
     }
 
     /// The reads a fixture's expectations hold for each device, as the generator saved them.
@@ -109,9 +124,21 @@ import Testing
             try opened.snapshot?.forEachEntry { entry in entryKinds.insert(entry.first ?? 0) }
             try journal.close()
             #expect(entryKinds.contains(UInt8(ascii: "P")), "a P entry in the snapshot")
+            if version >= "v7" {
+                #expect(entryKinds.contains(UInt8(ascii: "Y")), "a Y entry in the snapshot")
+                #expect(!entryKinds.contains(UInt8(ascii: "R")), "no R entry in the snapshot")
+            }
+        }
+        if version >= "v7" {
+            // d3 never chose: its deliveries from both sides of the snapshot are in its history;
+            // d4 turned history off: none are.
+            let d3 = try Durability.read(engine, "d3", .history, "{}")["deliveries"]?.arrayValue ?? []
+            #expect(d3.count == 2)
+            let d4 = try Durability.read(engine, "d4", .history, "{}")["deliveries"]?.arrayValue ?? []
+            #expect(d4.isEmpty)
         }
 
-        #expect(expected.devices.count == 2)
+        #expect(expected.devices.count == (version >= "v7" ? 4 : 2))
         for (device, value) in expected.devices {
             let want = try #require(value.objectValue)
             for read in Self.reads where want[read.key] != nil {
@@ -208,7 +235,17 @@ import Testing
         }
         try await f.subscribeDeliveries("d1")
         try await f.subscribeDeliveries("d2")
+        // From v7: every device keeps a history unless it said not to.
+        let everyone = version >= "v7" ? ["d3", "d4"] : []
+        for device in everyone { try await f.subscribeDeliveries(device) }
         let quick = #""ignoreQuietHours":true"#
+        if version >= "v7" {
+            try await f.ok("d4", .device, #"{"history":false}"#)
+            for device in everyone {
+                try await f.ok(device, .schedule, #"{"id":"before","after":1,\#(quick)}"#)
+                _ = await f.waitForDeliveries(device, count: 1, timeout: .seconds(20))
+            }
+        }
 
         // 1. Every kind of entry, and deliveries.
         try await f.ok(
@@ -303,6 +340,10 @@ import Testing
         }
         try await f.ok("d2", .schedule, #"{"id":"now","after":1,"badge":"-1",\#(quick)}"#)
         _ = await f.waitForDeliveries("d2", count: 1, timeout: .seconds(20))
+        for device in everyone {
+            try await f.ok(device, .schedule, #"{"id":"after","after":1,\#(quick)}"#)
+            _ = await f.waitForDeliveries(device, count: 2, timeout: .seconds(20))
+        }
         if standin != nil {
             // Every push taken and recorded: d1's five deliveries from before the stop, to two
             // registrations each, and d2's one now.
@@ -326,7 +367,7 @@ import Testing
         )
 
         var devices = JSONObject()
-        for device in ["d1", "d2"] {
+        for device in ["d1", "d2"] + everyone {
             var reads = JSONObject()
             for read in Self.reads { reads[read.key] = .object(try await f.ok(device, read.op, read.payload)) }
             devices[device] = .object(reads)

@@ -150,15 +150,18 @@ struct AckCommand: Command {
 /// `chime history`: the device's recent deliveries and what became of each.
 struct HistoryCommand: Command {
     static let name = "history"
-    static let summary = "the device's recent deliveries and whether each was acknowledged"
+    static let summary = "the device's recent deliveries: did each reach it, over MQTT and push"
     static let synopsis = "chime history --device ID [--since TIME] [--limit N] [--json | --raw] [options]"
     static let discussion = """
         Lists the device's recent deliveries, newest first: when each was sent (in the device's zone
-        when it has one, and in UTC), the notification's id, its state (unacknowledged, acknowledged,
+        when it has one, and in UTC), the notification's id, when it was due, what became of it on
+        MQTT (acknowledged: the broker took it; none: push only) and on push (accepted, pending,
+        refused, unregistered, expired; "-": not pushed), its state (unacknowledged, acknowledged,
         expired, dropped or delivered), whether it was late, and when it was acknowledged ("-": not).
-        chimed keeps the last --history-per-device (default 50) deliveries of a device with receipts
-        or with history on (chime device --history on). --json prints each entry as chimed returns
-        it, with its fireId, one JSON object a line; --raw the reply's result as one JSON object.
+        chimed keeps the last --history-per-device (default \(EngineConfiguration.Receipts.defaultHistoryPerDevice)) deliveries of every device, unless it
+        turned history off (chime device --history off), which this command then says. --json prints
+        each entry as chimed returns it, with its fireId, one JSON object a line; --raw the reply's
+        result as one JSON object.
         """
     static let specs: [Flags.Spec] =
         [
@@ -207,21 +210,32 @@ struct HistoryCommand: Command {
             return
         }
         guard case .history(let rows) = try Connection.typed(.history, raw) else { return }
-        guard !rows.isEmpty else {
-            console.out("no deliveries in the history of \(device)")
-            return
+        let status = try await broker.deviceStatus(device)
+        if !rows.isEmpty {
+            console.out(lines: Self.table(rows, display: TimeDisplay(zone: status?.timeZone)).lines)
         }
-        let zone = try await broker.deviceZone(device)
-        console.out(lines: Self.table(rows, display: TimeDisplay(zone: zone)).lines)
+        if status?.history == false {
+            console.out(Self.keepsNone(device))
+        } else if rows.isEmpty {
+            console.out("no deliveries in the history of \(device)")
+        }
     }
 
-    /// fired at, id, state, late, acknowledged at.
+    /// What a device that keeps no history is told.
+    static func keepsNone(_ device: String) -> String {
+        "device \(device) keeps no delivery history (device --history off)"
+    }
+
+    /// fired at, id, due, MQTT, push, state, late, acknowledged at.
     static func table(_ rows: [ReplyResult.HistoryRow], display: TimeDisplay) -> Table {
-        var table = Table(["FIRED AT", "ID", "STATE", "LATE", "ACKNOWLEDGED AT"])
+        var table = Table(["FIRED AT", "ID", "DUE", "MQTT", "PUSH", "STATE", "LATE", "ACKNOWLEDGED AT"])
         for row in rows {
             table.append([
                 display.both(row.firedAt),
                 row.id,
+                display.local(row.fireDate),
+                row.mqtt.rawValue,
+                row.pushOutcome?.rawValue ?? "-",
                 row.state.rawValue,
                 row.late ? "yes" : "no",
                 row.acknowledgedAt.map(display.local) ?? "-",

@@ -56,10 +56,11 @@ struct DeviceCommand: Command {
         Changing the zone re-computes every notification that follows the device's zone. A delivery due
         inside the quiet hours (in the device's zone) is held until they end. With receipts, each
         delivery waits in the device's inbox until the device acknowledges it (chime inbox, chime ack);
-        turning them off empties the inbox. History keeps the recent deliveries for chime history
-        (receipts imply it). Shown as they apply now: a device that did not choose has the worker's
-        --receipts. The push options add a registration (APNs, FCM, Web Push) so that deliveries also
-        reach the device while its app is closed; the device shows each one by id, without its secrets.
+        turning them off empties the inbox. History keeps the recent deliveries for chime history, on
+        for every device unless turned off, which forgets them (receipts imply it). Shown as they apply
+        now: a device that did not choose has the worker's --receipts and --history. The push options
+        add a registration (APNs, FCM, Web Push) so that deliveries also reach the device while its
+        app is closed; the device shows each one by id, without its secrets.
         """
     static let specs: [Flags.Spec] =
         [
@@ -69,7 +70,7 @@ struct DeviceCommand: Command {
             .init("quiet", env: false, "set quiet hours START-END in the device's zone (22:00-07:00)"),
             .init("no-quiet", value: false, env: false, "remove the quiet hours"),
             .init("receipts", env: false, "on: keep each delivery in the inbox until acknowledged; off: not"),
-            .init("history", env: false, "on: keep the recent deliveries for chime history; off: not"),
+            .init("history", env: false, "on (the default): keep recent deliveries for chime history; off: forget"),
             .init("apns-token", env: false, "add an APNs registration: the device token in hex"),
             .init("apns-topic", env: false, "its app's bundle id (with --apns-token)"),
             .init("apns-sandbox", value: false, env: false, "the app is a development build (with --apns-token)"),

@@ -233,11 +233,12 @@ def test_snooze(center: NotificationCenter) -> None:
 def test_device_settings(center: NotificationCenter) -> None:
     fresh = center.device_settings()
     assert fresh.device_id == center.device_id and fresh.time_zone is None and fresh.badge == 0
-    assert not fresh.receipts and not fresh.history and fresh.quiet_hours is None
+    # Every device keeps a history unless it turns it off.
+    assert not fresh.receipts and fresh.history and fresh.quiet_hours is None
     changed = center.update_device_settings(time_zone="Asia/Shanghai", badge=4,
-                                            quiet_hours=QuietHours("22:00", "07:00"), history=True)
+                                            quiet_hours=QuietHours("22:00", "07:00"), history=False)
     assert (changed.time_zone, changed.badge, changed.quiet_hours, changed.history) == (
-        "Asia/Shanghai", 4, QuietHours("22:00", "07:00"), True)
+        "Asia/Shanghai", 4, QuietHours("22:00", "07:00"), False)
     cleared = center.update_device_settings(quiet_hours=None, receipts=True)
     assert cleared.quiet_hours is None and cleared.receipts and cleared.time_zone == "Asia/Shanghai"
     assert center.device_settings() == cleared
@@ -275,6 +276,7 @@ def test_receipts_inbox_after_being_offline(chime: Chime, device_id: str) -> Non
         fire_id = inbox.deliveries[0].fire_id
         [entry] = phone.history()
         assert (entry.fire_id, entry.state, entry.acknowledged_at) == (fire_id, "unacknowledged", None)
+        assert (entry.mqtt, entry.push_outcome) == ("acknowledged", None) and entry.fire_date is not None
         assert phone.ack([fire_id], badge=Badge.decrement(1)).acknowledged == 1
         assert phone.device_settings().badge == 0
         again = phone.ack(fire_id, badge=Badge.decrement(1))  # applied once however often it is sent

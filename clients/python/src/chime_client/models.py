@@ -379,7 +379,9 @@ class Inbox:
 @dataclass(frozen=True)
 class HistoryEntry:
     """Whether a delivery reached the device. ``state``: ``unacknowledged``, ``acknowledged``,
-    ``expired``, ``dropped`` or ``delivered``."""
+    ``expired``, ``dropped`` or ``delivered``; ``fire_date`` when it was due; ``mqtt``:
+    ``acknowledged`` (the broker took it) or ``none`` (pushed only); ``push_outcome``:
+    ``accepted``, ``pending``, ``refused``, ``unregistered``, ``expired`` or ``None`` (not pushed)."""
 
     fire_id: str
     identifier: str
@@ -388,8 +390,14 @@ class HistoryEntry:
     late: bool
     acknowledged_at: datetime | None
     state: str
+    fire_date: datetime | None = None
+    mqtt: str = "acknowledged"
+    push_outcome: str | None = None
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> HistoryEntry:
+        outcome = d.get("pushOutcome")
         return cls(d["fireId"], d["id"], parse_datetime(d["occurrenceDate"]), parse_datetime(d["firedAt"]),
-                   bool(d.get("late", False)), optional_datetime(d.get("acknowledgedAt")), str(d["state"]))
+                   bool(d.get("late", False)), optional_datetime(d.get("acknowledgedAt")), str(d["state"]),
+                   optional_datetime(d.get("fireDate")), str(d.get("mqtt", "acknowledged")),
+                   None if outcome is None else str(outcome))
