@@ -122,8 +122,9 @@ final class ChimeConnection: Sendable {
         self.configuration = configuration
         self.replies = replies
         self.window = RequestWindow(size: configuration.window)
-        self.deliveries = .perDevice(prefix: configuration.topicPrefix + "/", suffix: "/notifications")
-        self.initialFilters = [replies.filter] + (deviceId.map { [Self.notifications(configuration, $0)] } ?? [])
+        let deliveries = TopicSpace.perDevice(prefix: configuration.topicPrefix + "/", suffix: "/notifications")
+        self.deliveries = deliveries
+        self.initialFilters = [replies.filter] + (deviceId.map { [deliveries.topic(for: $0)] } ?? [])
     }
 
     deinit {
@@ -133,8 +134,8 @@ final class ChimeConnection: Sendable {
     }
 
     /// `P/{deviceId}/notifications`, or `P/+/notifications` for nil.
-    static func notifications(_ configuration: ChimeNotificationCenter.Configuration, _ deviceId: String?) -> String {
-        "\(configuration.topicPrefix)/\(deviceId ?? "+")/notifications"
+    func notifications(of deviceId: String?) -> String {
+        deviceId.map(deliveries.topic(for:)) ?? deliveries.filter
     }
 
     /// How many commands are waiting for their reply now.
@@ -191,7 +192,7 @@ final class ChimeConnection: Sendable {
     /// an earlier call did.
     func subscribeDeliveries(of deviceId: String?) async throws(ChimeClientError) {
         try await connect()
-        let filter = Self.notifications(configuration, deviceId)
+        let filter = notifications(of: deviceId)
         guard !initialFilters.contains(filter) else { return }
         let new = state.withLock { $0.deliveryFilters.insert(filter).inserted }
         guard new else { return }

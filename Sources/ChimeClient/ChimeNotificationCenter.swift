@@ -125,7 +125,7 @@ public final class ChimeNotificationCenter: Sendable {
         self.configuration = connection.configuration
         self.connection = connection
         self.ownsConnection = owned
-        self.notificationsTopic = ChimeConnection.notifications(connection.configuration, deviceId)
+        self.notificationsTopic = connection.notifications(of: deviceId)
         self.replyTopic = connection.replies.topic(for: deviceId)
     }
 
