@@ -1,5 +1,6 @@
 import ChimeClientMQTT
 import ChimeHarness
+import ChimeSupport
 import Foundation
 
 /// `chime-bench system --only backend` (`make bench-backend`): the ingest workload (schedule
@@ -114,8 +115,7 @@ extension SystemBenchmark {
             let cpu = (cpuSeconds(pid: worker.process.pid) ?? 0) - cpu0
             let own = (cpuSeconds(pid: getpid()) ?? 0) - own0
             await backend.disconnect()
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            return (Double(n) / seconds, cpu / Double(n), own / Double(n))
+            return (Double(n) / seconds(elapsed), cpu / Double(n), own / Double(n))
         }
     }
 }

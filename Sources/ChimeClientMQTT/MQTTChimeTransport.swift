@@ -76,16 +76,11 @@ public final class MQTTChimeTransport: ChimeTransport {
         correlationData: [UInt8]?,
         timeout: Duration
     ) async throws {
-        let properties = MQTTPublishProperties(
-            responseTopic: responseTopic,
-            correlationData: correlationData,
-            contentType: "application/json"
-        )
         let code = try await requester.publish(
             topic: topic,
             payload: payload,
             qos: qos,
-            properties: properties,
+            properties: Self.properties(responseTopic, correlationData),
             timeout: timeout
         )
         if code >= 0x80 { throw ChimeClientError(.transport, Self.refusal(topic, code)) }
@@ -101,14 +96,19 @@ public final class MQTTChimeTransport: ChimeTransport {
         timeout: Duration,
         refused: @escaping @Sendable (String) -> Void
     ) async throws {
-        let properties = MQTTPublishProperties(
+        let properties = Self.properties(responseTopic, correlationData)
+        try requester.publish(topic: topic, payload: payload, qos: 1, properties: properties) { code in
+            if code >= 0x80 { refused(Self.refusal(topic, code)) }
+        }
+    }
+
+    /// A command's properties: its reply's topic and correlation, and JSON content.
+    private static func properties(_ responseTopic: String?, _ correlationData: [UInt8]?) -> MQTTPublishProperties {
+        MQTTPublishProperties(
             responseTopic: responseTopic,
             correlationData: correlationData,
             contentType: "application/json"
         )
-        try requester.publish(topic: topic, payload: payload, qos: 1, properties: properties) { code in
-            if code >= 0x80 { refused(Self.refusal(topic, code)) }
-        }
     }
 
     private static func refusal(_ topic: String, _ code: Int32) -> String {
