@@ -231,6 +231,8 @@ final class TakingTransport: WorkerTransport {
         return nextId
     }
 
+    func unsubscribe(_ filter: String) throws(TransportError) {}
+
     func subscribe(_ filter: String, qos: Int) throws(TransportError) -> Int32 {
         nextId += 1
         subscribed.append(nextId)

@@ -107,6 +107,15 @@ public final class MQTTClient: Sendable {
         return try core.mosquitto.subscribe(filter, qos: qos)
     }
 
+    /// Ends a subscription (the filter exactly as subscribed).
+    /// - Throws: `.noConnection` while not connected; `.invalidArgument` for an invalid filter.
+    public func unsubscribe(_ filter: String) throws(MQTTError) {
+        guard core.router.isConnected else {
+            throw MQTTError(.noConnection, "not connected to the broker", function: "MQTTClient.unsubscribe")
+        }
+        try core.mosquitto.unsubscribe(filter)
+    }
+
     /// For tests: drops the TCP connection without a DISCONNECT, like a network failure or a crash.
     /// The broker publishes the will; the client reconnects by itself.
     func simulateConnectionLoss() {

@@ -197,6 +197,11 @@ final class Mosquitto: @unchecked Sendable {
         return messageId
     }
 
+    /// Queues an UNSUBSCRIBE.
+    func unsubscribe(_ filter: String) throws(MQTTError) {
+        try MQTTError.check(mosquitto_unsubscribe(handle, nil, filter), "mosquitto_unsubscribe")
+    }
+
     /// For tests: cuts the TCP connection without a DISCONNECT, as a network failure or a crash would,
     /// so the broker publishes the will. The network loop then notices and reconnects.
     func simulateConnectionLoss() {

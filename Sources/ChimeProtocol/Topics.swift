@@ -35,6 +35,17 @@ public struct Topics: Hashable, Sendable {
 
     /// What the worker subscribes to: every device's commands.
     public var commandFilter: String { "\(prefix)/+/cmd/+" }
+    /// Routing by slot (`--routing slot`): the same commands through one shared subscription of all
+    /// workers, so that each command reaches one of them.
+    public var sharedCommandFilter: String { "$share/chimed/\(prefix)/+/cmd/+" }
+    /// Routing by slot: the commands forwarded to the owner of `slot`, which it alone subscribes to.
+    public func slotCommandFilter(_ slot: Int) -> String { "\(prefix)/$slot/\(slot)/+/cmd/+" }
+    /// Routing by slot: a command's topic `P/{deviceId}/cmd/{op}` as forwarded to the owner of
+    /// `slot`: `P/$slot/{slot}/{deviceId}/cmd/{op}`.
+    public func forwarded(_ commandTopic: String, toSlot slot: Int) -> String {
+        let rest = commandTopic.utf8.index(commandTopic.startIndex, offsetBy: prefix.utf8.count)
+        return "\(prefix)/$slot/\(slot)\(commandTopic[rest...])"
+    }
     public func command(_ deviceId: String, _ op: Operation) -> String { "\(prefix)/\(deviceId)/cmd/\(op.rawValue)" }
     public func notifications(_ deviceId: String) -> String { "\(prefix)/\(deviceId)/notifications" }
     public func replies(_ deviceId: String) -> String { "\(prefix)/\(deviceId)/replies" }
@@ -48,9 +59,13 @@ public struct Topics: Hashable, Sendable {
         public var opName: String
         public var op: Operation?
         public var problem: ChimeError?
+        /// The slot in `P/$slot/{slot}/{deviceId}/cmd/{op}`: a command another worker forwarded to
+        /// this slot's owner. nil on a device's own command topic.
+        public var forwardedSlot: Int?
     }
 
-    /// Parses `prefix/{deviceId}/cmd/{op}`; nil when the topic is not a command topic at all.
+    /// Parses `prefix/{deviceId}/cmd/{op}`, or a forwarded `prefix/$slot/{slot}/{deviceId}/cmd/{op}`;
+    /// nil when the topic is not a command topic at all.
     /// Every command goes through it: it reads the topic's UTF-8 once, without splitting it.
     public func parseCommand(_ topic: String) -> CommandAddress? {
         let bytes = topic.utf8
@@ -62,6 +77,11 @@ public struct Topics: Hashable, Sendable {
         }
         guard i != bytes.endIndex, bytes[i] == slash else { return nil }
         bytes.formIndex(after: &i)
+        var forwardedSlot: Int?
+        // A device id never starts with $: `$slot/{slot}/` is a forwarded command's.
+        if i != bytes.endIndex, bytes[i] == UInt8(ascii: "$"), let (slot, next) = Self.slotSegment(bytes, from: i) {
+            (forwardedSlot, i) = (slot, next)
+        }
         let deviceStart = i
         while i != bytes.endIndex, bytes[i] != slash { bytes.formIndex(after: &i) }
         let deviceId = topic[deviceStart..<i]
@@ -91,7 +111,33 @@ public struct Topics: Hashable, Sendable {
                 "op: unknown operation \"\(opName.prefix(64))\"; one of \(known)"
             )
         }
-        return CommandAddress(deviceId: String(deviceId), opName: opName, op: op, problem: problem)
+        return CommandAddress(
+            deviceId: String(deviceId),
+            opName: opName,
+            op: op,
+            problem: problem,
+            forwardedSlot: forwardedSlot
+        )
+    }
+
+    /// Reads `$slot/{slot}/` at `start`: the slot (1 to 5 digits) and the index after the segment.
+    private static func slotSegment(_ bytes: String.UTF8View, from start: String.Index) -> (Int, String.Index)? {
+        var i = start
+        for c in "$slot/".utf8 {
+            guard i != bytes.endIndex, bytes[i] == c else { return nil }
+            bytes.formIndex(after: &i)
+        }
+        var slot = 0
+        var digits = 0
+        while i != bytes.endIndex, bytes[i] != UInt8(ascii: "/") {
+            guard digits < 5, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) else { return nil }
+            slot = slot * 10 + Int(bytes[i] - UInt8(ascii: "0"))
+            digits += 1
+            bytes.formIndex(after: &i)
+        }
+        guard digits > 0, i != bytes.endIndex else { return nil }
+        bytes.formIndex(after: &i)
+        return (slot, i)
     }
 }
 

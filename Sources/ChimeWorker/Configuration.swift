@@ -25,6 +25,8 @@ public struct WorkerConfiguration: Sendable {
     /// `--slots` and `--lease-ttl`: many workers on one PostgreSQL store, sharing its slots through
     /// leases; nil: this worker alone serves its store (its `partition` of the devices).
     public var slots: (count: Int, leaseTTL: Duration)?
+    /// `--routing`: with slots, how commands reach the owner of their slot.
+    public var routing = CommandRouting.broadcast
     /// `--fsync`.
     public var fsync: FsyncPolicy
     public var engine: EngineConfiguration
@@ -79,6 +81,12 @@ public struct WorkerConfiguration: Sendable {
                 default: "10",
                 range: 2...300,
                 "seconds a slot's lease lasts in the store unless renewed (with --slots)"
+            ),
+            .init(
+                "routing",
+                default: "broadcast",
+                "with --slots: broadcast (every worker gets every command) or slot (each command reaches one "
+                    + "worker, forwarded to its slot's owner; needs shared subscriptions and P/$slot/# in the ACL)"
             ),
             .init(
                 "fsync",
@@ -237,6 +245,13 @@ public struct WorkerConfiguration: Sendable {
             }
             slots = (slotCount, .seconds(leaseTTL))
         }
+        guard let routing = CommandRouting(rawValue: flags["routing"] ?? "") else {
+            throw UsageError("--routing must be broadcast or slot, got \"\(flags["routing"] ?? "")\"")
+        }
+        guard routing == .broadcast || slotCount > 0 else {
+            throw UsageError("--routing slot needs --slots: commands are routed to the owner of their slot")
+        }
+        self.routing = routing
         guard let fsync = FsyncPolicy(parsing: flags["fsync"] ?? "") else {
             throw UsageError("--fsync must be always, interval:MS or none, got \"\(flags["fsync"] ?? "")\"")
         }

@@ -119,6 +119,7 @@ public protocol WorkerTransport: AnyObject {
     func publish(_ message: OutboundMessage) throws(TransportError) -> Int32
     /// - Returns: the message id, to match the broker's SUBACK.
     func subscribe(_ filter: String, qos: Int) throws(TransportError) -> Int32
+    func unsubscribe(_ filter: String) throws(TransportError)
     func stop()
 }
 
@@ -249,6 +250,7 @@ final class MQTTTransport: WorkerTransport {
     func publish(_ message: OutboundMessage) throws(TransportError) -> Int32 {
         var properties = MQTTPublishProperties()
         properties.contentType = message.contentType
+        properties.responseTopic = message.responseTopic
         properties.correlationData = message.correlationData
         properties.userProperties = message.userProperties.map { MQTTUserProperty($0.name, $0.value) }
         properties.messageExpiryInterval = message.messageExpiry
@@ -268,6 +270,14 @@ final class MQTTTransport: WorkerTransport {
     func subscribe(_ filter: String, qos: Int) throws(TransportError) -> Int32 {
         do {
             return try client.subscribe(filter, qos: qos)
+        } catch {
+            throw TransportError("\(error)")
+        }
+    }
+
+    func unsubscribe(_ filter: String) throws(TransportError) {
+        do {
+            try client.unsubscribe(filter)
         } catch {
             throw TransportError("\(error)")
         }

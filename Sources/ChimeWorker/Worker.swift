@@ -181,6 +181,7 @@ public final class Worker: Sendable {
                 slotCount: joined.slotCount,
                 leaseTTL: slots.leaseTTL
             )
+            policy.routing = configuration.routing
             (store, engine) = (joined, nil)
         } else {
             (store, engine) = try recover()
@@ -207,8 +208,18 @@ public final class Worker: Sendable {
         let client: MQTTClient
         do {
             var options = configuration.broker
-            options.cleanStart = false
-            options.sessionExpiryInterval = 7 * 24 * 3600
+            if configuration.routing == .slot {
+                // A member of a shared subscription whose session outlives it keeps its share of the
+                // commands queued there (mosquitto 2.0): a dead worker would hold 1/N of every
+                // device's commands. A clean session leaves the share with the connection.
+                options.cleanStart = true
+                options.sessionExpiryInterval = 0
+                // And a worker that froze (SIGSTOP, a stalled VM) leaves the group after 15 s, not 45.
+                options.keepAlive = min(options.keepAlive, 10)
+            } else {
+                options.cleanStart = false
+                options.sessionExpiryInterval = 7 * 24 * 3600
+            }
             options.will = MQTTWill(
                 topic: configuration.topics.workerStatus(configuration.workerId),
                 payload: WorkerStateMachine.statusPayload("offline", policy: policy),

@@ -154,18 +154,20 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
                 }
                 try perform(machine.report(.published(message.purpose, outcome), now: clock.now()))
             case .subscribe(let subscription):
-                let filter =
-                    switch subscription {
-                    case .status: machine.policy.topics.workerStatus(machine.policy.workerId)
-                    case .commands: machine.policy.topics.commandFilter
-                    }
                 let outcome: Result<Int32, TransportError>
                 do {
-                    outcome = .success(try transport.subscribe(filter, qos: 1))
+                    outcome = .success(try transport.subscribe(subscription.filter(machine.policy), qos: 1))
                 } catch {
                     outcome = .failure(error)
                 }
                 try perform(machine.report(.subscribeSent(subscription, outcome), now: clock.now()))
+            case .unsubscribe(let subscription):
+                do {
+                    try transport.unsubscribe(subscription.filter(machine.policy))
+                } catch {
+                    // The connection is gone: so is the subscription (a routing worker's session is clean).
+                    logger.debug("cannot unsubscribe", ["error": "\(error)"])
+                }
             case .startSnapshot(let slot):
                 let outcome: Result<UInt64, StoreError>
                 do {

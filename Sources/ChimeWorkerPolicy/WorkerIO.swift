@@ -91,6 +91,8 @@ public struct OutboundMessage: Hashable, Sendable {
         case onlineStatus
         case offlineStatus
         case stats
+        /// Routing by slot: a command forwarded to the owner of its slot.
+        case forward
     }
 
     public struct Property: Hashable, Sendable {
@@ -108,6 +110,8 @@ public struct OutboundMessage: Hashable, Sendable {
     public var retain: Bool
     public var purpose: Purpose
     public var contentType: String?
+    /// MQTT 5 Response Topic: a forwarded command keeps its sender's.
+    public var responseTopic: String?
     public var correlationData: [UInt8]?
     public var userProperties: [Property]
     public var messageExpiry: UInt32?
@@ -119,10 +123,12 @@ public struct OutboundMessage: Hashable, Sendable {
         retain: Bool = false,
         purpose: Purpose,
         contentType: String? = nil,
+        responseTopic: String? = nil,
         correlationData: [UInt8]? = nil,
         userProperties: [Property] = [],
         messageExpiry: UInt32? = nil
     ) {
+        self.responseTopic = responseTopic
         self.topic = topic
         self.payload = payload
         self.qos = qos

@@ -41,6 +41,8 @@ public struct WorkerMetrics: Hashable, Sendable {
         if let slots {
             o["slots"] = .array(slots.map { .int(Int64($0)) })
             o["commandsForOtherSlots"] = .int(Int64(stats.commandsForOtherSlots))
+            o["commandsForwarded"] = .int(Int64(stats.commandsForwarded))
+            o["forwardsRefused"] = .int(Int64(stats.forwardsRefused))
             o["slotsLoaded"] = .int(Int64(stats.slotsLoaded))
             o["slotsDropped"] = .int(Int64(stats.slotsDropped))
             o["leaseRenew"] = .object(stats.leaseRenew.json)
@@ -122,6 +124,11 @@ public struct WorkerMetrics: Hashable, Sendable {
             "chime_commands_for_other_slots_total", "counter",
             "Commands left to another worker's slot or one in hand-over."
         ),
+        (
+            "chime_commands_forwarded_total", "counter",
+            "Routing by slot: commands forwarded to the owner of their slot."
+        ),
+        ("chime_forwards_refused_total", "counter", "Routing by slot: forwarded commands the broker refused."),
         ("chime_lease_renew_seconds", "histogram", "Round trips of lease renewals to the store."),
         ("chime_slot_load_seconds", "histogram", "From taking a slot's lease to serving it."),
         ("chime_slot_handover_seconds", "histogram", "From starting to hand a slot over to releasing its lease."),
@@ -229,6 +236,8 @@ public struct WorkerMetrics: Hashable, Sendable {
             for (name, value) in [
                 ("chime_slot_loads_total", stats.slotsLoaded), ("chime_slot_drops_total", stats.slotsDropped),
                 ("chime_commands_for_other_slots_total", stats.commandsForOtherSlots),
+                ("chime_commands_forwarded_total", stats.commandsForwarded),
+                ("chime_forwards_refused_total", stats.forwardsRefused),
             ] {
                 family(name)
                 out.sample(name, [:], Double(value))

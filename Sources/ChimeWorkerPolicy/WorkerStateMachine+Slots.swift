@@ -79,6 +79,7 @@ extension WorkerStateMachine {
         }
         engine.setConnected(isConnected && lifecycle == .running, now: now)
         engines[slot] = engine
+        slotSubscription(slot, serving: true, &actions)
         zoneRulesToCompare.insert(slot)
         stats.slotsLoaded += 1
         let loadTime = loadingSince.map { monotonic - $0 } ?? .zero
@@ -107,6 +108,7 @@ extension WorkerStateMachine {
         if engines.removeValue(forKey: slot) != nil {
             stats.slotsDropped += 1
             slotsChanged = true
+            slotSubscription(slot, serving: false, &actions)
         }
         actions.append(.forgetSlot(slot: slot))
     }

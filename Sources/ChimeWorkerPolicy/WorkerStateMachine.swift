@@ -65,11 +65,17 @@ public struct WorkerStateMachine {
         /// Slot mode (many workers on one store, `--slots`): the slots and their leases. nil: the
         /// worker serves its whole store, the devices of its `partition`.
         public var slots: SlotOwnership.Policy?
+        /// Slot mode: how commands reach the owner of their slot (`--routing`).
+        public var routing = CommandRouting.broadcast
         /// Milliseconds between two readings of the zone database (`--zoneinfo-check`); 0: only on
         /// SIGHUP (``Event/zoneCheckRequested``).
         public var zoneCheckInterval: Int64 = 0
         /// Pushes in flight, per provider and per device (``PushDispatch``).
         public var pushLimits = PushDispatch.Limits()
+
+        /// What the worker subscribes to for commands: all of them, or with routing by slot its share
+        /// of a subscription shared by every worker.
+        public var commandFilter: String { routing == .slot ? topics.sharedCommandFilter : topics.commandFilter }
 
         /// The slot of a device: `crc32(deviceId) mod S` in slot mode, else 0.
         public func slot(of deviceId: String) -> Int {
@@ -143,6 +149,8 @@ public struct WorkerStateMachine {
         case publish(OutboundMessage)
         /// Subscribe at QoS 1; report ``ActionResult/subscribeSent(_:_:)``.
         case subscribe(Subscription)
+        /// Routing by slot: end a slot's subscription (nothing to report).
+        case unsubscribe(Subscription)
         /// Begin a snapshot of the slot's engine (0 without slots) covering what was appended;
         /// report ``ActionResult/snapshotStarted(_:)``. The engine's state is then copied over the
         /// next turns, and handed over with ``writeSnapshot(_:)``.
@@ -177,12 +185,24 @@ public struct WorkerStateMachine {
         indirect case sendPush(PushJob, attempt: Int)
     }
 
-    /// The worker's two subscriptions.
+    /// The worker's subscriptions.
     public enum Subscription: Hashable, Sendable {
         /// Its own retained status: another process's status under its worker id tells of a
         /// second worker.
         case status
+        /// The commands (``Policy/commandFilter``).
         case commands
+        /// Routing by slot: the commands forwarded to a slot served here.
+        case slot(Int)
+
+        /// The topic filter subscribed to.
+        public func filter(_ policy: Policy) -> String {
+            switch self {
+            case .status: policy.topics.workerStatus(policy.workerId)
+            case .commands: policy.commandFilter
+            case .slot(let slot): policy.topics.slotCommandFilter(slot)
+            }
+        }
     }
 
     /// How an action went.
@@ -315,6 +335,10 @@ public struct WorkerStateMachine {
     var pendingReplies: [(slot: Int, message: OutboundMessage)] = []
     /// Deliveries published and not yet acknowledged, by message id: their slots and tokens.
     var tokensByMessageId: [Int32: (slot: Int, token: UInt64)] = [:]
+    /// Routing by slot: forwarded commands not yet acknowledged by the broker, by message id; and
+    /// slot subscriptions waiting for their SUBACK.
+    var forwardsAwaitingAck: Set<Int32> = []
+    var slotSubscriptions: [Int32: Int] = [:]
     /// When the broker reported the session taken over, within the last takeover window.
     var takeovers: [Instant] = []
     var lastTick: Instant
@@ -509,7 +533,11 @@ public struct WorkerStateMachine {
             case .success(let messageId):
                 if subscription == .commands, case .subscribing = connection {
                     connection = .subscribing(messageId: messageId)
+                } else if case .slot(let slot) = subscription {
+                    slotSubscriptions[messageId] = slot
                 }
+            case .failure(let error) where subscription != .commands && subscription != .status:
+                log(.error, "cannot subscribe to a slot's forwarded commands", ["error": "\(error)"], into: &actions)
             case .failure(let error):
                 log(.error, "cannot subscribe after connecting: \(error); trying again shortly", into: &actions)
                 if isConnected { connection = .refused(retryAt: now.adding(milliseconds: policy.resubscribeDelay)) }
@@ -532,12 +560,15 @@ public struct WorkerStateMachine {
         // Subscribe on every connection: a broker that lost its sessions forgets them.
         actions.append(.subscribe(.status))
         actions.append(.subscribe(.commands))
+        subscribeToServedSlots(&actions)
         for engine in engines.values { engine.setConnected(lifecycle == .running, now: now) }
         lease(.available(true), now: now, monotonic: nil, &actions)
     }
 
     mutating func disconnected(reason: Int32, now: Instant, _ actions: inout [Action]) {
         connection = .down
+        forwardsAwaitingAck.removeAll()
+        slotSubscriptions.removeAll()
         for engine in engines.values { engine.setConnected(false) }
         lease(.available(false), now: now, monotonic: nil, &actions)
         if reason == Self.sessionTakenOver {
@@ -600,6 +631,10 @@ public struct WorkerStateMachine {
     }
 
     mutating func subscribed(messageId: Int32, grantedQoS: [Int32], now: Instant, _ actions: inout [Action]) {
+        if let slot = slotSubscriptions.removeValue(forKey: messageId) {
+            slotSubscribed(slot, grantedQoS: grantedQoS, &actions)
+            return
+        }
         guard connection == .subscribing(messageId: messageId) else { return }
         if let refusal = grantedQoS.first(where: { $0 >= 0x80 }) ?? (grantedQoS.isEmpty ? 0x80 : nil) {
             stats.subscriptionRefusals += 1
@@ -608,7 +643,7 @@ public struct WorkerStateMachine {
                 .error,
                 "the broker refused the command subscription: no command can reach this worker (check the broker's "
                     + "ACL for its account)",
-                ["filter": policy.topics.commandFilter, "reason": hex(refusal)],
+                ["filter": policy.commandFilter, "reason": hex(refusal)],
                 into: &actions
             )
             return
@@ -616,7 +651,7 @@ public struct WorkerStateMachine {
         // Online only once commands can reach us.
         connection = .serving(statusMessageId: nil)
         announceOnline(now: now, &actions)
-        log(.notice, "serving", ["commands": policy.topics.commandFilter], into: &actions)
+        log(.notice, "serving", ["commands": policy.commandFilter], into: &actions)
     }
 
     /// Publishes the retained `online` status; in slot mode it says which slots are served, so it
@@ -651,6 +686,9 @@ public struct WorkerStateMachine {
         case elsewhere(otherSlot: Bool)
         /// Served here, by the engine of `slot`.
         case here(Topics.CommandAddress, slot: Int, engine: Engine)
+        /// Routing by slot: received through the shared subscription for `slot`, served elsewhere;
+        /// forwarded to its owner.
+        case forward(slot: Int)
     }
 
     func admission(_ topic: String) -> Admission {
@@ -658,6 +696,11 @@ public struct WorkerStateMachine {
         guard policy.partition.owns(address.deviceId) else { return .elsewhere(otherSlot: false) }
         let slot = slot(of: address.deviceId)
         guard let engine = engines[slot], draining[slot] == nil else {
+            // Forwarded once at most: a forwarded command, or one for a slot this worker is taking
+            // or handing over (no other worker subscribes to it yet), is left to a resend.
+            if policy.routing == .slot, address.forwardedSlot == nil, engines[slot] == nil, loading[slot] == nil {
+                return .forward(slot: slot)
+            }
             return .elsewhere(otherSlot: policy.slots != nil)
         }
         return .here(address, slot: slot, engine: engine)
@@ -677,6 +720,9 @@ public struct WorkerStateMachine {
             return
         case .elsewhere(let otherSlot):
             if otherSlot { stats.commandsForOtherSlots += 1 }
+            return
+        case .forward(let slot):
+            forward(message, toSlot: slot, &actions)
             return
         case .here(let a, let s, let e):
             (address, slot, engine) = (a, s, e)
@@ -1029,6 +1075,10 @@ public struct WorkerStateMachine {
             log(.warning, "cannot send a reply", ["error": "\(error)"], into: &actions)
         case (.onlineStatus, .failure(let error)), (.offlineStatus, .failure(let error)):
             log(.warning, "cannot publish the worker's status", ["error": "\(error)"], into: &actions)
+        case (.forward, .success(let messageId)):
+            forwardsAwaitingAck.insert(messageId)
+        case (.forward, .failure(let error)):
+            forwardRefused(because: "\(error)", &actions)
         case (.reply, .success), (.offlineStatus, .success), (.stats, _):
             break
         }
@@ -1047,6 +1097,10 @@ public struct WorkerStateMachine {
                     into: &actions
                 )
             }
+            return
+        }
+        if forwardsAwaitingAck.remove(messageId) != nil {
+            if reasonCode >= 0x80 { forwardRefused(because: "reason \(hex(reasonCode))", &actions) }
             return
         }
         guard let (slot, token) = tokensByMessageId.removeValue(forKey: messageId), let engine = engines[slot] else {

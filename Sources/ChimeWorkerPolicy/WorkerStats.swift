@@ -99,6 +99,10 @@ public struct WorkerStats: Hashable, Sendable {
     /// Slot mode: commands for slots this worker does not serve now (another worker's, or one in
     /// hand-over), left to their owner.
     public internal(set) var commandsForOtherSlots = 0
+    /// Routing by slot: commands received through the shared subscription for a slot served
+    /// elsewhere, forwarded to its owner's topic; and forwards the broker refused (its ACL).
+    public internal(set) var commandsForwarded = 0
+    public internal(set) var forwardsRefused = 0
     /// Slot mode: slots taken and loaded, and slots given up (handed over, lost or expired).
     public internal(set) var slotsLoaded = 0
     public internal(set) var slotsDropped = 0

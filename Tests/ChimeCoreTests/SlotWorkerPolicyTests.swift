@@ -22,7 +22,10 @@ import Testing
     }()
 
     /// A serving worker that holds slots 0...3 and has loaded `loaded` of them.
-    static func worker(loaded: [Int]) -> (WorkerStateMachine, ContinuousClock.Instant) {
+    static func worker(
+        loaded: [Int],
+        routing: CommandRouting = .broadcast
+    ) -> (WorkerStateMachine, ContinuousClock.Instant) {
         var policy = WorkerStateMachine.Policy(
             workerId: "a",
             instance: "this",
@@ -36,6 +39,7 @@ import Testing
             logLevel: .critical
         )
         policy.slots = SlotOwnership.Policy(worker: "a", slotCount: 4, leaseTTL: .seconds(10))
+        policy.routing = routing
         var m = WorkerStateMachine(policy: policy, engine: nil, now: t0)
         let c0 = ContinuousClock.now
         _ = m.handle(.lease(.tick, monotonic: c0), now: t0)

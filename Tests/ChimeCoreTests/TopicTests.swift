@@ -12,6 +12,25 @@ import Testing
         #expect(topics.parseCommand("chime/a/b/cmd/schedule") == nil)
     }
 
+    /// Routing by slot: a forwarded command keeps its device and op and names its slot; a `$slot`
+    /// segment that is not one is a device id like any other (invalid: it starts with `$`).
+    @Test func parsesForwardedCommandTopics() {
+        let forwarded = topics.forwarded("chime/phone-1/cmd/schedule", toSlot: 17)
+        #expect(forwarded == "chime/$slot/17/phone-1/cmd/schedule")
+        let a = topics.parseCommand(forwarded)
+        #expect(a?.deviceId == "phone-1" && a?.op == .schedule && a?.problem == nil && a?.forwardedSlot == 17)
+        #expect(topics.parseCommand("chime/phone-1/cmd/list")?.forwardedSlot == nil)
+        #expect(topics.parseCommand("chime/$slot/cmd/list")?.problem?.field == "deviceId")
+        for topic in ["chime/$slot/x/d1/cmd/list", "chime/$slot/123456/d1/cmd/list", "chime/$slot//d1/cmd/list"] {
+            #expect(topics.parseCommand(topic)?.forwardedSlot == nil, "\(topic)")
+        }
+        #expect(topics.parseCommand("chime/$slot/3/d1/cmd") == nil)
+        #expect(topics.slotCommandFilter(3) == "chime/$slot/3/+/cmd/+")
+        #expect(topics.sharedCommandFilter == "$share/chimed/chime/+/cmd/+")
+        let nested = Topics(prefix: "a/b")
+        #expect(nested.parseCommand(nested.forwarded("a/b/d/cmd/ack", toSlot: 0))?.forwardedSlot == 0)
+    }
+
     @Test func flagsInvalidDevicesAndOps() {
         #expect(topics.parseCommand("chime/bad id/cmd/list")?.problem?.field == "deviceId")
         #expect(topics.parseCommand("chime/$sys/cmd/list")?.problem?.field == "deviceId")

@@ -224,6 +224,34 @@ import Testing
         #expect(await old.wait { $0.contains { $0.topic == "chime/$worker/\(d.workerId)/status" } })
     }
 
+    /// Routing by slot: the forwarded commands' topics are the workers' alone. A device or a backend
+    /// that could write them would reach a slot's owner as any device, past the device patterns.
+    @Test func onlyWorkersMayWriteForwardedCommands() async throws {
+        let d = try await SecuredDeployment.start(devices: ["phone-a"])
+        defer { Task { await d.stop() } }
+        let payload = Array(#"{"id":"x","after":3600}"#.utf8)
+        for name in ["phone-a", "backend"] {
+            let client = try await d.client(name)
+            let code = try await client.requester.publish(
+                topic: "chime/$slot/0/phone-a/cmd/schedule",
+                payload: payload,
+                timeout: .seconds(10)
+            )
+            #expect(code >= 0x80, "\(name) wrote a forwarded command: \(code)")
+            // Positive control: the same account may command phone-a on its own topic.
+            let own = try await client.requester.publish(
+                topic: "chime/phone-a/cmd/list",
+                payload: Array("{}".utf8),
+                timeout: .seconds(10)
+            )
+            #expect(own < 0x80, "\(name)'s own command refused: \(own)")
+            client.requester.stop()
+        }
+        let acl = try String(contentsOfFile: d.files.appending("chime.acl"), encoding: .utf8)
+        let worker = acl.components(separatedBy: "user \(d.workerId)\n").last ?? ""
+        #expect(worker.contains("topic readwrite chime/$slot/#"), "\(worker)")
+    }
+
     @Test func chimedServesUnderItsOwnAccountEndToEnd() async throws {
         let d = try await SecuredDeployment.start(devices: ["phone-b"])
         defer { Task { await d.stop() } }

@@ -145,6 +145,7 @@ public final class FakeTransport: WorkerTransport {
     /// Every publication the transport took, with the message id it handed out.
     public private(set) var published: [(message: OutboundMessage, messageId: Int32)] = []
     public private(set) var subscriptions: [(filter: String, messageId: Int32)] = []
+    public private(set) var unsubscribed: [String] = []
     public private(set) var isStopped = false
     /// Publications the client library refuses (as when it is not connected).
     public var refuses: (OutboundMessage) -> Bool = { _ in false }
@@ -165,6 +166,10 @@ public final class FakeTransport: WorkerTransport {
         defer { nextId += 1 }
         subscriptions.append((filter, nextId))
         return nextId
+    }
+
+    public func unsubscribe(_ filter: String) throws(TransportError) {
+        unsubscribed.append(filter)
     }
 
     public func stop() {

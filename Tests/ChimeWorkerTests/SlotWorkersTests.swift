@@ -21,8 +21,11 @@ import Testing
         let data: TemporaryDirectory
         let workers = Mutex<[String: Chimed]>([:])
         let client: CommandClient
+        /// `--routing`: broadcast (every worker gets every command) or slot.
+        let routing: String
 
-        init() async throws {
+        init(routing: String = "broadcast") async throws {
+            self.routing = routing
             broker = try await TestBroker.start()
             postgres = try await TestPostgres.start()
             data = try TemporaryDirectory(prefix: "chime-slots")
@@ -38,7 +41,7 @@ import Testing
                 workerId: name,
                 extra: [
                     "--store", postgres.uri, "--slots", "\(SlotWorkersTests.slots)", "--lease-ttl",
-                    "\(SlotWorkersTests.ttl)", "--log-level", "info",
+                    "\(SlotWorkersTests.ttl)", "--log-level", "info", "--routing", routing,
                 ]
             )
             workers.withLock { $0[name] = chimed }
@@ -118,8 +121,9 @@ import Testing
         return (0..<slots).map { found[$0]! }
     }()
 
-    @Test func threeWorkersShareTheSlotsAndAnswerEveryDeviceOnce() async throws {
-        let cluster = try await Cluster()
+    @Test(arguments: ["broadcast", "slot"])
+    func threeWorkersShareTheSlotsAndAnswerEveryDeviceOnce(routing: String) async throws {
+        let cluster = try await Cluster(routing: routing)
         defer { Task { await cluster.stop() } }
         for name in ["w1", "w2", "w3"] { try await cluster.start(name) }
         #expect(await cluster.waitUntilBalanced(among: ["w1", "w2", "w3"]), "\(cluster.served())")
@@ -163,6 +167,47 @@ import Testing
         }
     }
 
+    /// Routing by slot: each command reaches one worker through the shared subscription, and its
+    /// slot's owner through the slot's topic when that worker is another: at most two broker
+    /// deliveries a command with three workers (broadcast: three), each applied by one worker once.
+    @Test func routedCommandsReachTheirOwnerInAtMostTwoDeliveries() async throws {
+        let cluster = try await Cluster(routing: "slot")
+        defer { Task { await cluster.stop() } }
+        for name in ["w1", "w2", "w3"] { try await cluster.start(name) }
+        #expect(await cluster.waitUntilBalanced(among: ["w1", "w2", "w3"]), "\(cluster.served())")
+        let rounds = 3
+        for round in 0..<rounds {
+            for device in Self.devices {
+                let reply = try await cluster.client.send(device, .device, "{}", timeout: .seconds(5))
+                #expect(reply.isOK, "round \(round), \(device): \(reply)")
+            }
+        }
+        let sent = rounds * Self.slots
+        /// What the workers' latest stats count: commands handled, forwarded, left to another.
+        func counted() -> (handled: Int, forwarded: Int, left: Int) {
+            var latest: [String: JSONObject] = [:]
+            for stats in cluster.client.received.withLock({ $0.filter { $0.topic.hasSuffix("/stats") } }) {
+                guard let o = (try? JSON(parsing: stats.payload))?.objectValue, let id = o["workerId"]?.stringValue
+                else { continue }
+                latest[id] = o
+            }
+            func int(_ value: JSON?) -> Int { if case .int(let n)? = value { Int(n) } else { 0 } }
+            return latest.values.reduce(into: (0, 0, 0)) { sum, o in
+                sum.handled += o["commands"]?.objectValue?.reduce(0) { $0 + int($1.value) } ?? 0
+                sum.forwarded += int(o["commandsForwarded"])
+                sum.left += int(o["commandsForOtherSlots"])
+            }
+        }
+        #expect(await eventually(timeout: .seconds(10)) { counted().handled >= sent }, "\(counted())")
+        let (handled, forwarded, left) = counted()
+        #expect(handled == sent, "each command applied by one worker: \(handled) of \(sent)")
+        #expect(left == 0, "commands dropped: \(left)")
+        #expect(forwarded > 0 && forwarded < sent, "forwarded \(forwarded) of \(sent)")
+        let deliveries = Double(handled + forwarded + left) / Double(sent)
+        #expect(deliveries <= 2, "\(deliveries) deliveries a command")
+        print("routed: \(forwarded) of \(sent) commands forwarded, \(deliveries) deliveries a command")
+    }
+
     /// The store keeps the number of slots it was created with: a worker given another refuses to
     /// start, with both numbers, and the others go on.
     @Test func aWorkerWithAnotherNumberOfSlotsRefusesToStart() async throws {
@@ -181,8 +226,9 @@ import Testing
         #expect(await cluster.waitUntilBalanced(among: ["w1"]), "\(cluster.served())")
     }
 
-    @Test func aKilledWorkersSlotsAreServedAgainAndNothingAcknowledgedIsLost() async throws {
-        let cluster = try await Cluster()
+    @Test(arguments: ["broadcast", "slot"])
+    func aKilledWorkersSlotsAreServedAgainAndNothingAcknowledgedIsLost(routing: String) async throws {
+        let cluster = try await Cluster(routing: routing)
         defer { Task { await cluster.stop() } }
         for name in ["w1", "w2", "w3"] { try await cluster.start(name) }
         #expect(await cluster.waitUntilBalanced(among: ["w1", "w2", "w3"]), "\(cluster.served())")

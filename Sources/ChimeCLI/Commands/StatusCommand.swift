@@ -335,6 +335,8 @@ struct StatusCommand: Command {
     /// Slot mode: the slots served (a list, shown from the status) and the counts of hand-overs.
     static let slotCounts = [
         ("slotsLoaded", "loaded"), ("slotsDropped", "dropped"), ("commandsForOtherSlots", "commands for others"),
+        ("commandsForwarded", "forwarded"),
+        ("forwardsRefused", "forwards refused"),
     ]
     static let journal = [("journalSequence", "sequence"), ("journalBytesSinceSnapshot", "bytes since snapshot")]
     static let known: Set<String> = Set(

@@ -1,0 +1,81 @@
+import ChimeEngine
+import ChimeProtocol
+
+/// How a command reaches the worker that serves its slot (`--routing`, slot mode).
+public enum CommandRouting: String, Sendable, CaseIterable {
+    /// Every worker subscribes to every command and drops those of slots it does not serve: the
+    /// broker sends each command once per worker.
+    case broadcast
+    /// The workers share one subscription (`$share/chimed/P/+/cmd/+`), so each command reaches one
+    /// of them; one that does not serve the command's slot forwards it, once, to
+    /// `P/$slot/{slot}/{deviceId}/cmd/{op}`, which the slot's owner alone subscribes to: at most two
+    /// deliveries a command, whatever the number of workers.
+    case slot
+}
+
+/// Routing by slot: the worker's half. Which slot a command is for and whether it is served here is
+/// ``admission(_:)``'s; this forwards, and keeps a subscription to each slot served.
+extension WorkerStateMachine {
+    /// Publishes `message` as it came (payload, Response Topic, Correlation Data) on the forwarded
+    /// topic of `slot`. Whoever owns the slot answers the sender directly.
+    mutating func forward(_ message: InboundMessage, toSlot slot: Int, _ actions: inout [Action]) {
+        stats.commandsForwarded += 1
+        actions.append(
+            .publish(
+                OutboundMessage(
+                    topic: policy.topics.forwarded(message.topic, toSlot: slot),
+                    payload: message.payload,
+                    qos: 1,
+                    purpose: .forward,
+                    responseTopic: message.responseTopic,
+                    correlationData: message.correlationData
+                )
+            )
+        )
+    }
+
+    /// A forward the transport or the broker refused: its sender gets no reply and sends again.
+    /// Logged at the first and every thousandth, as a broker whose ACL lacks `P/$slot/#` for
+    /// workers refuses them all.
+    mutating func forwardRefused(because reason: String, _ actions: inout [Action]) {
+        stats.forwardsRefused += 1
+        guard stats.forwardsRefused == 1 || stats.forwardsRefused % 1000 == 0 else { return }
+        log(
+            .error,
+            "cannot forward a command to its slot's owner (does the broker's ACL let worker accounts write and read "
+                + "\(policy.topics.prefix)/$slot/#?)",
+            ["reason": reason, "refused": "\(stats.forwardsRefused)"],
+            into: &actions
+        )
+    }
+
+    /// On connecting: a subscription for each slot served (a routing worker's session is clean, so
+    /// the broker kept none).
+    mutating func subscribeToServedSlots(_ actions: inout [Action]) {
+        guard policy.routing == .slot else { return }
+        for slot in engines.keys.sorted() { actions.append(.subscribe(.slot(slot))) }
+    }
+
+    /// A slot's forwarded commands reach this worker from now on (``adopt(slot:epoch:_:now:monotonic:)``),
+    /// or no longer (``dropSlot(_:because:_:)``).
+    mutating func slotSubscription(_ slot: Int, serving: Bool, _ actions: inout [Action]) {
+        guard policy.routing == .slot, isConnected else { return }
+        actions.append(serving ? .subscribe(.slot(slot)) : .unsubscribe(.slot(slot)))
+    }
+
+    /// The broker's SUBACK for a slot's subscription: refused, the slot's forwarded commands are
+    /// lost until the next connection (an ACL that lacks `P/$slot/#`).
+    mutating func slotSubscribed(_ slot: Int, grantedQoS: [Int32], _ actions: inout [Action]) {
+        guard let refusal = grantedQoS.first(where: { $0 >= 0x80 }) ?? (grantedQoS.isEmpty ? 0x80 : nil) else {
+            return
+        }
+        stats.subscriptionRefusals += 1
+        log(
+            .error,
+            "the broker refused a slot's subscription: commands forwarded to it are lost (check the broker's ACL "
+                + "for this account)",
+            ["filter": policy.topics.slotCommandFilter(slot), "reason": hex(refusal)],
+            into: &actions
+        )
+    }
+}
