@@ -7,7 +7,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build plugin release container-binaries run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-scale bench-small bench-quick bench-maxima bench-history fuzz soak clean
+.PHONY: bootstrap build plugin release container-binaries run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-routing bench-scale bench-small bench-quick bench-maxima bench-history fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -120,6 +120,10 @@ bench-postgres: release
 ## and hand-over times with 3 (about ten minutes).
 bench-slots: release
 	.build/release/chime-bench system --only slots --json bench-results/slots.json
+
+## Slot mode, broadcast against routing by slot, 1 to 8 workers: deliveries and CPU a command (docs/benchmarks.md).
+bench-routing: release
+	.build/release/chime-bench system --only routing --json bench-results/routing.json
 
 ## Push delivery (docs/benchmarks.md, "Push"): 1,000, 10,000 and 100,000 due at one instant pushed to the
 ## APNs stand-in (Tests/PushStandin), against the same burst without pushes; BENCH_QUICK=1 stops at 10,000.

@@ -200,12 +200,15 @@ final class SlotCluster {
     let chimed: String
     let url: String
     let statuses: StatusWatcher
+    /// `--routing` of every worker.
+    let routing: String
     var workers: [String: Chimed] = [:]
 
-    init(chimed: String, url: String) throws {
+    init(chimed: String, url: String, routing: String = "broadcast") throws {
         server = try runSync { try await TestPostgres.start(.init(fsync: true)) }
         self.chimed = chimed
         self.url = url
+        self.routing = routing
         statuses = try StatusWatcher(url: url)
     }
 
@@ -221,7 +224,8 @@ final class SlotCluster {
             executable: chimed,
             arguments: [
                 "--broker", url, "--worker-id", name, "--store", server.uri, "--slots", "\(SystemBenchmark.slotCount)",
-                "--log-level", "info", "--stats-interval", "0", "--fsync", "always", "--max-pending-per-device",
+                "--log-level", "info", "--stats-interval", "1", "--routing", routing, "--fsync", "always",
+                "--max-pending-per-device",
                 "\(DeviceLimits.maxPendingPerDevice)", "--max-bytes-per-device", "1099511627776", "--device-rate", "0",
             ]
         )
@@ -284,22 +288,29 @@ final class SlotCluster {
     }
 }
 
-/// The retained statuses of the workers: which slots each online one serves.
+/// The retained statuses of the workers: which slots each online one serves; and from their latest
+/// stats (every second), the commands each received.
 final class StatusWatcher: Sendable {
     private let latest = Locked<[String: [Int]]>([:])
+    private let received = Locked<[String: CommandsReceived]>([:])
     private let client: MQTTClient
 
     init(url: String) throws {
         var options = try MQTTOptions(url: url)
         options.clientId = "bench-slots-status-\(UInt32.random(in: 0...UInt32.max))"
         let latest = self.latest
-        let subscribed = Locked(false)
+        let received = self.received
+        let subscribed = Locked(0)
         client = try MQTTClient(options: options) { event in
             switch event {
-            case .subscribed: subscribed.value.withLock { $0 = true }
+            case .subscribed: subscribed.value.withLock { $0 += 1 }
             case .message(let m):
                 let parts = m.topic.split(separator: "/")
                 guard parts.count == 4, case .object(let o)? = try? JSON(parsing: m.payload) else { return }
+                if parts[3] == "stats" {
+                    received.value.withLock { $0[String(parts[2])] = CommandsReceived(stats: o) }
+                    return
+                }
                 let slots =
                     o["state"] == "online"
                     ? SlotRanges.slots(o["serving"]?.stringValue ?? "", count: SystemBenchmark.slotCount) : nil
@@ -310,12 +321,18 @@ final class StatusWatcher: Sendable {
         try client.start()
         guard waitUntil(timeout: 30, { client.isConnected }) else { throw BenchError("status watcher: no connection") }
         _ = try client.subscribe("\(SystemBenchmark.prefix)/$worker/+/status", qos: 1)
-        guard waitUntil(timeout: 30, { subscribed.value.withLock { $0 } }) else {
+        _ = try client.subscribe("\(SystemBenchmark.prefix)/$worker/+/stats", qos: 0)
+        guard waitUntil(timeout: 30, { subscribed.value.withLock { $0 } == 2 }) else {
             throw BenchError("status watcher: no SUBACK")
         }
     }
 
     func serving() -> [String: [Int]] { latest.value.withLock { $0 } }
+
+    /// What the workers' latest stats say they received, summed.
+    func commandsReceived() -> CommandsReceived {
+        received.value.withLock { $0.values.reduce(CommandsReceived(), +) }
+    }
 
     /// Every slot served by exactly one of `names`, in shares that differ by one at most.
     func waitUntilBalanced(among names: Set<String>, timeout: Double) -> Bool {
@@ -388,6 +405,15 @@ final class Prober: Sendable {
         sender.start()
     }
 
+    /// The round trips, in milliseconds, of the commands sent at `sentAfter` or later.
+    func roundTrips(sentAfter: Double) -> Samples {
+        var samples = Samples()
+        for answer in answers.value.withLock({ $0 }) where answer.sent >= sentAfter {
+            samples.add((answer.answered - answer.sent) * 1000)
+        }
+        return samples
+    }
+
     /// When the first answer to a command sent at `sentAfter` or later came.
     func firstAnswer(sentAfter: Double) -> Double? {
         answers.value.withLock { $0.filter { $0.sent >= sentAfter }.map(\.answered).min() }
@@ -396,5 +422,40 @@ final class Prober: Sendable {
     func stop() {
         running.value.withLock { $0 = false }
         client.stop()
+    }
+}
+
+/// The commands workers received, by what they did with them (their stats): each is one delivery
+/// by the broker.
+struct CommandsReceived {
+    var handled = 0
+    var forwarded = 0
+    var leftToOthers = 0
+
+    init() {}
+
+    init(stats o: JSONObject) {
+        func int(_ value: JSON?) -> Int { if case .int(let n)? = value { Int(n) } else { 0 } }
+        handled = o["commands"]?.objectValue?.reduce(0) { $0 + int($1.value) } ?? 0
+        forwarded = int(o["commandsForwarded"])
+        leftToOthers = int(o["commandsForOtherSlots"])
+    }
+
+    var deliveries: Int { handled + forwarded + leftToOthers }
+
+    static func + (a: Self, b: Self) -> Self {
+        var sum = a
+        sum.handled += b.handled
+        sum.forwarded += b.forwarded
+        sum.leftToOthers += b.leftToOthers
+        return sum
+    }
+
+    static func - (a: Self, b: Self) -> Self {
+        var difference = a
+        difference.handled -= b.handled
+        difference.forwarded -= b.forwarded
+        difference.leftToOthers -= b.leftToOthers
+        return difference
     }
 }

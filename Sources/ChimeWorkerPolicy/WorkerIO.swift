@@ -91,8 +91,12 @@ public struct OutboundMessage: Hashable, Sendable {
         case onlineStatus
         case offlineStatus
         case stats
-        /// Routing by slot: a command forwarded to the owner of its slot.
+        /// Routing by slot: a command forwarded to the owner of its slot (QoS 0).
         case forward
+        /// Routing by slot: on each connection, one QoS 1 publication to `P/$slot/check`, which no
+        /// one subscribes to, so that the broker's PUBACK says whether its ACL lets this worker
+        /// forward (QoS 0 forwards are refused silently).
+        case forwardCheck
     }
 
     public struct Property: Hashable, Sendable {

@@ -18,6 +18,10 @@ public enum CommandRouting: String, Sendable, CaseIterable {
 extension WorkerStateMachine {
     /// Publishes `message` as it came (payload, Response Topic, Correlation Data) on the forwarded
     /// topic of `slot`. Whoever owns the slot answers the sender directly.
+    ///
+    /// At QoS 0: with clean sessions a QoS 1 forward would be lost in the same cases (a connection
+    /// that breaks loses what its session held), and QoS 0 spares the broker, this worker and the
+    /// owner a PUBACK each. Its sender resends what gets no reply.
     mutating func forward(_ message: InboundMessage, toSlot slot: Int, _ actions: inout [Action]) {
         stats.commandsForwarded += 1
         actions.append(
@@ -25,7 +29,7 @@ extension WorkerStateMachine {
                 OutboundMessage(
                     topic: policy.topics.forwarded(message.topic, toSlot: slot),
                     payload: message.payload,
-                    qos: 1,
+                    qos: 0,
                     purpose: .forward,
                     responseTopic: message.responseTopic,
                     correlationData: message.correlationData
@@ -34,9 +38,9 @@ extension WorkerStateMachine {
         )
     }
 
-    /// A forward the transport or the broker refused: its sender gets no reply and sends again.
-    /// Logged at the first and every thousandth, as a broker whose ACL lacks `P/$slot/#` for
-    /// workers refuses them all.
+    /// A forward the transport refused, or a forward check the broker refused: a command's sender
+    /// gets no reply and sends again. Logged at the first and every thousandth, as a broker whose
+    /// ACL lacks `P/$slot/#` for workers refuses them all.
     mutating func forwardRefused(because reason: String, _ actions: inout [Action]) {
         stats.forwardsRefused += 1
         guard stats.forwardsRefused == 1 || stats.forwardsRefused % 1000 == 0 else { return }
@@ -50,10 +54,20 @@ extension WorkerStateMachine {
     }
 
     /// On connecting: a subscription for each slot served (a routing worker's session is clean, so
-    /// the broker kept none).
-    mutating func subscribeToServedSlots(_ actions: inout [Action]) {
+    /// the broker kept none), and the check that the broker lets this worker forward.
+    mutating func connectedForRouting(_ actions: inout [Action]) {
         guard policy.routing == .slot else { return }
         for slot in engines.keys.sorted() { actions.append(.subscribe(.slot(slot))) }
+        actions.append(
+            .publish(
+                OutboundMessage(
+                    topic: "\(policy.topics.prefix)/$slot/check",
+                    payload: [],
+                    qos: 1,
+                    purpose: .forwardCheck
+                )
+            )
+        )
     }
 
     /// A slot's forwarded commands reach this worker from now on (``adopt(slot:epoch:_:now:monotonic:)``),

@@ -335,9 +335,10 @@ public struct WorkerStateMachine {
     var pendingReplies: [(slot: Int, message: OutboundMessage)] = []
     /// Deliveries published and not yet acknowledged, by message id: their slots and tokens.
     var tokensByMessageId: [Int32: (slot: Int, token: UInt64)] = [:]
-    /// Routing by slot: forwarded commands not yet acknowledged by the broker, by message id; and
-    /// slot subscriptions waiting for their SUBACK.
-    var forwardsAwaitingAck: Set<Int32> = []
+    /// Routing by slot: the message id of this connection's forward check
+    /// (``OutboundMessage/Purpose/forwardCheck``) until its PUBACK, and slot subscriptions waiting
+    /// for their SUBACK.
+    var forwardCheckId: Int32?
     var slotSubscriptions: [Int32: Int] = [:]
     /// When the broker reported the session taken over, within the last takeover window.
     var takeovers: [Instant] = []
@@ -560,14 +561,14 @@ public struct WorkerStateMachine {
         // Subscribe on every connection: a broker that lost its sessions forgets them.
         actions.append(.subscribe(.status))
         actions.append(.subscribe(.commands))
-        subscribeToServedSlots(&actions)
+        connectedForRouting(&actions)
         for engine in engines.values { engine.setConnected(lifecycle == .running, now: now) }
         lease(.available(true), now: now, monotonic: nil, &actions)
     }
 
     mutating func disconnected(reason: Int32, now: Instant, _ actions: inout [Action]) {
         connection = .down
-        forwardsAwaitingAck.removeAll()
+        forwardCheckId = nil
         slotSubscriptions.removeAll()
         for engine in engines.values { engine.setConnected(false) }
         lease(.available(false), now: now, monotonic: nil, &actions)
@@ -1075,10 +1076,12 @@ public struct WorkerStateMachine {
             log(.warning, "cannot send a reply", ["error": "\(error)"], into: &actions)
         case (.onlineStatus, .failure(let error)), (.offlineStatus, .failure(let error)):
             log(.warning, "cannot publish the worker's status", ["error": "\(error)"], into: &actions)
-        case (.forward, .success(let messageId)):
-            forwardsAwaitingAck.insert(messageId)
-        case (.forward, .failure(let error)):
+        case (.forwardCheck, .success(let messageId)):
+            forwardCheckId = messageId
+        case (.forward, .failure(let error)), (.forwardCheck, .failure(let error)):
             forwardRefused(because: "\(error)", &actions)
+        case (.forward, .success):
+            break
         case (.reply, .success), (.offlineStatus, .success), (.stats, _):
             break
         }
@@ -1099,7 +1102,8 @@ public struct WorkerStateMachine {
             }
             return
         }
-        if forwardsAwaitingAck.remove(messageId) != nil {
+        if messageId == forwardCheckId {
+            forwardCheckId = nil
             if reasonCode >= 0x80 { forwardRefused(because: "reason \(hex(reasonCode))", &actions) }
             return
         }

@@ -35,8 +35,11 @@ import Testing
         )
         // Broadcast subscribes to every command, and to no slot.
         var (b, _) = Slots.worker(loaded: [0, 1])
-        let broadcast = Self.subscriptions(b.handle(.connected(sessionPresent: false), now: Self.t0))
-        #expect(broadcast.map { $0.filter(b.policy) } == ["chime/$worker/a/status", "chime/+/cmd/+"])
+        let connected = b.handle(.connected(sessionPresent: false), now: Self.t0)
+        #expect(
+            Self.subscriptions(connected).map { $0.filter(b.policy) } == ["chime/$worker/a/status", "chime/+/cmd/+"]
+        )
+        #expect(!connected.contains { if case .publish(let p) = $0 { p.purpose == .forwardCheck } else { false } })
     }
 
     @Test func aSlotTakenOrGivenUpIsSubscribedToOrNoLonger() {
@@ -56,7 +59,7 @@ import Testing
         #expect(forwarded.topic == "chime/$slot/3/\(device)/cmd/schedule")
         #expect(forwarded.payload == Array(#"{"id":"x","after":3600}"#.utf8))
         #expect(forwarded.responseTopic == "r" && forwarded.correlationData == Array("x".utf8))
-        #expect(forwarded.qos == 1)
+        #expect(forwarded.qos == 0)
         #expect(Slots.appendedSlots(actions).isEmpty)
         #expect(m.stats.commandsForwarded == 1)
         // A slot being loaded here is not forwarded: no one else subscribes to it.
@@ -89,17 +92,29 @@ import Testing
         #expect(replies.first?.correlationData == [9])
     }
 
-    @Test func aForwardTheBrokerRefusesIsCounted() {
-        var m = Self.worker()
-        _ = m.handle(Slots.schedule(Slots.devices[3], "x"), now: Self.t0)
-        _ = m.report(.published(.forward, .success(41)), now: Self.t0)
+    /// Forwards go at QoS 0, which a broker refuses silently: one QoS 1 check a connection, on a
+    /// topic no one subscribes to, says whether the ACL lets this worker forward.
+    @Test func eachConnectionChecksThatTheBrokerLetsItForward() throws {
+        var (m, _) = Slots.worker(loaded: [0, 1], routing: .slot)
+        let connected = m.handle(.connected(sessionPresent: false), now: Self.t0)
+        let checks = connected.compactMap {
+            if case .publish(let p) = $0, p.purpose == .forwardCheck { p } else { nil }
+        }
+        #expect(checks.map(\.topic) == ["chime/$slot/check"])
+        #expect(checks.first?.qos == 1)
+        _ = m.report(.published(.forwardCheck, .success(41)), now: Self.t0)
         _ = m.handle(.acknowledged(messageId: 41, reasonCode: 0x87), now: Self.t0)
         #expect(m.stats.forwardsRefused == 1)
         #expect(m.metrics(now: Self.t0).prometheusText.contains("chime_forwards_refused_total 1"))
-        // An acknowledged forward is not a refusal.
-        _ = m.report(.published(.forward, .success(42)), now: Self.t0)
-        _ = m.handle(.acknowledged(messageId: 42, reasonCode: 0), now: Self.t0)
+        // Accepted (no subscriber: 0x10) on the next connection: nothing more counted.
+        _ = m.handle(.disconnected(reasonCode: 0), now: Self.t0)
+        _ = m.handle(.connected(sessionPresent: false), now: Self.t0)
+        _ = m.report(.published(.forwardCheck, .success(42)), now: Self.t0)
+        _ = m.handle(.acknowledged(messageId: 42, reasonCode: 0x10), now: Self.t0)
         #expect(m.stats.forwardsRefused == 1)
+        // A forward the transport cannot take counts too.
+        _ = m.report(.published(.forward, .failure(TransportError("not connected"))), now: Self.t0)
+        #expect(m.stats.forwardsRefused == 2)
     }
 
     @Test func broadcastNeverForwards() {
