@@ -3,6 +3,10 @@ import ChimeProtocol
 /// An app's backend on Chime: one MQTT connection, under one backend account, for any number of
 /// devices.
 ///
+/// Each device's calls are those of a ``ChimeNotificationCenter``, made over the backend's
+/// connection; a campaign schedules the same requests for many devices, and one stream receives
+/// the deliveries of all of them.
+///
 /// ```swift
 /// import ChimeClientMQTT
 ///
@@ -31,12 +35,20 @@ public final class ChimeBackend: Sendable {
     /// must be nil (the backend names its own reply space).
     public typealias Configuration = ChimeNotificationCenter.Configuration
 
+    /// The settings the backend was made with, shared by the centers of its devices.
     public let configuration: Configuration
     /// The filter the replies to the backend's commands arrive on, `P/+/replies/backend-<random>`.
     public var replyFilter: String { connection.replies.filter }
     private let connection: ChimeConnection
 
-    /// A backend over `transport`; nothing is sent before the first call.
+    /// A backend over `transport`.
+    ///
+    /// Nothing is sent before the first call. ``disconnect()`` ends the connection.
+    ///
+    /// - Parameters:
+    ///   - transport: The MQTT connection to use, under a backend account; the backend owns it from
+    ///     now on.
+    ///   - configuration: How to address chimed and wait for it, for every device.
     /// - Throws: `invalidArgument` for a configuration out of range or with a `replyTopic`.
     public init(
         transport: any ChimeTransport,
@@ -60,7 +72,10 @@ public final class ChimeBackend: Sendable {
         )
     }
 
-    /// Connects the transport and subscribes to the replies. Every call does this first.
+    /// Connects the transport and subscribes to the replies.
+    ///
+    /// Every call, of every device's center, does this first.
+    ///
     /// - Throws: `.transport` when the broker cannot be reached or refuses the subscription (a
     ///   later call tries again), `.cancelled` after ``disconnect()``.
     public func connect() async throws(ChimeClientError) {
@@ -68,7 +83,9 @@ public final class ChimeBackend: Sendable {
     }
 
     /// Disconnects the transport, ends every delivery stream and fails the calls in progress, of
-    /// every device, with `.cancelled`. The backend cannot connect again.
+    /// every device, with `.cancelled`.
+    ///
+    /// The backend cannot connect again, and neither can the centers of its devices.
     public func disconnect() async {
         await connection.disconnect()
     }
@@ -77,7 +94,14 @@ public final class ChimeBackend: Sendable {
     /// ``ChimeNotificationCenter/Configuration/window``).
     public var commandsInFlight: Int { connection.inFlight }
 
-    /// The center of `deviceId` on this backend's connection. Cheap: make one per call or keep it.
+    /// The center of `deviceId` on this backend's connection.
+    ///
+    /// Cheap: make one per call or keep it. Its ``ChimeNotificationCenter/disconnect()`` does
+    /// nothing to the backend's connection.
+    ///
+    /// - Parameter deviceId: The device, 1 to 128 characters of `A-Z a-z 0-9 _ . : @ -`.
+    /// - Returns: A center whose commands go over the backend's connection, answered in its reply
+    ///   space.
     /// - Throws: `invalidArgument` for a device id that is not 1 to 128 characters of
     ///   `A-Z a-z 0-9 _ . : @ -` or starts with `$`.
     public func device(_ deviceId: String) throws(ChimeClientError) -> ChimeNotificationCenter {
@@ -85,12 +109,17 @@ public final class ChimeBackend: Sendable {
         return ChimeNotificationCenter(deviceId: deviceId, connection: connection, owned: false)
     }
 
-    /// The deliveries that arrive from now on for `devices` (nil: every device the backend's
-    /// account may read), live, in order; the stream ends with ``disconnect()``. It subscribes to
-    /// `P/{deviceId}/notifications` for each device given (once per device over the backend's
-    /// life), or to `P/+/notifications`, before it returns. Deliveries are at least once:
-    /// deduplicate by ``ChimeDelivery/fireId``.
-    /// - Throws: `invalidArgument` for an invalid device id, `.transport` when a subscription fails.
+    /// The deliveries that arrive from now on for `devices`, live, in order.
+    ///
+    /// It subscribes to `P/{deviceId}/notifications` for each device given (once per device over
+    /// the backend's life), or to `P/+/notifications`, before it returns; the stream ends with
+    /// ``disconnect()``. Deliveries are at least once: deduplicate by ``ChimeDelivery/fireId``.
+    ///
+    /// - Parameter devices: The devices whose deliveries to receive; nil for every device the
+    ///   backend's account may read.
+    /// - Returns: A stream of the deliveries, each with its ``ChimeDelivery/deviceId``.
+    /// - Throws: `invalidArgument` for an invalid device id, `.transport` when a subscription fails,
+    ///   `.cancelled` after ``disconnect()``.
     public func deliveries(
         of devices: Set<String>? = nil
     ) async throws(ChimeClientError) -> AsyncStream<
@@ -109,15 +138,19 @@ public final class ChimeBackend: Sendable {
         return stream
     }
 
-    /// Schedules the same requests for each device, one atomic batch a device (as
-    /// ``ChimeNotificationCenter/add(contentsOf:replacing:)``), keeping the window full: a
-    /// campaign. One device's failure does not stop the others.
+    /// Schedules the same requests for each device, one atomic batch a device: a campaign.
+    ///
+    /// Each device gets a `schedule` batch, as ``ChimeNotificationCenter/add(contentsOf:replacing:)``
+    /// sends it, keeping up to ``ChimeNotificationCenter/Configuration/window`` commands in flight.
+    /// One device's failure does not stop the others.
+    ///
     /// - Parameters:
     ///   - requests: 1 to 1000 (a batch's bound, PROTOCOL.md section 3.1).
-    ///   - devices: each device once; a repeated id is scheduled once.
-    ///   - selector: what each device's batch replaces, in the same step.
-    /// - Returns: each device's outcome: what it scheduled, or why not (an invalid device id is
-    ///   `invalidArgument` there, not a thrown error).
+    ///   - devices: Each device once; a repeated id is scheduled once.
+    ///   - selector: What each device's batch replaces, in the same step; nil replaces nothing.
+    /// - Returns: Each device's outcome: what it scheduled, or why not (an invalid device id is
+    ///   `invalidArgument` there, not a thrown error; so is a number of requests out of range, for
+    ///   every device).
     public func add(
         _ requests: [NotificationRequest],
         toEach devices: some Sequence<String>,

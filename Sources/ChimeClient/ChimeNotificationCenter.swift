@@ -1,9 +1,11 @@
 import ChimeProtocol
 import Foundation
 
-/// One device's notifications on a Chime worker, with the calls of `UNUserNotificationCenter`:
-/// add requests, list and remove the pending ones, pause and resume them, edit them in place,
-/// ask when they will fire, and receive the deliveries.
+/// One device's notifications on a Chime worker, with the calls of `UNUserNotificationCenter`.
+///
+/// Add requests, list and remove the pending ones, pause and resume them, edit them in place,
+/// ask when they will fire, and receive the deliveries. Each call is a command of PROTOCOL.md
+/// section 3 for the device ``deviceId``, and returns once chimed's reply came.
 ///
 /// ```swift
 /// import ChimeClientMQTT  // the package's transport; or bring your own ChimeTransport
@@ -30,30 +32,62 @@ import Foundation
 /// chimed applies a command it sees twice only once (PROTOCOL.md, "Idempotency"). Then the call
 /// throws `.timeout`, and may be called again.
 ///
+/// **Errors.** Every call throws ``ChimeClientError``: chimed's error reply with its code, field
+/// and message (`invalid_argument`, `not_found`, ...), a request the client refuses before sending
+/// it (`invalid_argument`, as chimed would answer), or one of the client's own codes: `.timeout`
+/// (no reply after every attempt), `.transport` (the broker cannot be reached, or refused a
+/// subscription or a command), `.invalidReply` (a reply this client cannot read) and `.cancelled`
+/// (the calling task was cancelled, or the center disconnected).
+///
 /// **Connection.** ``connect()`` connects the transport and subscribes to the replies and to
 /// `P/{deviceId}/notifications`; every call connects first if needed. ``disconnect()`` ends the
-/// center: create a new one to connect again.
+/// center: create a new one to connect again. The center is `Sendable`: calls may run at once from
+/// many tasks, at most ``Configuration/window`` of them waiting for their reply.
 public final class ChimeNotificationCenter: Sendable {
     /// How the center addresses chimed and waits for it.
+    ///
+    /// A center or a backend checks its configuration when it is made, and throws
+    /// `invalidArgument` naming the first setting out of range.
     public struct Configuration: Sendable, Hashable {
-        /// The `P` of every topic (chimed's `--topic-prefix`). Default `chime`.
+        /// The `P` of every topic: chimed's `--topic-prefix` (PROTOCOL.md section 1).
+        ///
+        /// Default `chime`. Not empty, without `+`, `#` or a trailing `/`.
         public var topicPrefix: String
-        /// How long each attempt of a command waits for its reply. Default 10 s.
+        /// How long each attempt of a command waits for its reply.
+        ///
+        /// Default 10 s. Connecting and each subscription may take as long.
         public var timeout: Duration
-        /// How many times a command without a reply is sent, the same bytes each time (at least 1).
-        /// Default 2.
+        /// How many times a command without a reply is sent, the same bytes each time.
+        ///
+        /// At least 1. Default 2. chimed applies a command it receives twice only once
+        /// (PROTOCOL.md section 4, "Idempotency").
         public var attempts: Int
-        /// Notifications (or inbox deliveries) asked for per page, 1 to 1000. Default 100.
+        /// How many notifications (or inbox deliveries) each page asks for: `list`'s and `inbox`'s
+        /// `limit`.
+        ///
+        /// 1 to 1000. Default 100.
         public var pageSize: Int
-        /// The Response Topic of the commands; nil: `P/{deviceId}/replies/client-<random>`. Under
-        /// `P/` chimed honours only the device's own reply space (PROTOCOL.md section 4). A
+        /// The Response Topic of the commands; nil: `P/{deviceId}/replies/client-<random>`.
+        ///
+        /// Under `P/` chimed honours only the device's own reply space (PROTOCOL.md section 4). A
         /// ``ChimeBackend`` chooses its own and refuses one set here.
         public var replyTopic: String?
-        /// At most this many commands wait for their reply at once, 1 to 1000 (mosquitto's
-        /// default `max_queued_messages`: the replies it queues for one client before it drops
-        /// them); a call beyond waits for one of them to end (back-pressure). Default 256.
+        /// At most this many commands wait for their reply at once.
+        ///
+        /// 1 to 1000 (mosquitto's default `max_queued_messages`: the replies it queues for one
+        /// client before it drops them); a call beyond waits for one of them to end
+        /// (back-pressure). Default 256.
         public var window: Int
 
+        /// A configuration with the settings given, and the others at their defaults.
+        ///
+        /// - Parameters:
+        ///   - topicPrefix: The `P` of every topic (``topicPrefix``).
+        ///   - timeout: How long each attempt waits for its reply (``timeout``).
+        ///   - attempts: How many times a command is sent (``attempts``).
+        ///   - pageSize: The `limit` of each page (``pageSize``).
+        ///   - replyTopic: The commands' Response Topic (``replyTopic``).
+        ///   - window: How many commands may wait for their reply at once (``window``).
         public init(
             topicPrefix: String = "chime",
             timeout: Duration = .seconds(10),
@@ -83,18 +117,26 @@ public final class ChimeNotificationCenter: Sendable {
         }
     }
 
-    /// The device whose notifications these are.
+    /// The device whose notifications these are: the `{deviceId}` of its topics.
     public let deviceId: String
+    /// The settings the center was made with (its backend's, for a center of a ``ChimeBackend``).
     public let configuration: Configuration
-    /// Where the replies to this center's commands come.
+    /// Where the replies to this center's commands come: their MQTT 5 Response Topic.
     public let replyTopic: String
-    /// Where chimed publishes the device's deliveries.
+    /// Where chimed publishes the device's deliveries: `P/{deviceId}/notifications`.
     public let notificationsTopic: String
     private let connection: ChimeConnection
     /// Whether the connection is this center's own (not a ``ChimeBackend``'s).
     private let ownsConnection: Bool
 
-    /// A center for `deviceId` over `transport`; nothing is sent before the first call.
+    /// A center for `deviceId` over a connection of its own.
+    ///
+    /// Nothing is sent before the first call. ``disconnect()`` ends the connection.
+    ///
+    /// - Parameters:
+    ///   - deviceId: The device, 1 to 128 characters of `A-Z a-z 0-9 _ . : @ -`.
+    ///   - transport: The MQTT connection to use; the center owns it from now on.
+    ///   - configuration: How to address chimed and wait for it.
     /// - Throws: `invalidArgument` for a device id that is not 1 to 128 characters of
     ///   `A-Z a-z 0-9 _ . : @ -`, or a configuration out of range.
     public convenience init(
@@ -139,9 +181,11 @@ public final class ChimeNotificationCenter: Sendable {
 
     // MARK: - Connection
 
-    /// Connects the transport and subscribes to the replies and the deliveries. Every call
-    /// connects first; call it to receive ``deliveries`` before sending anything. (A center of a
-    /// ``ChimeBackend`` subscribes to its device's deliveries here, and only here.)
+    /// Connects the transport and subscribes to the replies and the deliveries.
+    ///
+    /// Every call connects first; call it to receive ``deliveries`` before sending anything. A
+    /// center of a ``ChimeBackend`` subscribes to its device's deliveries here, and only here.
+    ///
     /// - Throws: `.transport` when the broker cannot be reached or refuses a subscription (a later
     ///   call tries again), `.cancelled` after ``disconnect()``.
     public func connect() async throws(ChimeClientError) {
@@ -153,28 +197,43 @@ public final class ChimeNotificationCenter: Sendable {
     }
 
     /// Disconnects the transport, ends ``deliveries`` and fails the calls in progress with
-    /// `.cancelled`. The center cannot connect again. A center of a ``ChimeBackend`` shares the
-    /// backend's connection: this does nothing to it (``ChimeBackend/disconnect()`` ends it).
+    /// `.cancelled`.
+    ///
+    /// The center cannot connect again. A center of a ``ChimeBackend`` shares the backend's
+    /// connection: this does nothing to it (``ChimeBackend/disconnect()`` ends it).
     public func disconnect() async {
         if ownsConnection { await connection.disconnect() }
     }
 
-    /// The deliveries that arrive from now on, live, in order. Each access is a sequence of its
-    /// own; it ends with ``disconnect()``. Deliveries arrive once connected (``connect()``), and at
-    /// least once: deduplicate by ``ChimeDelivery/fireId``. A device that was offline finds what it
-    /// missed in ``inbox()`` (with receipts) or through a persistent MQTT session.
+    /// The deliveries that arrive from now on, live, in order.
+    ///
+    /// Each access is a sequence of its own; it ends with ``disconnect()`` (with
+    /// ``ChimeBackend/disconnect()`` for a center of a ``ChimeBackend``). Deliveries arrive once
+    /// connected (``connect()``; for a center of a backend, once its ``connect()`` or
+    /// ``ChimeBackend/deliveries(of:)`` subscribed to them), and at least once: deduplicate by
+    /// ``ChimeDelivery/fireId``. A device that was offline finds what it missed in ``inbox()``
+    /// (with receipts) or through a persistent MQTT session (PROTOCOL.md section 3.9).
     public var deliveries: AsyncStream<ChimeDelivery> {
         connection.deliveries(of: [deviceId])
     }
 
     // MARK: - Scheduling
 
-    /// Schedules a notification, replacing one with the same identifier
-    /// (`UNUserNotificationCenter.add(_:)`).
-    /// - Returns: when its first delivery is due; nil when it is stored paused (or see
+    /// Schedules a notification, replacing one with the same identifier, as
+    /// `UNUserNotificationCenter.add(_:)` does.
+    ///
+    /// It sends `schedule` with one notification object (PROTOCOL.md sections 2 and 3.1). A
+    /// calendar trigger that does not repeat is first asked of chimed with `preview`, and sent as a
+    /// one-shot at the first date it matches.
+    ///
+    /// - Parameter request: The notification: its identifier, content and trigger.
+    /// - Returns: When its first delivery is due (lead time applied); nil when it is stored paused,
+    ///   or when the reply was lost and the retry was recognised as a duplicate (see
     ///   ``ScheduledNotification/nextFireDate``).
-    /// - Throws: the error chimed answers (`invalid_argument`, `never_fires`, `timezone_required`,
-    ///   `quota_exceeded`, ...), or one of the client's own codes.
+    /// - Throws: The error chimed answers (`invalid_argument` naming the field, `never_fires`,
+    ///   `timezone_required`, `quota_exceeded`, `payload_too_large`, ...), `invalidArgument` for a
+    ///   request the client refuses before sending it (a badge out of range, a trigger the protocol
+    ///   cannot express), or one of the client's own codes.
     @discardableResult
     public func add(_ request: NotificationRequest) async throws(ChimeClientError) -> Date? {
         // One notification object rather than a batch of one, so that errors name `fireDate`,
@@ -193,9 +252,20 @@ public final class ChimeNotificationCenter: Sendable {
         return scheduled.scheduled.first?.nextFireDate.map(Wire.date)
     }
 
-    /// Schedules several notifications at once, atomically: all or none. With `replacing`, the
-    /// notifications it selects are removed first, in the same step ("cancel every recall
-    /// reminder and add these three" cannot half-happen).
+    /// Schedules several notifications at once, atomically: all or none.
+    ///
+    /// It sends `schedule` with a batch, `{"notifications": [...], "replace": ...}` (PROTOCOL.md
+    /// section 3.1). With `replacing`, the notifications it selects are removed first, in the same
+    /// step ("cancel every recall reminder and add these three" cannot half-happen).
+    ///
+    /// - Parameters:
+    ///   - requests: 1 to 1000 notifications, each identifier once.
+    ///   - selector: What to remove first, in the same step; nil removes nothing.
+    /// - Returns: Each notification's identifier and when its first delivery is due, as chimed's
+    ///   reply lists them; when the reply was lost and the retry was recognised as a duplicate,
+    ///   the requests' identifiers with no date.
+    /// - Throws: As ``add(_:)``; when one notification is refused, none is scheduled and nothing is
+    ///   removed.
     @discardableResult
     public func add(
         contentsOf requests: [NotificationRequest],
@@ -218,12 +288,18 @@ public final class ChimeNotificationCenter: Sendable {
         }
     }
 
-    /// Every notification the device holds, ordered by identifier, following `list`'s cursor
-    /// through all pages (``Configuration/pageSize`` a page)
-    /// (`UNUserNotificationCenter.pendingNotificationRequests()`).
-    /// - Parameter userInfo: only those whose `userInfo` has each of these keys, with equal values.
-    /// - Throws: `.invalidReply` when a page's cursor repeats an earlier one, or more pages come
-    ///   than a device can fill (100001): the pages would never end.
+    /// Every notification the device holds, as
+    /// `UNUserNotificationCenter.pendingNotificationRequests()` gives them.
+    ///
+    /// It sends `list` (PROTOCOL.md section 3.4), and follows its cursor through all pages,
+    /// ``Configuration/pageSize`` notifications a page.
+    ///
+    /// - Parameter userInfo: Only those whose `userInfo` has each of these keys with an equal JSON
+    ///   value (`match`); nil for all.
+    /// - Returns: The notifications, ordered by identifier, paused ones included.
+    /// - Throws: The error chimed answers, one of the client's own codes, or `.invalidReply` when a
+    ///   page's cursor repeats an earlier one, or more pages come than a device can fill (100001):
+    ///   the pages would never end.
     public func pendingNotificationRequests(
         matchingUserInfo userInfo: JSONObject? = nil
     ) async throws(ChimeClientError) -> [PendingNotificationRequest] {
@@ -251,30 +327,56 @@ public final class ChimeNotificationCenter: Sendable {
         }
     }
 
-    /// Removes these notifications (and their snoozes). Ids the device does not hold are ignored.
+    /// Removes these notifications, and their snoozes.
+    ///
+    /// It sends `cancel` with `ids` (PROTOCOL.md section 3.2). Ids the device does not hold are
+    /// ignored.
+    ///
+    /// - Parameter identifiers: The notifications' identifiers, at most 1000.
+    /// - Throws: The error chimed answers, or one of the client's own codes.
     public func removePendingNotificationRequests(withIdentifiers identifiers: [String]) async throws(ChimeClientError)
     {
         try await select(.cancel, .identifiers(identifiers))
     }
 
     /// Removes the notifications whose `userInfo` has each of these keys with an equal value.
+    ///
+    /// It sends `cancel` with `match` (PROTOCOL.md section 3.2).
+    ///
+    /// - Parameter userInfo: The keys and values to match, as JSON: `["kind": "med"]`.
+    /// - Throws: The error chimed answers, or one of the client's own codes.
     public func removePendingNotificationRequests(matchingUserInfo userInfo: JSONObject) async throws(ChimeClientError)
     {
         try await select(.cancel, .userInfo(userInfo))
     }
 
     /// Removes every notification of the device.
+    ///
+    /// It sends `cancel` with `all` (PROTOCOL.md section 3.2).
+    ///
+    /// - Throws: The error chimed answers, or one of the client's own codes.
     public func removeAllPendingNotificationRequests() async throws(ChimeClientError) {
         try await select(.cancel, .all)
     }
 
     /// Keeps the selected notifications but stops them firing.
+    ///
+    /// It sends `pause` (PROTOCOL.md section 3.3). A paused notification is listed with
+    /// ``PendingNotificationRequest/isEnabled`` false until ``resume(_:)``.
+    ///
+    /// - Parameter selector: The notifications to pause.
+    /// - Throws: The error chimed answers, or one of the client's own codes.
     public func pause(_ selector: NotificationSelector) async throws(ChimeClientError) {
         try await select(.pause, selector)
     }
 
-    /// Lets paused notifications fire again, from their next occurrence after now (a one-shot
-    /// whose time passed meanwhile fires at once).
+    /// Lets paused notifications fire again, from their next occurrence after now.
+    ///
+    /// It sends `resume` (PROTOCOL.md section 3.3). A one-shot whose time passed while it was
+    /// paused fires at once.
+    ///
+    /// - Parameter selector: The notifications to resume.
+    /// - Throws: The error chimed answers, or one of the client's own codes.
     public func resume(_ selector: NotificationSelector) async throws(ChimeClientError) {
         try await select(.resume, selector)
     }
@@ -285,15 +387,26 @@ public final class ChimeNotificationCenter: Sendable {
     }
 
     /// Changes some fields of a notification and keeps the others, its on/off state and its
-    /// counters (chimed's `update`).
+    /// counters.
+    ///
+    /// It sends `update` (PROTOCOL.md section 3.10). Changing when it fires starts its series
+    /// again from now, as `schedule` would (a paused one stays paused); changing only its content
+    /// keeps its place in the series. A calendar trigger that does not repeat is first asked of
+    /// chimed with `preview`, as ``add(_:)`` does.
+    ///
     /// - Parameters:
-    ///   - content: the fields it sets replace those of the notification; its nil ones are kept.
-    ///   - trigger: a new schedule, as a whole (the schedule fields it does not set are cleared);
+    ///   - identifier: The notification's identifier.
+    ///   - content: The fields it sets replace those of the notification; its nil ones are kept.
+    ///     `enabled: true` resumes a paused notification, `false` pauses it.
+    ///   - trigger: A new schedule, as a whole (the schedule fields it does not set are cleared);
     ///     nil keeps the schedule.
-    ///   - clearing: fields to set back to absent, their default (`.badge`, `.soundName`, ...).
-    /// - Returns: when its next delivery is due; nil when paused or finished (or see
+    ///   - clearing: Fields to set back to absent, their default (`.badge`, `.soundName`, ...).
+    /// - Returns: When its next delivery is due; nil when paused or finished, or when the reply was
+    ///   lost and the retry was recognised as a duplicate (see
     ///   ``ScheduledNotification/nextFireDate``).
-    /// - Throws: `not_found` when the device has no such notification.
+    /// - Throws: `not_found` when the device has no such notification; `invalid_argument` when
+    ///   nothing is given besides the identifier, a field is both given and cleared, `.id` is
+    ///   cleared, or the result would not be a valid `schedule`; or as ``add(_:)``.
     @discardableResult
     public func update(
         identifier: String,
@@ -330,10 +443,20 @@ public final class ChimeNotificationCenter: Sendable {
         return try WireReader(object: updated, what: "update reply").date("nextFireDate")
     }
 
-    /// Delivers a notification's content once more, `seconds` from now, as the one-shot
-    /// `"{identifier}~snooze"` (replacing an earlier snooze of it). Its own schedule is unchanged.
-    /// - Returns: when the snooze is due.
-    /// - Throws: `not_found` when the device has no such notification.
+    /// Delivers a notification's content once more, `seconds` from now.
+    ///
+    /// It sends `snooze` (PROTOCOL.md section 3.6): the content comes again as the one-shot
+    /// `"{identifier}~snooze"`, which replaces an earlier snooze of it, is not listed, and is
+    /// removed with its notification. The notification's own schedule is unchanged.
+    ///
+    /// - Parameters:
+    ///   - identifier: The notification's identifier.
+    ///   - seconds: How long after chimed receives the command, in seconds, kept to the
+    ///     millisecond (`after`: more than 0, at most 315360000).
+    /// - Returns: When the snooze is due; nil when the reply was lost and the retry was recognised
+    ///   as a duplicate.
+    /// - Throws: `not_found` when the device has no such notification; `invalid_argument` for a
+    ///   number of seconds out of range; or one of the client's own codes.
     @discardableResult
     public func snooze(identifier: String, for seconds: TimeInterval) async throws(ChimeClientError) -> Date? {
         let payload: JSONObject = [
@@ -346,11 +469,19 @@ public final class ChimeNotificationCenter: Sendable {
 
     // MARK: - When will it fire?
 
-    /// The next instants at which a request's deliveries would be sent, at or after `from` (lead
-    /// time applied, quiet hours not), as if it were added at `from`. Changes nothing.
+    /// The next instants at which a request's deliveries would be sent, as if it were added at
+    /// `from`.
+    ///
+    /// It sends `preview` with the notification (PROTOCOL.md section 3.5), and changes nothing.
+    /// The instants are at or after `from`, with the lead time applied and quiet hours not; an
+    /// `after` counts from `from`.
+    ///
     /// - Parameters:
-    ///   - count: at most this many, 1 to 1000.
-    ///   - from: default now.
+    ///   - request: The notification, as ``add(_:)`` would send it.
+    ///   - count: At most this many, 1 to 1000; a calendar trigger that does not repeat gives one.
+    ///   - from: The instant to start from; nil for now.
+    /// - Returns: The instants, earliest first.
+    /// - Throws: As ``add(_:)``, for a request chimed would not schedule.
     public func preview(
         _ request: NotificationRequest,
         count: Int = 10,
@@ -361,7 +492,18 @@ public final class ChimeNotificationCenter: Sendable {
     }
 
     /// The next instants at which a scheduled notification's deliveries will be sent.
-    /// - Throws: `not_found` when the device has no such notification.
+    ///
+    /// It sends `preview` with the notification's `id` (PROTOCOL.md section 3.5), and changes
+    /// nothing. The instants are at or after `from`, with the lead time applied and quiet hours
+    /// not.
+    ///
+    /// - Parameters:
+    ///   - identifier: The notification's identifier.
+    ///   - count: At most this many, 1 to 1000.
+    ///   - from: The instant to start from; nil for now.
+    /// - Returns: The instants, earliest first.
+    /// - Throws: `not_found` when the device has no such notification, or one of the client's own
+    ///   codes.
     public func preview(
         identifier: String,
         count: Int = 10,
@@ -406,19 +548,31 @@ public final class ChimeNotificationCenter: Sendable {
 
     // MARK: - The device
 
-    /// The device's zone, badge, quiet hours and receipts, and how many notifications it holds.
+    /// The device's zone, badge, quiet hours, receipts and history, and how many notifications it
+    /// holds.
+    ///
+    /// It sends `device` with nothing to change (PROTOCOL.md section 3.7).
+    ///
+    /// - Returns: The device's settings and state.
+    /// - Throws: The error chimed answers, or one of the client's own codes.
     public func deviceSettings() async throws(ChimeClientError) -> DeviceSettings {
         try await device([:])
     }
 
     /// Changes what is given of the device's settings and returns them all.
+    ///
+    /// It sends `device` (PROTOCOL.md section 3.7); a setting left nil is not changed.
+    ///
     /// - Parameters:
-    ///   - timeZone: an IANA zone (`TimeZone.current.identifier`); the notifications that follow
-    ///     the device's zone are recomputed.
-    ///   - badge: the badge counter.
+    ///   - timeZone: An IANA zone the worker knows (`TimeZone.current.identifier`); the
+    ///     notifications that follow the device's zone are computed again.
+    ///   - badge: The badge counter, 0 to 1000000 (`Badge.maximum`).
     ///   - quietHours: `.set(QuietHours(...))` or `.clear`.
-    ///   - receipts: keep each delivery in the inbox until ``ack(fireIds:badge:)``.
-    ///   - history: keep a delivery history (receipts imply it).
+    ///   - receipts: Keep each delivery in the inbox until ``ack(fireIds:badge:)`` (section 3.9).
+    ///   - history: Keep a delivery history (receipts imply it).
+    /// - Returns: Every setting of the device after the change.
+    /// - Throws: `invalid_argument` for a zone the worker does not know, or a badge out of range;
+    ///   or one of the client's own codes.
     @discardableResult
     public func setDeviceSettings(
         timeZone: String? = nil,
@@ -447,8 +601,21 @@ public final class ChimeNotificationCenter: Sendable {
 
     // MARK: - Receipts
 
-    /// Acknowledges deliveries: takes them out of the inbox, and changes the badge (once, however
-    /// often the same ack is sent) if at least one was new.
+    /// Acknowledges deliveries: takes them out of the inbox, and changes the badge if at least one
+    /// was new.
+    ///
+    /// It sends `ack` (PROTOCOL.md section 3.9). The badge changes once, however often the same
+    /// acknowledgement is sent.
+    ///
+    /// - Parameters:
+    ///   - fireIds: 1 to 1000 ``ChimeDelivery/fireId``s, each at most 160 characters.
+    ///   - badge: A change of the device's badge counter in the same step (`.decrement(1)`,
+    ///     `.absolute(0)`); nil leaves it.
+    /// - Returns: How many were newly acknowledged, and which the device has neither in its inbox
+    ///   nor in its history; 0 and none when the reply was lost and the retry was recognised as a
+    ///   duplicate.
+    /// - Throws: `invalid_argument` for fireIds or a badge out of range, or one of the client's own
+    ///   codes.
     @discardableResult
     public func ack(fireIds: [String], badge: Badge? = nil) async throws(ChimeClientError) -> AckResult {
         var payload: JSONObject = ["fireIds": .array(fireIds.map(JSON.string))]
@@ -462,10 +629,16 @@ public final class ChimeNotificationCenter: Sendable {
         return AckResult(acknowledged: count, unknown: unknown)
     }
 
-    /// The deliveries the device has not acknowledged, oldest first, following `inbox`'s cursor
-    /// through all pages. Empty for a device without receipts.
-    /// - Throws: `.invalidReply` when a page's cursor repeats an earlier one, or more pages come
-    ///   than an inbox can fill (100001): the pages would never end.
+    /// The deliveries the device has not acknowledged, oldest first.
+    ///
+    /// It sends `inbox` (PROTOCOL.md section 3.9) and follows its cursor through all pages,
+    /// ``Configuration/pageSize`` deliveries a page. Empty for a device without receipts.
+    ///
+    /// - Returns: The deliveries, each as it was published, and how many ever left the inbox
+    ///   unacknowledged to make room.
+    /// - Throws: The error chimed answers, one of the client's own codes, or `.invalidReply` when a
+    ///   page's cursor repeats an earlier one, or more pages come than an inbox can fill (100001):
+    ///   the pages would never end.
     public func inbox() async throws(ChimeClientError) -> ChimeInbox {
         var deliveries: [ChimeDelivery] = []
         var dropped = 0
@@ -489,10 +662,16 @@ public final class ChimeNotificationCenter: Sendable {
         return ChimeInbox(deliveries: deliveries, dropped: dropped)
     }
 
-    /// The device's recent deliveries, newest first, and whether each was acknowledged.
+    /// The device's recent deliveries, newest first, and what became of each.
+    ///
+    /// It sends `history` (PROTOCOL.md section 3.9). A device keeps its last
+    /// `--history-per-device` deliveries (28 by default) unless it turned history off.
+    ///
     /// - Parameters:
-    ///   - since: only those fired at or after it.
-    ///   - limit: at most this many (1 to 1000; chimed's default 100).
+    ///   - since: Only those fired at or after it; nil for all.
+    ///   - limit: At most this many, 1 to 1000; nil for chimed's default, 100.
+    /// - Returns: The deliveries, newest first; empty for a device that keeps no history.
+    /// - Throws: `invalid_argument` for a limit out of range, or one of the client's own codes.
     public func history(since: Date? = nil, limit: Int? = nil) async throws(ChimeClientError) -> [DeliveryRecord] {
         var payload = JSONObject()
         if let since { payload["since"] = .string(Wire.instant(since)) }
@@ -505,10 +684,16 @@ public final class ChimeNotificationCenter: Sendable {
 
     // MARK: - Commands and replies
 
-    /// Sends any command to `P/{deviceId}/cmd/{op}` and returns its reply's `result` as it is
-    /// (`{"duplicate": true}` for a retry chimed recognised): for what the calls above do not
-    /// cover. The `requestId` is the center's; retries and errors are as for every call.
-    /// - Throws: the error reply as ``ChimeClientError``, or one of the client's own codes.
+    /// Sends any command to `P/{deviceId}/cmd/{op}` and returns its reply's `result` as it is.
+    ///
+    /// For what the calls above do not cover (push registrations, PROTOCOL.md section 3.11). The
+    /// `requestId` is the center's; retries and errors are as for every call.
+    ///
+    /// - Parameters:
+    ///   - op: The operation, the last level of the topic (`device`, `list`, ...).
+    ///   - payload: The command's JSON object; a `requestId` in it is replaced by the center's.
+    /// - Returns: The reply's `result`; `{"duplicate": true}` for a retry chimed recognised.
+    /// - Throws: The error reply as ``ChimeClientError``, or one of the client's own codes.
     public func command(_ op: String, _ payload: JSONObject) async throws(ChimeClientError) -> JSONObject {
         try await send(op, payload) ?? ["duplicate": true]
     }

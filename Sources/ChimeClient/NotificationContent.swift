@@ -1,47 +1,81 @@
 import ChimeProtocol
 import Foundation
 
-/// What a notification shows and how it is delivered: the `UNMutableNotificationContent` (and
-/// `UILocalNotification`) properties, and Chime's delivery options. Every property is optional:
-/// what is nil is not sent, and takes the protocol's default (PROTOCOL.md section 2, "What").
+/// What a notification shows and how it is delivered.
+///
+/// The `UNMutableNotificationContent` (and `UILocalNotification`) properties, and Chime's delivery
+/// options, each a field of PROTOCOL.md section 2, "What". Every property is optional: what is nil
+/// is not sent, and takes the protocol's default.
 public struct NotificationContent: Sendable, Hashable {
-    /// `alertTitle`.
+    /// The title (`alertTitle`).
     public var title: String?
-    /// `alertBody`: the text shown.
+    /// The text shown (`alertBody`).
     public var body: String?
-    /// `alertBodies`: instead of ``body``, one picked at random for each delivery.
+    /// Texts to pick from, one at random for each delivery, instead of ``body`` (`alertBodies`,
+    /// at most 1000).
     public var alertBodies: [String]?
-    /// `alertAction`: the action button's text.
+    /// The action button's text (`alertAction`).
     public var action: String?
-    /// `hasAction` (true unless given).
+    /// Whether the notification has an action button (`hasAction`, true unless given).
     public var hasAction: Bool?
-    /// `soundName`; `"default"` for the default sound.
+    /// The sound's name, `"default"` for the default sound (`soundName`).
     public var sound: String?
-    /// `category` (`categoryIdentifier`).
+    /// The category: `categoryIdentifier` (`category`).
     public var category: String?
-    /// `threadId` (`threadIdentifier`): groups notifications on the device (APNs `thread-id`).
+    /// Groups notifications on the device: `threadIdentifier` (`threadId`, APNs `thread-id`, at
+    /// most 256 characters).
     public var threadIdentifier: String?
-    /// `interruptionLevel`: how a push may interrupt (APNs `interruption-level`, FCM and Web Push
-    /// priority).
+    /// How a push may interrupt (`interruptionLevel`: APNs `interruption-level`, FCM and Web Push
+    /// priority); nil reads as `.active`.
     public var interruptionLevel: InterruptionLevel?
-    /// `badge`: `.absolute(n)` sets the device's badge; `.increment(n)` / `.decrement(n)` change its
-    /// counter when the notification fires (never below 0).
+    /// The badge (`badge`): `.absolute(n)` sets the device's badge; `.increment(n)` and
+    /// `.decrement(n)` change its counter when the notification fires (never below 0).
+    ///
+    /// `n` is at most 1000000 (`Badge.maximum`), an absolute badge at least 0; a delivery carries
+    /// the resulting number.
     public var badge: Badge?
-    /// `userInfo`: any JSON object; what the selectors of remove, pause, resume and list match.
+    /// Any JSON object (`userInfo`): what the selectors of remove, pause, resume and list match.
+    ///
+    /// At most `--max-userinfo-bytes` serialized (4096 by default), nested at most 32 levels.
     public var userInfo: JSONObject?
-    /// `expiresAfter`: a delivery more than this many seconds late is dropped, not sent.
+    /// Seconds after which a late delivery is dropped, not sent (`expiresAfter`, more than 0, kept
+    /// to the millisecond).
+    ///
+    /// Counted from when it was due; a delivery sent carries an MQTT 5 message expiry of the time
+    /// left, and leaves the inbox when it passes.
     public var expiresAfter: TimeInterval?
-    /// `misfire`: what happens to occurrences missed while the worker or broker was down.
+    /// What happens to occurrences missed while the worker or broker was down (`misfire`,
+    /// `.coalesce` unless given).
     public var misfire: Misfire?
-    /// `ignoreQuietHours`: deliver even inside the device's quiet hours.
+    /// Deliver even inside the device's quiet hours (`ignoreQuietHours`).
     public var ignoreQuietHours: Bool?
-    /// `enabled`: false stores the notification paused (a reminder list's on/off switch).
+    /// False stores the notification paused: a reminder list's on/off switch (`enabled`).
     public var enabled: Bool?
-    /// `keepAfterFiring`: a one-shot that has fired stays listed, paused, until removed.
+    /// A one-shot that has fired stays listed, paused, until removed (`keepAfterFiring`).
     public var keepAfterFiring: Bool?
-    /// `channels`: MQTT and push (nil), MQTT only, or push only.
+    /// Where deliveries go (`channels`): MQTT and push (nil, `.all`), MQTT only, or push only.
     public var channels: Channels?
 
+    /// Content with the fields given; the others are not sent, and take the protocol's defaults.
+    ///
+    /// - Parameters:
+    ///   - title: The title (``title``).
+    ///   - body: The text shown (``body``).
+    ///   - alertBodies: Texts to pick one from for each delivery, instead of `body` (``alertBodies``).
+    ///   - action: The action button's text (``action``).
+    ///   - hasAction: Whether there is an action button (``hasAction``).
+    ///   - sound: The sound's name (``sound``).
+    ///   - category: The category (``category``).
+    ///   - badge: The badge, or a change of the device's counter (``badge``).
+    ///   - userInfo: Any JSON object (``userInfo``).
+    ///   - expiresAfter: Seconds after which a late delivery is dropped (``expiresAfter``).
+    ///   - misfire: What happens to missed occurrences (``misfire``).
+    ///   - ignoreQuietHours: Deliver inside quiet hours (``ignoreQuietHours``).
+    ///   - enabled: False stores it paused (``enabled``).
+    ///   - keepAfterFiring: A fired one-shot stays listed (``keepAfterFiring``).
+    ///   - threadIdentifier: Groups notifications on the device (``threadIdentifier``).
+    ///   - interruptionLevel: How a push may interrupt (``interruptionLevel``).
+    ///   - channels: Where deliveries go (``channels``).
     public init(
         title: String? = nil,
         body: String? = nil,
@@ -83,8 +117,14 @@ public struct NotificationContent: Sendable, Hashable {
 
 extension Badge {
     /// Adds `n` to the device's badge counter when the notification fires (`"+n"`).
+    ///
+    /// - Parameter n: How much to add, at most 1000000 (`Badge.maximum`).
+    /// - Returns: The change `.delta(n)`.
     public static func increment(_ n: Int = 1) -> Badge { .delta(n) }
     /// Takes `n` off the device's badge counter, never below 0 (`"-n"`).
+    ///
+    /// - Parameter n: How much to take off, at most 1000000 (`Badge.maximum`).
+    /// - Returns: The change `.delta(-n)`.
     public static func decrement(_ n: Int = 1) -> Badge { .delta(-n) }
 
     /// The wire form: an integer, or `"+N"` / `"-N"`.

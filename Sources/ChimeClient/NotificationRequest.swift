@@ -2,13 +2,23 @@ import ChimeProtocol
 import Foundation
 
 /// A notification to schedule, as `UNNotificationRequest`: an identifier, what it shows, and when.
-/// Adding a request whose identifier exists replaces that notification.
+///
+/// It is sent as one notification object (PROTOCOL.md section 2). Adding a request whose
+/// identifier exists replaces that notification.
 public struct NotificationRequest: Sendable, Hashable {
-    /// The notification's id on its device (1 to 128 characters).
+    /// The notification's id on its device (`id`, 1 to 128 characters).
     public var identifier: String
+    /// What it shows and how it is delivered.
     public var content: NotificationContent
+    /// When it fires.
     public var trigger: NotificationTrigger
 
+    /// A request to schedule.
+    ///
+    /// - Parameters:
+    ///   - identifier: The notification's id on its device, 1 to 128 characters.
+    ///   - content: What it shows and how it is delivered.
+    ///   - trigger: When it fires.
     public init(identifier: String, content: NotificationContent, trigger: NotificationTrigger) {
         self.identifier = identifier
         self.content = content
@@ -47,13 +57,13 @@ public struct NotificationRequest: Sendable, Hashable {
     }
 }
 
-/// Which notifications of the device a call acts on.
+/// Which notifications of the device a call acts on: a selector of PROTOCOL.md section 3.
 public enum NotificationSelector: Sendable, Hashable {
-    /// These ids.
+    /// These ids (`ids`, at most 1000).
     case identifiers([String])
-    /// Those whose `userInfo` has every key given, with an equal JSON value.
+    /// Those whose `userInfo` has every key given, with an equal JSON value (`match`).
     case userInfo(JSONObject)
-    /// Every notification of the device.
+    /// Every notification of the device (`all`).
     case all
 
     /// The selector's members in a command.
@@ -68,22 +78,31 @@ public enum NotificationSelector: Sendable, Hashable {
 
 /// A notification the device holds, as `list` shows it: the request as scheduled and its state.
 public struct PendingNotificationRequest: Sendable, Hashable {
-    /// The request as chimed keeps it: an `after` became the absolute date it resolved to, and a
-    /// calendar trigger the rule it was sent as. Its content's `enabled` is false when the
-    /// notification is paused, so that adding ``request`` again keeps it paused.
+    /// The request as chimed keeps it.
+    ///
+    /// An `after` became the absolute date it resolved to, and a calendar trigger the rule it was
+    /// sent as. Its content's `enabled` is false when the notification is paused, so that adding
+    /// ``request`` again keeps it paused.
     public var request: NotificationRequest
-    /// When the next delivery is due (lead time applied); nil when paused or finished.
+    /// When the next delivery is due (lead time applied); nil when paused or finished
+    /// (`nextFireDate`).
     public var nextFireDate: Date?
-    /// False when paused.
+    /// False when paused (`enabled`).
     public var isEnabled: Bool
-    /// Deliveries so far.
+    /// How many deliveries it has had so far (`firedCount`).
     public var firedCount: Int
+    /// When its last delivery was sent; nil before the first (`lastFiredAt`).
     public var lastFiredAt: Date?
+    /// When it was first scheduled (`createdAt`); replacing or updating it keeps the date.
     public var createdAt: Date
+    /// When it was last scheduled, updated, paused or resumed (`updatedAt`).
     public var updatedAt: Date
 
+    /// The notification's identifier: ``request``'s.
     public var identifier: String { request.identifier }
+    /// What it shows and how it is delivered: ``request``'s.
     public var content: NotificationContent { request.content }
+    /// When it fires: ``request``'s, as chimed keeps it.
     public var trigger: NotificationTrigger { request.trigger }
 
     init(_ listed: ListedNotification) {
@@ -104,14 +123,22 @@ public struct PendingNotificationRequest: Sendable, Hashable {
     }
 }
 
-/// A notification that was scheduled, and when it fires next.
+/// A notification that was scheduled, and when it fires next: a row of `schedule`'s result.
 public struct ScheduledNotification: Sendable, Hashable {
+    /// The notification's identifier (`id`).
     public var identifier: String
     /// When its first delivery is due (lead time applied); nil when it is stored paused, or when
-    /// the reply to the command was lost and its retry was recognised as a duplicate (the command
-    /// was applied once; ``ChimeNotificationCenter/preview(identifier:count:from:)`` tells).
+    /// the reply to the command was lost and its retry was recognised as a duplicate.
+    ///
+    /// The command was applied once either way; ``ChimeNotificationCenter/preview(identifier:count:from:)``
+    /// tells when it fires.
     public var nextFireDate: Date?
 
+    /// A scheduled notification.
+    ///
+    /// - Parameters:
+    ///   - identifier: The notification's identifier.
+    ///   - nextFireDate: When its first delivery is due, or nil.
     public init(identifier: String, nextFireDate: Date?) {
         self.identifier = identifier
         self.nextFireDate = nextFireDate

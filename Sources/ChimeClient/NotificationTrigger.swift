@@ -2,15 +2,19 @@ import ChimeProtocol
 import ChimeTime
 import Foundation
 
-/// Which zone a trigger's wall-clock times are read in.
+/// Which zone a trigger's wall-clock times are read in: the `timeZone` field of PROTOCOL.md
+/// section 2.
 public enum NotificationTimeZone: Sendable, Hashable {
     /// The device's zone (``ChimeNotificationCenter/setDeviceSettings(timeZone:badge:quietHours:receipts:history:)``),
     /// followed when it changes: what a phone's local notification does.
     case device
-    /// An IANA zone such as `Europe/Paris`.
+    /// An IANA zone such as `Europe/Paris`, which the worker's zone database has.
     case named(String)
 
     /// A Foundation zone, by its identifier.
+    ///
+    /// - Parameter timeZone: A zone whose identifier is an IANA zone (`TimeZone(identifier:)`).
+    /// - Returns: `.named(timeZone.identifier)`.
     public static func zone(_ timeZone: TimeZone) -> NotificationTimeZone { .named(timeZone.identifier) }
 
     var json: JSON {
@@ -23,8 +27,10 @@ public enum NotificationTimeZone: Sendable, Hashable {
 
 /// A day of the week, numbered as `DateComponents.weekday` numbers it (1 is Sunday).
 public enum Weekday: Int, Sendable, Hashable, CaseIterable, Comparable {
+    /// Sunday (1) to Saturday (7).
     case sunday = 1, monday, tuesday, wednesday, thursday, friday, saturday
 
+    /// Whether `a` comes before `b` in a week that starts on Sunday, as their numbers do.
     public static func < (a: Weekday, b: Weekday) -> Bool { a.rawValue < b.rawValue }
 }
 
@@ -36,8 +42,10 @@ extension Set where Element == Weekday {
 }
 
 /// When a notification fires: the counterpart of `UNCalendarNotificationTrigger`,
-/// `UNTimeIntervalNotificationTrigger` and `UILocalNotification`'s `fireDate` + `repeatInterval`,
-/// plus RFC 5545 rules, lead times and skipped dates.
+/// `UNTimeIntervalNotificationTrigger` and `UILocalNotification`'s `fireDate` + `repeatInterval`.
+///
+/// Besides those it has RFC 5545 rules, lead times and skipped dates: the fields of PROTOCOL.md
+/// section 2, "When".
 ///
 /// ```swift
 /// .calendar(matching: DateComponents(hour: 18, minute: 0), repeats: true)             // daily at 18:00
@@ -45,17 +53,23 @@ extension Set where Element == Weekday {
 /// .calendar(matching: DateComponents(hour: 18, minute: 0), on: .weekdays, repeats: true) // Monday to Friday 18:00
 /// .timeInterval(8)                                                                    // in 8 seconds
 /// .timeInterval(86_400, alignedTo: TimeOfDay(hour: 12, minute: 0))                    // tomorrow or later, at noon
-/// .date(.wallClock(DateComponents(year: 2026, month: 12, day: 1, hour: 7, minute: 0)), timeZone: .named("Asia/Shanghai"))
-/// .rule("FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", startingAt: .wallClock(...))
+/// let exam = DateComponents(year: 2026, month: 12, day: 1, hour: 7, minute: 0)
+/// .date(.wallClock(exam), timeZone: .named("Asia/Shanghai"))                          // once, 07:00 in Shanghai
+/// .rule("FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", startingAt: .wallClock(exam))             // weekdays 07:00, from then
 /// ```
 ///
 /// Wall-clock times without a ``timeZone`` are read in the device's zone (a device without one
-/// fails with `timezone_required`); absolute instants without one repeat in UTC.
+/// fails with `timezone_required`); absolute instants without one repeat in UTC. A trigger the
+/// protocol cannot express (an interval of 0 seconds or less, a wall-clock date without a minute)
+/// fails the call that sends it with `invalidArgument`, before anything is sent.
 public struct NotificationTrigger: Sendable, Hashable {
     /// A date-time: an absolute instant, or a wall-clock time read in the trigger's zone.
     public enum FireDate: Sendable, Hashable {
+        /// An absolute instant, sent as RFC 3339 in UTC to the millisecond.
         case instant(Date)
         /// Year, month, day, hour and minute (and optionally second) of a wall-clock time.
+        ///
+        /// Whole seconds, in the years 1 to 9999; sent as `2026-12-01T18:00:00`.
         case wallClock(DateComponents)
 
         func json(field: String) throws(ChimeClientError) -> JSON {
@@ -97,15 +111,25 @@ public struct NotificationTrigger: Sendable, Hashable {
         case rule(String, start: FireDate)
     }
 
+    /// What the trigger is; the static functions below make each kind.
     public var kind: Kind
-    /// The zone of wall-clock times and of repeats; nil: the device's for wall-clock times, UTC
-    /// for instants.
+    /// The zone of wall-clock times and of repeats (`timeZone`); nil: the device's for wall-clock
+    /// times, UTC for instants.
     public var timeZone: NotificationTimeZone?
     /// Fire each occurrence this many seconds earlier (`leadTime`: "remind me 15 minutes before").
+    ///
+    /// At least 0, kept to the millisecond.
     public var leadTime: TimeInterval?
-    /// Occurrences to skip (`exdates`).
+    /// Occurrences to skip (`exdates`): wall-clock date-times in the trigger's zone, or instants.
     public var exdates: [FireDate]?
 
+    /// A trigger of any kind, with the options every kind may have.
+    ///
+    /// - Parameters:
+    ///   - kind: What the trigger is.
+    ///   - timeZone: The zone of wall-clock times and repeats (``timeZone``).
+    ///   - leadTime: Seconds to fire each occurrence earlier (``leadTime``).
+    ///   - exdates: Occurrences to skip (``exdates``).
     public init(
         _ kind: Kind,
         timeZone: NotificationTimeZone? = nil,
@@ -118,8 +142,19 @@ public struct NotificationTrigger: Sendable, Hashable {
         self.exdates = exdates
     }
 
-    /// `UNCalendarNotificationTrigger(dateMatching:repeats:)`. A zone set in `components` is the
-    /// trigger's zone unless `timeZone` is given.
+    /// Fires when the date matches `components`, as `UNCalendarNotificationTrigger(dateMatching:repeats:)`.
+    ///
+    /// Components finer than the finest one given are 0, coarser ones not given match anything
+    /// (see ``Kind/calendar(_:weekdays:repeats:)``): `DateComponents(hour: 18, minute: 0)` is every
+    /// day at 18:00. It is sent as an RRULE; without `repeats`, only its first occurrence is
+    /// scheduled.
+    ///
+    /// - Parameters:
+    ///   - components: Any of year, month, day, weekday, weekdayOrdinal, hour, minute, second;
+    ///     a zone set in them is the trigger's unless `timeZone` is given.
+    ///   - repeats: Whether it fires at every matching date, or only at the first.
+    ///   - timeZone: The zone the components are read in; nil for the device's.
+    /// - Returns: A calendar trigger.
     public static func calendar(
         matching components: DateComponents,
         repeats: Bool,
@@ -131,10 +166,19 @@ public struct NotificationTrigger: Sendable, Hashable {
         )
     }
 
-    /// On each of `weekdays` at the time `components` give: Monday to Friday at 18:00 is
-    /// `.calendar(matching: DateComponents(hour: 18, minute: 0), on: .weekdays, repeats: true)`.
-    /// `components` may narrow it further (`day: 13` with `[.friday]`: Friday the 13th), but not
-    /// give a `weekday` of its own.
+    /// Fires on each of `weekdays` at the time `components` give.
+    ///
+    /// Monday to Friday at 18:00 is
+    /// `.calendar(matching: DateComponents(hour: 18, minute: 0), on: .weekdays, repeats: true)`:
+    /// one rule, `BYDAY=MO,TU,WE,TH,FR`. `components` may narrow it further (`day: 13` with
+    /// `[.friday]`: Friday the 13th), but not give a `weekday` of its own.
+    ///
+    /// - Parameters:
+    ///   - components: The time of day, and any other components but `weekday`.
+    ///   - weekdays: The days it fires on: `.weekdays`, `.weekends`, or any set.
+    ///   - repeats: Whether it fires at every matching date, or only at the first.
+    ///   - timeZone: The zone the components are read in; nil for the device's.
+    /// - Returns: A calendar trigger.
     public static func calendar(
         matching components: DateComponents,
         on weekdays: Set<Weekday>,
@@ -147,13 +191,31 @@ public struct NotificationTrigger: Sendable, Hashable {
         )
     }
 
+    /// Fires `seconds` after chimed receives the command, as
     /// `UNTimeIntervalNotificationTrigger(timeInterval:repeats:)`.
+    ///
+    /// It is sent as `after`; a repeating one also as the rule `FREQ=SECONDLY;INTERVAL=n` (see
+    /// ``Kind/timeInterval(_:repeats:alignedTo:)``).
+    ///
+    /// - Parameters:
+    ///   - seconds: More than 0, at most 315360000, kept to the millisecond; whole seconds, and at
+    ///     least the worker's `--min-repeat-seconds` (60 by default), when it repeats.
+    ///   - repeats: Whether it fires again every `seconds`.
+    /// - Returns: A time-interval trigger.
     public static func timeInterval(_ seconds: TimeInterval, repeats: Bool = false) -> NotificationTrigger {
         NotificationTrigger(.timeInterval(seconds, repeats: repeats, alignedTo: nil))
     }
 
-    /// At least `seconds` from now, at the first wall-clock `time` from then on: "come back
-    /// tomorrow at noon" is `timeInterval(86_400, alignedTo: TimeOfDay(hour: 12, minute: 0))`.
+    /// Fires at the first wall-clock `time` at least `seconds` after chimed receives the command.
+    ///
+    /// "Come back tomorrow at noon" is `timeInterval(86_400, alignedTo: TimeOfDay(hour: 12, minute: 0))`;
+    /// it is sent as `after` and `alignTo`.
+    ///
+    /// - Parameters:
+    ///   - seconds: More than 0, at most 315360000.
+    ///   - time: The wall-clock time it fires at (`alignTo`).
+    ///   - timeZone: The zone of `time`; nil for the device's.
+    /// - Returns: A time-interval trigger.
     public static func timeInterval(
         _ seconds: TimeInterval,
         alignedTo time: TimeOfDay,
@@ -162,7 +224,20 @@ public struct NotificationTrigger: Sendable, Hashable {
         NotificationTrigger(.timeInterval(seconds, repeats: false, alignedTo: time), timeZone: timeZone)
     }
 
-    /// `UILocalNotification`'s `fireDate`, `timeZone` and `repeatInterval`.
+    /// Fires at a date, and repeats as `UILocalNotification`'s `fireDate`, `timeZone` and
+    /// `repeatInterval` do.
+    ///
+    /// Occurrence k is `date + k × repeatInterval` in the trigger's zone: a day or longer keeps the
+    /// wall-clock time, an hour or shorter is elapsed time (PROTOCOL.md section 2).
+    ///
+    /// - Parameters:
+    ///   - date: The first occurrence (`fireDate`).
+    ///   - timeZone: The zone of a wall-clock date and of the repeats; nil: the device's for a
+    ///     wall-clock date, UTC for an instant.
+    ///   - repeatInterval: The calendar unit it repeats by; nil for once.
+    ///   - count: With `repeatInterval`, at most this many occurrences (at least 1).
+    ///   - until: With `repeatInterval`, no occurrence after this date.
+    /// - Returns: A date trigger.
     public static func date(
         _ date: FireDate,
         timeZone: NotificationTimeZone? = nil,
@@ -173,7 +248,14 @@ public struct NotificationTrigger: Sendable, Hashable {
         NotificationTrigger(.date(date, repeatInterval: repeatInterval, count: count, until: until), timeZone: timeZone)
     }
 
-    /// At an absolute instant, repeating in UTC (or in `timeZone`) if `repeatInterval` is given.
+    /// Fires at an absolute instant, repeating in UTC (or in `timeZone`) if `repeatInterval` is
+    /// given.
+    ///
+    /// - Parameters:
+    ///   - date: The first occurrence.
+    ///   - timeZone: The zone of the repeats; nil for UTC.
+    ///   - repeatInterval: The calendar unit it repeats by; nil for once.
+    /// - Returns: A date trigger.
     public static func date(
         _ date: Date,
         timeZone: NotificationTimeZone? = nil,
@@ -182,7 +264,17 @@ public struct NotificationTrigger: Sendable, Hashable {
         .date(.instant(date), timeZone: timeZone, repeatInterval: repeatInterval)
     }
 
-    /// An RFC 5545 RRULE (`FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR`), with or without the `RRULE:` prefix.
+    /// Fires at each occurrence of an RFC 5545 RRULE.
+    ///
+    /// It is sent as `rrule`, with `start` as its DTSTART (`fireDate`); the parts chimed supports,
+    /// RFC 7529's `RSCALE` and `SKIP` among them, are in PROTOCOL.md section 2.
+    ///
+    /// - Parameters:
+    ///   - rrule: The rule (`FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR`), with or without the `RRULE:` prefix.
+    ///   - start: Its DTSTART, read in the trigger's zone when it is a wall-clock time.
+    ///   - timeZone: The zone of the rule; nil: the device's for a wall-clock start, UTC for an
+    ///     instant.
+    /// - Returns: A rule trigger.
     public static func rule(
         _ rrule: String,
         startingAt start: FireDate,
@@ -191,7 +283,7 @@ public struct NotificationTrigger: Sendable, Hashable {
         NotificationTrigger(.rule(rrule, start: start), timeZone: timeZone)
     }
 
-    /// Whether the trigger fires more than once (as scheduled: a rule may still end).
+    /// Whether the trigger fires more than once, as scheduled (a rule may still end after one).
     public var repeats: Bool {
         switch kind {
         case .calendar(_, _, let repeats), .timeInterval(_, let repeats, _): return repeats

@@ -3,26 +3,28 @@ import Foundation
 
 /// A delivery chimed published to the device (PROTOCOL.md section 5), live or from its inbox.
 public struct ChimeDelivery: Sendable, Hashable {
+    /// The device it was published to (`deviceId`); empty when the payload has none.
     public var deviceId: String
-    /// The notification's id.
+    /// The notification's id (`id`).
     public var identifier: String
-    /// Unique per occurrence and the same on every retry of it: deduplicate by it, `ack` with it.
+    /// Unique per occurrence and the same on every retry of it (`fireId`): deduplicate by it,
+    /// `ack` with it.
     public var fireId: String
-    /// The occurrence's instant.
+    /// The occurrence's instant (`occurrenceDate`).
     public var occurrenceDate: Date
-    /// When it was due: the occurrence less the lead time.
+    /// When it was due: the occurrence less the lead time (`fireDate`).
     public var fireDate: Date
-    /// When it was sent.
+    /// When it was sent (`firedAt`).
     public var firedAt: Date
-    /// The occurrence's 1-based position in its series.
+    /// The occurrence's 1-based position in its series (`occurrence`).
     public var occurrence: Int
-    /// No occurrence follows.
+    /// No occurrence follows (`last`).
     public var isLast: Bool
-    /// Sent 1 s or more after ``fireDate``.
+    /// Sent 1 s or more after ``fireDate`` (`late`).
     public var isLate: Bool
-    /// Older missed occurrences this delivery stands for.
+    /// Older missed occurrences this delivery stands for (`missed`).
     public var missed: Int
-    /// Held through the device's quiet hours.
+    /// Held through the device's quiet hours (`deferred`).
     public var isDeferred: Bool
     /// What it shows: title, body (the one picked of `alertBodies`), action, hasAction, sound,
     /// category, userInfo, and the badge as the device's resulting number (`.absolute`).
@@ -39,7 +41,9 @@ public struct ChimeDelivery: Sendable, Hashable {
     /// The delivery's `userInfo`, if it has one.
     public var userInfo: JSONObject? { content.userInfo }
 
-    /// Reads a delivery payload.
+    /// Reads a delivery payload, as published to `P/{deviceId}/notifications` or listed by `inbox`.
+    ///
+    /// - Parameter json: The delivery object.
     /// - Throws: `invalidReply` naming the member that is missing or wrong.
     public init(json: JSONObject) throws(ChimeClientError) {
         let r = WireReader(object: json, what: "delivery")
@@ -76,19 +80,24 @@ public struct ChimeDelivery: Sendable, Hashable {
     }
 }
 
-/// The device's settings and state (PROTOCOL.md section 3.7).
+/// The device's settings and state, as `device` answers (PROTOCOL.md section 3.7).
 public struct DeviceSettings: Sendable, Hashable {
+    /// The device (`deviceId`).
     public var deviceId: String
-    /// The IANA zone wall-clock times follow; nil until set.
+    /// The IANA zone wall-clock times follow (`timeZone`); nil until set.
     public var timeZoneIdentifier: String?
-    /// The badge counter, with the changes of deliveries sent and not yet acknowledged.
+    /// The badge counter, with the changes of deliveries sent and not yet acknowledged (`badge`).
     public var badge: Int
+    /// The hours, in the device's zone, during which deliveries are held until they end
+    /// (`quietHours`); nil for none.
     public var quietHours: QuietHours?
-    /// How many notifications it holds.
+    /// How many notifications it holds (`pending`).
     public var pending: Int
-    /// Deliveries wait in its inbox until acknowledged.
+    /// Deliveries wait in its inbox until acknowledged (`receipts`): the device's choice, or the
+    /// worker's `--receipts`.
     public var receipts: Bool
-    /// It keeps a delivery history.
+    /// It keeps a delivery history (`history`): the device's choice, or the worker's `--history`;
+    /// receipts imply it.
     public var history: Bool
 
     /// ``timeZoneIdentifier`` as a Foundation zone, when Foundation knows it.
@@ -120,7 +129,7 @@ public enum QuietHoursChange: Sendable, Hashable {
     }
 }
 
-/// What an `ack` did.
+/// What an `ack` did (PROTOCOL.md section 3.9).
 public struct AckResult: Sendable, Hashable {
     /// The fireIds newly acknowledged (0 as well when the reply was lost and the retry was
     /// recognised as a duplicate: the first attempt acknowledged them).
@@ -128,35 +137,48 @@ public struct AckResult: Sendable, Hashable {
     /// The fireIds the device has neither in its inbox nor in its history.
     public var unknown: [String]
 
+    /// An acknowledgement's outcome.
+    ///
+    /// - Parameters:
+    ///   - acknowledged: How many fireIds were newly acknowledged.
+    ///   - unknown: The fireIds the device has neither in its inbox nor in its history.
     public init(acknowledged: Int, unknown: [String]) {
         self.acknowledged = acknowledged
         self.unknown = unknown
     }
 }
 
-/// The device's unacknowledged deliveries (PROTOCOL.md section 3.9).
+/// The device's unacknowledged deliveries, as `inbox` gives them (PROTOCOL.md section 3.9).
 public struct ChimeInbox: Sendable, Hashable {
     /// Oldest first, each as it was published.
     public var deliveries: [ChimeDelivery]
-    /// Deliveries that ever left the inbox unacknowledged to make room.
+    /// How many deliveries ever left the inbox unacknowledged to make room (`dropped`).
     public var dropped: Int
 }
 
-/// One delivery in the device's history.
+/// One delivery in the device's history: a row of `history` (PROTOCOL.md section 3.9).
 public struct DeliveryRecord: Sendable, Hashable {
+    /// The delivery's ``ChimeDelivery/fireId`` (`fireId`).
     public var fireId: String
-    /// The notification's id.
+    /// The notification's id (`id`).
     public var identifier: String
+    /// The occurrence's instant (`occurrenceDate`).
     public var occurrenceDate: Date
-    /// When it was due: the occurrence minus its lead time.
+    /// When it was due: the occurrence minus its lead time (`fireDate`).
     public var fireDate: Date
+    /// When it was sent (`firedAt`).
     public var firedAt: Date
+    /// Sent 1 s or more after ``fireDate`` (`late`).
     public var isLate: Bool
+    /// When the device acknowledged it with `ack` (`acknowledgedAt`); nil until then.
     public var acknowledgedAt: Date?
+    /// Whether it waits in the inbox, was acknowledged, expired, was dropped to make room, or
+    /// went to a device without receipts (`state`).
     public var state: DeliveryState
-    /// What became of it on MQTT: acknowledged by the broker, or not published (push only).
+    /// What became of it on MQTT: acknowledged by the broker, or not published (push only)
+    /// (`mqtt`).
     public var mqtt: MQTTOutcome
-    /// How its pushes went, in one word; nil when it was pushed nowhere.
+    /// How its pushes went, in one word; nil when it was pushed nowhere (`pushOutcome`).
     public var pushOutcome: PushSummary?
 
     init(_ row: ReplyResult.HistoryRow) {

@@ -3,9 +3,10 @@ import ChimeClientMQTT
 import Foundation
 import Testing
 
-/// The Swift client library's samples, run against the test broker: README's (ReadmeSample.swift)
-/// and docs/getting-started.md's backend (BackendSample.swift), which DocSampleTests finds
-/// verbatim in those pages.
+/// The Swift client library's samples, run against the test broker: README's (ReadmeSample.swift),
+/// docs/getting-started.md's backend (BackendSample.swift) and the DocC catalog's
+/// (Sources/ChimeClient/ChimeClient.docc/ChimeClient.md, DocCSample.swift), which DocSampleTests
+/// finds verbatim in those pages.
 @Suite struct ReadmeSampleTests {
     @Test func theReadmeSampleRuns() async throws {
         try await withWorld { world in
@@ -31,6 +32,31 @@ import Testing
             let center = try ChimeNotificationCenter(deviceId: "phone-0", brokerURL: world.broker.url)
             #expect(try await center.deviceSettings().timeZoneIdentifier == "Asia/Shanghai")
             await center.disconnect()
+        }
+    }
+
+    /// The DocC catalog's sample (DocCSample.swift): Monday to Friday at 18:00 in Paris, one rule.
+    @Test func theDocCSampleRuns() async throws {
+        try await withWorld { world in
+            let next = try await remindOnWeekdays(brokerURL: world.broker.url)
+            #expect(next.count == 5, "\(next)")
+            var paris = Calendar(identifier: .gregorian)
+            paris.timeZone = try #require(TimeZone(identifier: "Europe/Paris"))
+            for date in next {
+                let local = paris.dateComponents([.weekday, .hour, .minute, .second], from: date)
+                #expect((2...6).contains(local.weekday ?? 0), "\(date) is not Monday to Friday in Paris")
+                #expect(local.hour == 18 && local.minute == 0 && local.second == 0, "\(date)")
+            }
+            #expect(next == next.sorted() && Set(next).count == 5, "\(next)")
+            #expect(next[4].timeIntervalSince(next[0]) < 8 * 86_400, "five weekdays in a row: \(next)")
+            let center = try ChimeNotificationCenter(deviceId: "phone-1", brokerURL: world.broker.url)
+            let pending = try await center.pendingNotificationRequests()
+            await center.disconnect()
+            guard case .rule(let rrule, _)? = pending.first?.trigger.kind, pending.count == 1 else {
+                Issue.record("not one rule: \(pending)")
+                return
+            }
+            #expect(rrule.contains("BYDAY=MO,TU,WE,TH,FR"), "\(rrule)")
         }
     }
 
