@@ -56,7 +56,8 @@ extension SystemBenchmark {
                 figures["\(mode)\(count)"] = [
                     "deliveriesPerCommand": deliveries, "forwarded": received.forwarded,
                     "handled": received.handled, "leftToOthers": received.leftToOthers,
-                    "cpuMicrosPerCommand": ingest.cpu * 1e6, "cpuMicrosPerCommandEachWorker": ingest.cpu * 1e6 / Double(count),
+                    "cpuMicrosPerCommand": ingest.cpu * 1e6,
+                    "cpuMicrosPerCommandEachWorker": ingest.cpu * 1e6 / Double(count),
                     "ingestRepliesPerSecond": ingest.rate, "roundTripMs": quantiles(trips),
                 ]
                 rows.append(
