@@ -51,7 +51,7 @@ run: release plugin
 ## stand-in's own (Tests/PushStandin).
 ## ReadBackTests (in ChimeWorkerTests, beside the fuzz checks it shares) is CPU-bound and needs no
 ## broker, and WorkerPolicyTests run the worker's loop on fakes: both run with the unit tests.
-UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ChimeCryptoTests|ChimePushTests|ReadBackTests|WorkerPolicyTests
+UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ChimeCryptoTests|ChimePushTests|ChimeConsoleTests|ReadBackTests|WorkerPolicyTests
 WORKER_TESTS = ChimeHTTPTests|ChimeMQTTTests|ChimeWorkerTests|ChimeDeployTests
 PUSH_TESTS = ChimeHTTPClientTests|PushDeliveryTests
 # PostgreSQL's tests wait in libpq's blocking calls (a lock held by another session, for seconds),

@@ -53,6 +53,13 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // The system's libcrypt (libxcrypt: yescrypt, bcrypt), for the console's password hashes. Only
+        // ChimePassword imports it.
+        .systemLibrary(
+            name: "CCrypt",
+            pkgConfig: "libcrypt",
+            providers: [.apt(["libcrypt-dev"])]
+        ),
         // Pure calendar arithmetic: instants, civil times, zones, ISO 8601, RRULE. Foundation only.
         .target(name: "ChimeTime", swiftSettings: swiftSettings),
         // The wire protocol, pure: JSON, commands, replies, notification fields, command keys. All a
@@ -95,6 +102,14 @@ let package = Package(
         // The only code that imports CCurl: an HTTPS client (HTTP/2 multiplexed) on a thread of its own,
         // for push services, with every connection's address checked against a policy.
         .target(name: "ChimeHTTPClient", dependencies: ["CCurl"], swiftSettings: swiftSettings),
+        // The only code that imports CCrypt: making and checking password hashes.
+        .target(name: "ChimePassword", dependencies: ["CCrypt"], swiftSettings: swiftSettings),
+        // The web console (`chime console`): accounts, sessions, pages and routes, pure.
+        .target(
+            name: "ChimeConsole",
+            dependencies: ["ChimeProtocol", "ChimeTime", "ChimePassword"],
+            swiftSettings: swiftSettings
+        ),
         // The only code that imports CPostgres: a connection, parameterised statements, transactions.
         .target(name: "ChimePostgres", dependencies: ["CPostgres"], swiftSettings: swiftSettings),
         // The journal in PostgreSQL: its schema and migrations, group commit, snapshots. Only SQL
@@ -244,6 +259,12 @@ let package = Package(
         .testTarget(
             name: "ChimePostgresStoreTests",
             dependencies: ["ChimePostgresStore", "ChimePostgres", "ChimeJournal", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The console's pure parts: password hashes, accounts, sessions, pages, routes.
+        .testTarget(
+            name: "ChimeConsoleTests",
+            dependencies: ["ChimeConsole", "ChimePassword", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         // deploy/ as shipped: broker configs and ACLs, partitioned workers.

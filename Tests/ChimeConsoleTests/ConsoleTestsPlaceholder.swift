@@ -1,0 +1,3 @@
+import Testing
+
+// The console's pure parts: accounts and password hashes, sessions, pages.
