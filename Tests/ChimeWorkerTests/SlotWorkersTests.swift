@@ -205,6 +205,35 @@ import Testing
         #expect(forwarded > 0 && forwarded < sent, "forwarded \(forwarded) of \(sent)")
         let deliveries = Double(handled + forwarded + left) / Double(sent)
         #expect(deliveries <= 2, "\(deliveries) deliveries a command")
+
+        // A command sent again as it was (same bytes and Correlation Data, as a client that got no
+        // reply would) is recognised by its slot's owner, whichever worker the broker hands it to.
+        let replies = "test/routed/replies"
+        try await cluster.client.requester.subscribe(replies, qos: 1, timeout: .seconds(10))
+        func send(_ device: String, _ k: Int) async throws -> JSONObject {
+            let correlation = Array("again-\(k)".utf8)
+            var properties = MQTTPublishProperties()
+            properties.responseTopic = replies
+            properties.correlationData = correlation
+            let reply = cluster.client.requester.expectMessage {
+                $0.topic == replies && $0.correlationData == correlation
+            }
+            try await cluster.client.requester.publish(
+                topic: "chime/\(device)/cmd/schedule",
+                payload: Array(#"{"id":"r\#(k)","after":3600}"#.utf8),
+                qos: 1,
+                properties: properties,
+                timeout: .seconds(5)
+            )
+            return try JSON(parsing: try await reply.value(timeout: .seconds(10)).payload).objectValue ?? [:]
+        }
+        for (k, device) in Self.devices.enumerated().prefix(16) {
+            let first = try await send(device, k)
+            let again = try await send(device, k)
+            #expect(first.isOK && first["result"]?.objectValue?["duplicate"] == nil, "\(first)")
+            #expect(again["result"]?.objectValue?["duplicate"] == true, "\(again)")
+            #expect(try await cluster.client.listedIds(device).filter { $0 == "r\(k)" }.count == 1)
+        }
         print("routed: \(forwarded) of \(sent) commands forwarded, \(deliveries) deliveries a command")
     }
 
@@ -260,6 +289,18 @@ import Testing
         victim.process.kill()
         await victim.process.waitForExit(timeout: .seconds(10))
         let killedAt = ContinuousClock.now
+
+        // The other slots answer throughout: with routing by slot, the dead worker left the shared
+        // subscription with its connection (a persistent session would keep its share of every
+        // slot's commands queued until it came back).
+        let others = (0..<Self.slots).filter { !victimSlots.contains($0) }
+        var unanswered: [Int] = []
+        for k in 0..<30 {
+            let slot = others[k * 7 % others.count]
+            let reply = try? await cluster.client.send(Self.devices[slot], .device, "{}", timeout: .seconds(2))
+            if reply?.isOK != true { unanswered.append(slot) }
+        }
+        #expect(unanswered.isEmpty, "\(routing): slots of live workers unanswered after the kill: \(unanswered)")
 
         // Its slots answer again: a command for a device in each, within 2 × TTL plus loading.
         var servedAgain: [Int: Duration] = [:]
