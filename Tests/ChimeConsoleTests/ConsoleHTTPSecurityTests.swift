@@ -1,0 +1,149 @@
+import ChimeTestSupport
+import ChimeTime
+import Testing
+
+@testable import ChimeConsole
+
+@Suite struct ConsoleCookieTests {
+    private static let id = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    private static let other = "_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_"
+
+    @Test func setsAndClearsTheSessionCookieWithEveryProtection() throws {
+        var machine = ConsoleSessions(accounts: TestAccounts.accounts, random: SplitMix64(seed: 3))
+        let outcome = machine.login(
+            name: "bob",
+            password: TestAccounts.bobPassword,
+            address: "127.0.0.1",
+            now: Instant(seconds: 0)
+        )
+        guard case .signedIn(let session) = outcome else {
+            Issue.record("not signed in: \(outcome)")
+            return
+        }
+        #expect(
+            ConsoleSessions.setCookie(session)
+                == "chime_console=\(session.id); Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=43200"
+        )
+        #expect(ConsoleSessions.clearCookie == "chime_console=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0")
+        #expect(ConsoleSessions.sessionId(fromCookieHeader: "chime_console=\(session.id)") == session.id)
+    }
+
+    @Test(
+        arguments: [
+            ("chime_console=\(id)", id),
+            ("theme=dark; chime_console=\(id); lang=en", id),
+            ("  chime_console \t=  \(id)  ;x=y", id),
+            ("chime_console=\"\(id)\"", id),
+            // The first wins.
+            ("chime_console=\(id); chime_console=\(other)", id),
+            ("chime_console=\(other); chime_console=\(id)", other),
+            // Malformed pairs and values are passed over.
+            ("garbage; ;;=; chime_console; chime_console=short; chime_console=\(id)", id),
+            ("chime_console=\(id)x; chime_console=\(other)", other),
+            ("chime_console=\(id.dropLast())+", nil),
+            ("chime_console=\"\(id)", nil),
+            // Not the name: case, prefixes, suffixes.
+            ("Chime_Console=\(id)", nil),
+            ("xchime_console=\(id)", nil),
+            ("chime_console_old=\(id)", nil),
+            ("", nil),
+            ("chime_console=", nil),
+        ] as [(String, String?)]
+    )
+    func findsTheSessionIdInACookieHeader(header: String, id: String?) {
+        #expect(ConsoleSessions.sessionId(fromCookieHeader: header) == id)
+    }
+
+    @Test func readsOnlyTheFirstFourKilobytesOfAHugeHeader() {
+        #expect(ConsoleSessions.sessionId(fromCookieHeader: nil) == nil)
+        let cookie = "chime_console=\(Self.id)"
+        // 10,000 other cookies first: the session's is past 4 KiB, so not read.
+        let many = (0..<10_000).map { "c\($0)=v" }.joined(separator: "; ")
+        #expect(ConsoleSessions.sessionId(fromCookieHeader: many + "; " + cookie) == nil)
+        #expect(ConsoleSessions.sessionId(fromCookieHeader: cookie + "; " + many) == Self.id)
+        // One megabyte in one cookie.
+        let huge = "big=" + String(repeating: "x", count: 1 << 20)
+        #expect(ConsoleSessions.sessionId(fromCookieHeader: huge + "; " + cookie) == nil)
+        // Cut at the limit: a value cut short is not an id.
+        let padding = String(repeating: "p", count: ConsoleSessions.maximumCookieHeaderBytes - cookie.utf8.count - 3)
+        #expect(ConsoleSessions.sessionId(fromCookieHeader: "a=\(padding);" + cookie) == Self.id)
+        #expect(ConsoleSessions.sessionId(fromCookieHeader: "a=\(padding)p;" + cookie) == nil)
+        // Many session cookies: the first well-formed one.
+        let sessions = String(repeating: "chime_console=bad; ", count: 100) + cookie
+        #expect(ConsoleSessions.sessionId(fromCookieHeader: sessions) == Self.id)
+    }
+}
+
+@Suite struct ConsoleOriginTests {
+    @Test(
+        arguments: [
+            // (Origin, Referer, Host, allowed)
+            ("http://127.0.0.1:8080", nil, "127.0.0.1:8080", true),
+            ("HTTP://127.0.0.1:8080", nil, "127.0.0.1:8080", true),
+            ("https://console.example", nil, "console.example", true),
+            ("https://console.example:443", nil, "console.example", true),
+            ("https://CONSOLE.Example", nil, "console.example:443", true),
+            ("http://console.example", nil, "console.example:80", true),
+            ("http://[::1]:8080", nil, "[::1]:8080", true),
+            (nil, "http://127.0.0.1:8080/devices/d1?x=1#top", "127.0.0.1:8080", true),
+            (nil, "http://127.0.0.1:8080", "127.0.0.1:8080", true),
+            (nil, "https://console.example?q", "console.example", true),
+            // Another site, port or scheme.
+            ("https://evil.example", nil, "127.0.0.1:8080", false),
+            ("http://127.0.0.1:8081", nil, "127.0.0.1:8080", false),
+            ("http://127.0.0.1", nil, "127.0.0.1:8080", false),
+            ("http://localhost:8080", nil, "127.0.0.1:8080", false),
+            ("http://console.example", nil, "console.example:443", false),
+            ("https://console.example", nil, "console.example:80", false),
+            ("https://console.example.evil.example", nil, "console.example", false),
+            ("https://evil.example", "https://console.example/", "console.example", false),
+            (nil, "https://evil.example/https://console.example/", "console.example", false),
+            (nil, "https://console.example.evil.example/", "console.example", false),
+            // `null`, and what is not an origin.
+            ("null", nil, "127.0.0.1:8080", false),
+            ("null", "http://127.0.0.1:8080/", "127.0.0.1:8080", false),
+            ("", nil, "127.0.0.1:8080", false),
+            ("127.0.0.1:8080", nil, "127.0.0.1:8080", false),
+            ("http://127.0.0.1:8080/", nil, "127.0.0.1:8080", false),
+            ("ftp://127.0.0.1:8080", nil, "127.0.0.1:8080", false),
+            ("file://", nil, "127.0.0.1:8080", false),
+            ("http://user@127.0.0.1:8080", nil, "127.0.0.1:8080", false),
+            (nil, "http://user:pw@127.0.0.1:8080/", "127.0.0.1:8080", false),
+            ("http://127.0.0.1:99999", nil, "127.0.0.1:99999", false),
+            ("http://127.0.0.1:0", nil, "127.0.0.1:0", false),
+            ("http://127.0.0.1:", nil, "127.0.0.1:", false),
+            ("http://127.0.0.1:8080 ", nil, "127.0.0.1:8080", false),
+            ("http://127.0.0.1%2f:8080", nil, "127.0.0.1%2f:8080", false),
+            ("http://[::1:8080", nil, "[::1:8080", false),
+            ("http://" + String(repeating: "a", count: 10_000), nil, String(repeating: "a", count: 10_000), false),
+            // Missing headers.
+            (nil, nil, "127.0.0.1:8080", false),
+            ("http://127.0.0.1:8080", nil, nil, false),
+            ("http://127.0.0.1:8080", nil, "", false),
+            (nil, "", "127.0.0.1:8080", false),
+        ] as [(String?, String?, String?, Bool)]
+    )
+    func allowsOnlyTheConsoleOwnOrigin(origin: String?, referer: String?, host: String?, allowed: Bool) {
+        #expect(ConsoleSessions.originAllowed(origin: origin, referer: referer, host: host) == allowed)
+    }
+}
+
+@Suite struct ConsoleHeaderTests {
+    @Test func sendsAStrictPolicyAndNoScript() {
+        let headers = Dictionary(uniqueKeysWithValues: ConsoleSessions.securityHeaders)
+        #expect(headers.count == ConsoleSessions.securityHeaders.count)
+        #expect(
+            headers["Content-Security-Policy"]
+                == "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+                + "frame-ancestors 'none'; base-uri 'none'"
+        )
+        #expect(headers["X-Content-Type-Options"] == "nosniff")
+        #expect(headers["Referrer-Policy"] == "same-origin")
+        #expect(headers["X-Frame-Options"] == "DENY")
+        #expect(headers["Cache-Control"] == "no-store")
+        let policy = headers["Content-Security-Policy"] ?? ""
+        for loophole in ["unsafe-inline", "unsafe-eval", "script-src", "*", "http:", "https:"] {
+            #expect(!policy.contains(loophole))
+        }
+    }
+}
