@@ -537,9 +537,16 @@ public struct WorkerStateMachine {
                 } else if case .slot(let slot) = subscription {
                     slotSubscriptions[messageId] = slot
                 }
-            case .failure(let error) where subscription != .commands && subscription != .status:
-                log(.error, "cannot subscribe to a slot's forwarded commands", ["error": "\(error)"], into: &actions)
             case .failure(let error):
+                if case .slot = subscription {
+                    log(
+                        .error,
+                        "cannot subscribe to a slot's forwarded commands",
+                        ["error": "\(error)"],
+                        into: &actions
+                    )
+                    break
+                }
                 log(.error, "cannot subscribe after connecting: \(error); trying again shortly", into: &actions)
                 if isConnected { connection = .refused(retryAt: now.adding(milliseconds: policy.resubscribeDelay)) }
             }
