@@ -4,11 +4,12 @@ import Synchronization
 /// PostgreSQL as production high availability runs it, for one test: one etcd and two (or more)
 /// Patroni nodes on free ports of 127.0.0.1, each node a PostgreSQL of its own that Patroni
 /// creates (`initdb` on the first leader, `pg_basebackup` on the others), promotes and demotes.
+/// Patroni keeps its keys through etcd's v2 API by default (``EtcdAPI`` says why).
 ///
 /// `synchronous_mode` is on, so the leader's commits wait until the synchronous standby has them,
-/// and Patroni promotes only that standby when the leader goes away. The timings are Patroni's
-/// shortest documented ones (``Configuration``): a dead leader's key expires within `ttl` seconds,
-/// and the standby takes over at its next loop.
+/// and Patroni promotes only that standby when the leader goes away. The timings are short, within
+/// Patroni's documented minimums (``Configuration``): a dead leader's key expires within `ttl`
+/// seconds, and the standby takes over at its next loop.
 ///
 /// Each node runs in a PID namespace of its own (`unshare --pid --fork --kill-child`), with Patroni
 /// and its PostgreSQL as the `postgres` user (`setpriv`) when the tests run as root. Patroni starts
@@ -16,6 +17,8 @@ import Synchronization
 /// SIGKILL to the namespace's first process takes Patroni, the postmaster and every backend at
 /// once, as when the machine dies (``kill(_:)``), and the kernel does the same when the test
 /// process dies (`ChildProcess`'s watchdog kills `unshare`, which takes the namespace with it).
+/// ``freeze(_:)`` stops every process of a node instead, as a machine that hangs, and
+/// ``thaw(_:)`` resumes them.
 ///
 /// ```swift
 /// let cluster = try await TestPatroni.start()
@@ -42,6 +45,8 @@ public final class TestPatroni: Sendable {
         public var synchronousMode: Bool
         /// PostgreSQL's `fsync`: off by default, as ``TestPostgres``'s (safe against killed processes).
         public var fsync: Bool
+        /// How Patroni talks to etcd.
+        public var api: EtcdAPI
 
         public init(
             nodes: Int = 2,
@@ -49,7 +54,8 @@ public final class TestPatroni: Sendable {
             loopWait: Int = 2,
             retryTimeout: Int = 5,
             synchronousMode: Bool = true,
-            fsync: Bool = false
+            fsync: Bool = false,
+            api: EtcdAPI = .v2
         ) {
             self.nodes = nodes
             self.ttl = ttl
@@ -57,7 +63,22 @@ public final class TestPatroni: Sendable {
             self.retryTimeout = retryTimeout
             self.synchronousMode = synchronousMode
             self.fsync = fsync
+            self.api = api
         }
+    }
+
+    /// Patroni's two ways to keep its keys in etcd.
+    public enum EtcdAPI: Sendable {
+        /// Patroni's `etcd:` section, etcd's v2 API (etcd runs with `--enable-v2`): the leader
+        /// renews its key only if the key still holds its name (compare and swap).
+        ///
+        /// The default, because Debian bookworm's Patroni 3.0.2 renews the key unconditionally
+        /// with `etcd3:`: a leader that hung longer than `ttl` and resumes can overwrite the key
+        /// of the standby promoted meanwhile and become leader again on its old timeline, losing
+        /// what the promoted standby acknowledged (fixed in Patroni 3.0.3, patroni/patroni#2689).
+        case v2
+        /// Patroni's `etcd3:` section, etcd's v3 API.
+        case v3
     }
 
     /// One Patroni with its PostgreSQL.
@@ -75,6 +96,8 @@ public final class TestPatroni: Sendable {
         /// After ``TestPatroni/kill(_:)``: sockets bound to its ports, not listening, so that
         /// connecting is refused and no other test's server takes them.
         fileprivate let placeholders = Mutex<[Int32]>([])
+        /// Between ``TestPatroni/freeze(_:)`` and ``TestPatroni/thaw(_:)``.
+        fileprivate let frozen = Mutex(false)
 
         fileprivate init(name: String, port: Int, apiPort: Int, directory: TemporaryDirectory) {
             self.name = name
@@ -99,8 +122,14 @@ public final class TestPatroni: Sendable {
         /// Its PostgreSQL's data directory.
         public var dataDirectory: String { directory.appending("data") }
 
-        /// Whether its Patroni (and so its PostgreSQL) runs.
+        /// Whether its Patroni (and so its PostgreSQL) runs, frozen or not.
         public var isRunning: Bool { process.withLock { $0?.isRunning ?? false } }
+
+        /// Whether it was frozen (``TestPatroni/freeze(_:)``) and not thawed since.
+        public var isFrozen: Bool { frozen.withLock { $0 } }
+
+        /// Running and not frozen: its REST API answers.
+        public var isAnswering: Bool { isRunning && !isFrozen }
 
         /// Whether its Patroni ended other than by ``TestPatroni/kill(_:)``.
         fileprivate var exitedByItself: Bool {
@@ -268,7 +297,7 @@ public final class TestPatroni: Sendable {
 
     /// `GET /cluster` from the first node that answers: members, roles and states as etcd holds them.
     public func state() -> ClusterState? {
-        for node in nodes where node.isRunning {
+        for node in nodes where node.isAnswering {
             if let (status, body) = node.api("/cluster"), status == 200,
                 let state = try? JSONDecoder().decode(ClusterState.self, from: body)
             {
@@ -278,10 +307,10 @@ public final class TestPatroni: Sendable {
         return nil
     }
 
-    /// The node that holds the leader key and runs, as etcd says.
+    /// The node that holds the leader key and answers, as etcd says.
     public func leader() -> Node? {
         guard let name = state()?.leader?.name else { return nil }
-        return nodes.first { $0.name == name && $0.isRunning }
+        return nodes.first { $0.name == name && $0.isAnswering }
     }
 
     /// Waits until a node holds the leader key, runs as the primary, and streams to a synchronous
@@ -298,8 +327,8 @@ public final class TestPatroni: Sendable {
             found = nil
             guard let state = state(), let leaderName = state.leader?.name,
                 let replicaName = state.synchronousStandby?.name,
-                let leader = nodes.first(where: { $0.name == leaderName && $0.isRunning }),
-                let replica = nodes.first(where: { $0.name == replicaName && $0.isRunning }),
+                let leader = nodes.first(where: { $0.name == leaderName && $0.isAnswering }),
+                let replica = nodes.first(where: { $0.name == replicaName && $0.isAnswering }),
                 let status = leader.status(), status.isPrimary,
                 status.replication?.contains(where: {
                     $0.application_name == replicaName && $0.state == "streaming" && $0.sync_state == "sync"
@@ -333,7 +362,7 @@ public final class TestPatroni: Sendable {
     public func report(lines: Int = 40) -> String {
         let parts =
             nodes.map { node in
-                "--- \(node) \(node.isRunning ? "running" : "stopped"):\n"
+                "--- \(node) \(node.isFrozen ? "frozen" : node.isRunning ? "running" : "stopped"):\n"
                     + node.log.suffix(lines).joined(separator: "\n")
             } + ["--- etcd on \(etcdPort):\n" + etcdLog.suffix(lines / 2).joined(separator: "\n")]
         return parts.joined(separator: "\n")
@@ -364,7 +393,41 @@ public final class TestPatroni: Sendable {
         node.placeholders.withLock { $0 += fds }
     }
 
-    /// Kills every node and stops etcd.
+    /// Freezes a node (SIGSTOP to Patroni, its postmaster and every backend), as a machine that
+    /// hangs or is cut off from the network: its connections stay open and the kernel still
+    /// accepts new ones, but nothing answers, and its leader key expires.
+    public func freeze(_ node: Node) {
+        guard let child = node.process.withLock({ $0 }), child.isRunning else { return }
+        node.frozen.withLock { $0 = true }
+        // Parents first, so that none starts a process meanwhile; twice, for any started between
+        // the listing and the signal.
+        for _ in 0..<2 {
+            Self.descendants(of: child.pid).forEach { Glibc.kill($0, SIGSTOP) }
+        }
+    }
+
+    /// Thaws a frozen node (SIGCONT to every process of it): its Patroni finds out what changed
+    /// while it was away (a leader that lost its key demotes itself).
+    public func thaw(_ node: Node) {
+        guard let child = node.process.withLock({ $0 }), child.isRunning else { return }
+        Self.descendants(of: child.pid).reversed().forEach { Glibc.kill($0, SIGCONT) }
+        node.frozen.withLock { $0 = false }
+    }
+
+    /// Every process under `pid` (not `pid` itself), parents before their children, from `/proc`.
+    private static func descendants(of pid: Int32) -> [Int32] {
+        var found: [Int32] = []
+        var next = [pid]
+        while !next.isEmpty {
+            next = next.flatMap { TestPostgres.children(of: $0) }
+            found += next
+        }
+        return found
+    }
+
+    /// Kills every node, stops etcd, and removes the nodes' and etcd's directories (the nodes'
+    /// clusters take tens of megabytes each), so that a test that calls it leaves nothing behind
+    /// even if the process exits before the objects go away.
     public func stop() async {
         for node in nodes {
             await kill(node)
@@ -373,6 +436,9 @@ public final class TestPatroni: Sendable {
         if await etcd.waitForExit(timeout: .seconds(10)) == nil {
             etcd.kill()
             await etcd.waitForExit(timeout: .seconds(5))
+        }
+        for path in nodes.map(\.directory.path) + [etcdDirectory.path] {
+            try? FileManager.default.removeItem(atPath: path)
         }
     }
 
@@ -402,7 +468,8 @@ public final class TestPatroni: Sendable {
     // MARK: Starting
 
     /// One etcd member on free loopback ports (client and peer), its data in a temporary
-    /// directory, trying other ports when a process took the ones probed before etcd bound them.
+    /// directory, with both APIs (``EtcdAPI``), trying other ports when a process took the ones
+    /// probed before etcd bound them.
     private static func startEtcd() async throws -> (ChildProcess, TemporaryDirectory, Int) {
         var lastError: HarnessError?
         for _ in 0..<5 {
@@ -418,7 +485,7 @@ public final class TestPatroni: Sendable {
                     "--advertise-client-urls", clientURL, "--listen-peer-urls", peerURL,
                     "--initial-advertise-peer-urls", peerURL, "--initial-cluster", "etcd0=\(peerURL)",
                     "--initial-cluster-state", "new", "--initial-cluster-token", "chime-\(client)",
-                    "--log-level", "warn",
+                    "--log-level", "warn", "--enable-v2=true",
                 ],
                 currentDirectory: directory.path
             )
@@ -471,7 +538,7 @@ public final class TestPatroni: Sendable {
             restapi:
               listen: 127.0.0.1:\(node.apiPort)
               connect_address: 127.0.0.1:\(node.apiPort)
-            etcd3:
+            \(c.api == .v2 ? "etcd" : "etcd3"):
               hosts: 127.0.0.1:\(etcdPort)
             bootstrap:
               dcs:
