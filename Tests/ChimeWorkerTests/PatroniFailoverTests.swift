@@ -10,14 +10,28 @@ import Testing
 /// Slot mode on PostgreSQL as production runs it highly available: Patroni over etcd
 /// (TestPatroni), `synchronous_mode` on, and no human in the failover. Two chimeds share 8 slots
 /// (default lease TTL) behind a real mosquitto while schedules flow; the leader node dies with
-/// `kill -9` (Patroni, PostgreSQL and its backends at once); Patroni promotes the synchronous
-/// standby by itself; the workers serve again without a restart, and every acknowledged command is
-/// there, once.
+/// `kill -9` (Patroni, PostgreSQL and its backends at once), or hangs; Patroni promotes the
+/// synchronous standby by itself; the workers serve again without a restart, and every
+/// acknowledged command is there, once.
 ///
 /// Run by `make test` in PostgreSQL's phase (the Makefile's POSTGRES_TESTS), which installs Patroni
 /// and etcd: without them the test fails and says so, it is never skipped.
 @Suite(.serialized) struct PatroniFailoverTests {
     static let slots = 8
+
+    /// How the leader's node fails.
+    enum Failure: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// `kill -9` of every process of the node: its connections are reset, and its ports
+        /// refuse new ones at once.
+        case killed
+        /// SIGSTOP of every process of the node, as a machine that hangs or is cut off: its
+        /// connections stay open and the kernel still accepts new ones, but nothing answers
+        /// (chimed's statement and connect timeouts decide). Thawed at the end, it must not take
+        /// anything back: Patroni demotes it.
+        case frozen
+
+        var testDescription: String { rawValue }
+    }
 
     /// A device in each slot, found by its crc32.
     static let devices: [String] = {
@@ -149,9 +163,9 @@ import Testing
             }
         }
 
-        /// The leases as the primary holds them: slot → epoch.
-        func epochs() throws -> [Int: Int64] {
-            let connection = try PostgresConnection(patroni.uri)
+        /// The leases as `node` holds them: slot → epoch.
+        func epochs(on node: TestPatroni.Node) throws -> [Int: Int64] {
+            let connection = try PostgresConnection(node.uri)
             defer { connection.close() }
             var epochs: [Int: Int64] = [:]
             for row in try connection.execute("SELECT slot, epoch FROM chime_lease").rows {
@@ -161,7 +175,8 @@ import Testing
         }
     }
 
-    @Test func slotWorkersServeAgainAfterPatroniPromotesTheSynchronousStandby() async throws {
+    @Test(arguments: Failure.allCases)
+    func slotWorkersServeAgainAfterPatroniPromotesTheSynchronousStandby(_ failure: Failure) async throws {
         let world = try await World()
         defer { Task { await world.stop() } }
         let (leader, standby) = try await world.patroni.waitForLeaderAndSynchronousReplica()
@@ -197,13 +212,16 @@ import Testing
         // A notification due while no primary runs, to be delivered after the failover.
         let across = Self.devices[0]
         try await world.client.ok(across, .schedule, #"{"id":"across","after":12,"alertBody":"after"}"#)
-        let epochsBefore = try world.epochs()
+        let epochsBefore = try world.epochs(on: leader)
 
-        // The leader's machine dies: Patroni, PostgreSQL and its backends, with SIGKILL.
-        await world.patroni.kill(leader)
-        let killedAt = ContinuousClock.now
-        let killedWallClock = Date()
-        let atKill = acknowledged.value.count
+        // The leader's machine dies or hangs: Patroni, PostgreSQL and its backends at once.
+        switch failure {
+        case .killed: await world.patroni.kill(leader)
+        case .frozen: world.patroni.freeze(leader)
+        }
+        let failedAt = ContinuousClock.now
+        let failedWallClock = Date()
+        let atFailure = acknowledged.value.count
         let promoted = try await world.patroni.waitForLeader(other: leader, timeout: .seconds(120))
         let promotedAt = ContinuousClock.now
         #expect(promoted === standby, "\(promoted.name) took over, not the synchronous standby \(standby.name)")
@@ -214,33 +232,33 @@ import Testing
         #expect(newTimeline, "\(String(describing: world.patroni.state()))")
 
         // The workers, never restarted, take commands again on the promoted standby: a command sent
-        // after the kill can only have been committed there.
+        // after the failure can only have been committed there.
         let servedAgain = await eventually(timeout: .seconds(120), every: .milliseconds(50)) {
-            acknowledged.value.contains { $0.sentAt > killedAt }
+            acknowledged.value.contains { $0.sentAt > failedAt }
         }
-        let firstAfter = acknowledged.value.first { $0.sentAt > killedAt }
+        let firstAfter = acknowledged.value.first { $0.sentAt > failedAt }
         // Nothing is acknowledged while there is no primary (the dead leader's key lives on for
         // ttl − loop_wait, 18 s, at least).
-        let withoutPrimary = acknowledged.value.filter { $0.sentAt > killedAt && $0.at - killedAt < .seconds(10) }
+        let withoutPrimary = acknowledged.value.filter { $0.sentAt > failedAt && $0.at - failedAt < .seconds(10) }
         #expect(withoutPrimary.isEmpty, "acknowledged with no primary: \(withoutPrimary.map(\.command.id))")
         #expect(servedAgain, "no ok after the failover:\n\(world.workers.map { $0.log.suffix(4000) })")
         let more = await eventually(timeout: .seconds(60)) {
-            acknowledged.value.filter { $0.sentAt > killedAt }.count >= 24
+            acknowledged.value.filter { $0.sentAt > failedAt }.count >= 24
         }
         traffic.cancel()
         _ = await traffic.value
-        #expect(more, "too few ok after the failover: \(acknowledged.value.count - atKill)")
+        #expect(more, "too few ok after the failover: \(acknowledged.value.count - atFailure)")
         #expect(world.workers.allSatisfy { $0.process.isRunning })
         if let firstAfter {
             print(
-                "failover: Patroni promoted \(promoted.name) \(Self.seconds(promotedAt - killedAt)) after the kill -9 "
-                    + "of \(leader.name); first ok \(Self.seconds(firstAfter.at - killedAt)) after the kill; "
-                    + "\(atKill) acknowledged before it, \(acknowledged.value.count) in all"
+                "failover, leader \(failure): Patroni promoted \(promoted.name) \(Self.seconds(promotedAt - failedAt)) "
+                    + "after \(leader.name) was \(failure); first ok \(Self.seconds(firstAfter.at - failedAt)) after it; "
+                    + "\(atFailure) acknowledged before, \(acknowledged.value.count) in all"
             )
         }
         #expect(await world.waitUntilBalanced(timeout: .seconds(60)), "\(world.served())")
         // Every slot was loaded again, from the promoted standby, under a new lease.
-        let epochsAfter = try world.epochs()
+        let epochsAfter = try world.epochs(on: promoted)
         #expect(epochsAfter.count == Self.slots)
         for (slot, epoch) in epochsBefore {
             #expect((epochsAfter[slot] ?? 0) > epoch, "slot \(slot): \(epoch) → \(epochsAfter[slot] ?? 0)")
@@ -259,13 +277,13 @@ import Testing
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         let firedAt = delivered?["firedAt"]?.stringValue.flatMap { formatter.date(from: $0) }
-        #expect(firedAt.map { $0 > killedWallClock } == true, "\(String(describing: delivered))")
+        #expect(firedAt.map { $0 > failedWallClock } == true, "\(String(describing: delivered))")
         #expect(delivered?["late"] == true, "\(String(describing: delivered))")
 
         // Every command that got an `ok` (in time or late) is there, once; nothing else is.
         let all = sent.value
         let promised = Set(all.filter { command in world.answers(command).contains { $0.isOK } })
-        #expect(promised.count >= atKill + 24)
+        #expect(promised.count >= atFailure + 24)
         var listed: [String: [String]] = [:]
         for device in Self.devices {
             listed[device] = try await world.client.listedIds(device)
@@ -288,5 +306,31 @@ import Testing
             #expect(try await world.client.listedIds(device) == listed[device])
         }
 
+        if failure == .frozen {
+            // Thawed, the old leader finds its key gone: Patroni demotes it, and it takes nothing back.
+            world.patroni.thaw(leader)
+            let demoted = await eventually(timeout: .seconds(60), every: .milliseconds(250)) {
+                leader.status().map { !$0.isPrimary } ?? false
+            }
+            #expect(demoted, "\(world.patroni.report())")
+            #expect(world.patroni.leader() === promoted, "\(world.patroni.report())")
+            // Commands are acknowledged as before, and are there with everything acknowledged earlier.
+            var thawed: [Command] = []
+            for k in 0..<Self.slots * 2 {
+                let command = Command(device: Self.devices[k % Self.slots], id: "t\(k)")
+                let reply = try await world.send(command, timeout: .seconds(30))
+                #expect(reply?.isOK == true, "\(command.id): \(String(describing: reply))\n\(world.patroni.report())")
+                if reply?.isOK != true { break }
+                thawed.append(command)
+            }
+            for device in Self.devices {
+                let ids = Set(try await world.client.listedIds(device))
+                let expected = Set((listed[device] ?? []) + thawed.filter { $0.device == device }.map(\.id))
+                #expect(ids == expected, "\(device)")
+            }
+        }
+        // Stopped here rather than only by the deferred task, which may not run before the test
+        // process exits: the nodes' data directories go with the cluster.
+        await world.stop()
     }
 }
