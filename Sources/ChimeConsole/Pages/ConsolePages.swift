@@ -1,0 +1,291 @@
+/// The console's pages, as complete HTML documents rendered from the protocol's JSON: pure
+/// functions, no I/O.
+///
+/// Every page links ``stylesheet`` (served at ``ConsolePaths/stylesheet``) and has no script, no
+/// style attribute and no `<style>` block, so it runs under `default-src 'none'; style-src 'self';
+/// img-src 'self'; form-action 'self'; frame-ancestors 'none'`. Every string from a device or a
+/// worker is escaped (see ``HTML``); every form that changes state posts a `csrf` field holding
+/// the value the caller passes.
+public enum ConsolePages {
+    /// What an account may do: viewers read, operators also pause, resume, snooze and cancel.
+    public enum Role: String, Sendable, Hashable, CaseIterable {
+        case viewer
+        case `operator`
+    }
+
+    /// Who is signed in, as the header shows them, and the CSRF token their forms carry.
+    public struct SignedIn: Sendable, Hashable {
+        public var account: String
+        public var role: Role
+        /// The session's CSRF token, put in the `csrf` field of every form that posts.
+        public var csrf: String
+
+        public init(account: String, role: Role, csrf: String) {
+            self.account = account
+            self.role = role
+            self.csrf = csrf
+        }
+    }
+
+    /// What an operator can do to notifications: the `action` field of the forms that post to
+    /// ``ConsolePaths/deviceAction(_:)``, each the protocol command of the same name.
+    public enum Action: String, Sendable, Hashable, CaseIterable {
+        case pause, resume, snooze, cancel
+
+        /// `Pause`: the button's text.
+        public var verb: String { rawValue.prefix(1).uppercased() + rawValue.dropFirst() }
+
+        /// `Paused 2 notifications`: the result, for ``ConsolePages/message(title:text:status:back:signedIn:)``.
+        public func result(count: Int) -> String {
+            let done = ["pause": "Paused", "resume": "Resumed", "snooze": "Snoozed", "cancel": "Cancelled"][rawValue]!
+            return "\(done) \(count) notification\(count == 1 ? "" : "s")"
+        }
+
+        /// What it does, said on the confirmation page.
+        var consequence: String {
+            switch self {
+            case .pause: return "They stop firing until resumed. Nothing is lost."
+            case .resume:
+                return "Their next occurrence is computed again from now; a one-shot whose time passed while paused "
+                    + "fires at once."
+            case .snooze:
+                return "Each is delivered once more after the delay, as well as on its own schedule, which does not "
+                    + "change."
+            case .cancel: return "They are removed for good; only the app can schedule them again."
+            }
+        }
+    }
+
+    /// How a ``message(title:text:status:back:signedIn:)`` page reads.
+    public enum MessageStatus: String, Sendable, Hashable {
+        /// Something was done ("Paused 2 notifications").
+        case success
+        /// Something to know.
+        case info
+        /// Something failed; the text says what to do.
+        case error
+    }
+
+    /// A link to somewhere else in the console.
+    public struct Link: Sendable, Hashable {
+        public var title: String
+        public var path: String
+
+        public init(title: String, path: String) {
+            self.title = title
+            self.path = path
+        }
+    }
+
+    /// The sections of the header's navigation.
+    enum Section { case fleet, find }
+
+    /// The product's name, in the header and every title.
+    static let product = "Chime console"
+
+    /// A whole document: head, header with navigation and account, `main`.
+    static func document(
+        title: String,
+        section: Section?,
+        signedIn: SignedIn?,
+        refreshSeconds: Int? = nil,
+        main: HTML
+    ) -> String {
+        let refresh: HTML = refreshSeconds.map { "<meta http-equiv=\"refresh\" content=\"\($0)\">\n" } ?? ""
+        var header: HTML = "<p class=\"brand\"><a href=\"\(ConsolePaths.fleet)\">\(product)</a></p>\n"
+        if let signedIn {
+            func item(_ name: String, _ path: String, _ this: Section) -> HTML {
+                let current: HTML = section == this ? " aria-current=\"page\"" : ""
+                return "<li><a href=\"\(path)\"\(current)>\(name)</a></li>"
+            }
+            header.append(
+                """
+                <nav aria-label="Main"><ul>\(item("Fleet", ConsolePaths.fleet, .fleet))\
+                \(item("Find", ConsolePaths.find, .find))</ul></nav>
+                <div class="account"><p>Signed in as <strong>\(signedIn.account)</strong> \
+                (\(signedIn.role.rawValue))</p>
+                <form method="post" action="\(ConsolePaths.logout)">\(csrfField(signedIn.csrf))\
+                <button type="submit">Sign out</button></form></div>
+
+                """
+            )
+        }
+        let page: HTML = """
+            <!doctype html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            \(refresh)<title>\(title) — \(product)</title>
+            <link rel="stylesheet" href="\(ConsolePaths.stylesheet)">
+            </head>
+            <body>
+            <a class="skip" href="#main">Skip to content</a>
+            <header class="site">
+            \(header)</header>
+            <main id="main">
+            \(main)</main>
+            </body>
+            </html>
+
+            """
+        return page.rendered
+    }
+
+    /// The hidden `csrf` field of a form that posts.
+    static func csrfField(_ token: String) -> HTML {
+        "<input type=\"hidden\" name=\"csrf\" value=\"\(token)\">"
+    }
+
+    /// A paragraph announced at once to screen readers: an error and what to do about it.
+    static func alert(_ text: String, id: String? = nil) -> HTML {
+        let idHTML: HTML = id.map { " id=\"\($0)\"" } ?? ""
+        return "<p class=\"notice error\" role=\"alert\"\(idHTML)>\(text)</p>\n"
+    }
+
+    // MARK: Pages
+
+    /// The sign-in page: user name, password, and `error` (a failed attempt) above them. It posts to
+    /// ``ConsolePaths/login`` without a CSRF field: there is no session yet (the routes check the
+    /// request's `Origin`).
+    public static func login(error: String? = nil, username: String = "") -> String {
+        let errorHTML = error.map { alert($0, id: "login-error") } ?? ""
+        let describedBy: HTML = error == nil ? "" : " aria-describedby=\"login-error\""
+        let main: HTML = """
+            <h1>Sign in</h1>
+            \(errorHTML)\
+            <form class="stack" method="post" action="\(ConsolePaths.login)"\(describedBy)>
+            <p><label for="username">User name</label>
+            <input id="username" name="username" type="text" autocomplete="username" required value="\(username)"></p>
+            <p><label for="password">Password</label>
+            <input id="password" name="password" type="password" autocomplete="current-password" required></p>
+            <p><button type="submit" class="primary">Sign in</button></p>
+            </form>
+
+            """
+        return document(title: "Sign in", section: nil, signedIn: nil, main: main)
+    }
+
+    /// A result or an error: "Paused 2 notifications", "The worker did not answer within 5 s; try
+    /// again". `back` is where to go next.
+    public static func message(
+        title: String,
+        text: String,
+        status: MessageStatus,
+        back: Link? = nil,
+        signedIn: SignedIn?
+    ) -> String {
+        let role: HTML = status == .error ? "alert" : "status"
+        let backHTML: HTML = back.map { "<p><a href=\"\($0.path)\">\($0.title)</a></p>\n" } ?? ""
+        let main: HTML = """
+            <h1>\(title)</h1>
+            <p class="notice \(status.rawValue)" role="\(role)">\(text)</p>
+            \(backHTML)
+            """
+        return document(title: title, section: nil, signedIn: signedIn, main: main)
+    }
+
+    /// The find page: a device by id (`GET /find?device=...`), optionally only its notifications with
+    /// a `userInfo` tag (`&key=...&value=...`); then the devices found, or what to do when none was.
+    ///
+    /// - Parameters:
+    ///   - query: the device id asked for, nil before a search.
+    ///   - tag: the `userInfo` key and value asked for, if any.
+    ///   - results: device ids found for `query`, each linked to its page.
+    ///   - error: why the search failed (an invalid id, a worker that did not answer).
+    public static func find(
+        query: String?,
+        tag: (key: String, value: String)? = nil,
+        results: [String],
+        error: String? = nil,
+        signedIn: SignedIn
+    ) -> String {
+        var outcome: HTML = ""
+        if let error {
+            outcome = alert(error)
+        } else if let query {
+            if results.isEmpty {
+                outcome = """
+                    <p class="notice info" role="status">No device found with the id “\(query)”. Device ids are \
+                    1 to 128 characters of A–Z, a–z, 0–9, _ . : @ - and are case-sensitive: check the id the \
+                    app shows (its MQTT user name).</p>
+
+                    """
+            } else {
+                let items = results.map { id -> HTML in
+                    "<li><a href=\"\(ConsolePaths.device(id, tag: tag))\">\(id)</a></li>"
+                }
+                outcome = "<h2>Devices</h2>\n<ul class=\"results\">\(items)</ul>\n"
+            }
+        }
+        let main: HTML = """
+            <h1>Find a device</h1>
+            <form class="stack" method="get" action="\(ConsolePaths.find)" role="search">
+            <p><label for="find-device">Device id</label>
+            <input id="find-device" name="device" type="text" required maxlength="128" autocomplete="off" \
+            spellcheck="false" value="\(query ?? "")" aria-describedby="find-device-hint">
+            <span class="hint" id="find-device-hint">As the app knows it: its MQTT user name, such as \
+            phone-1.</span></p>
+            <fieldset><legend>Only notifications with this userInfo tag (optional)</legend>
+            <p><label for="find-key">Key</label>
+            <input id="find-key" name="key" type="text" autocomplete="off" value="\(tag?.key ?? "")"></p>
+            <p><label for="find-value">Value</label>
+            <input id="find-value" name="value" type="text" autocomplete="off" value="\(tag?.value ?? "")"></p>
+            </fieldset>
+            <p><button type="submit">Find</button></p>
+            </form>
+            \(outcome)
+            """
+        return document(title: "Find", section: .find, signedIn: signedIn, main: main)
+    }
+
+    /// The confirmation of an action on notifications, which posts to
+    /// ``ConsolePaths/deviceAction(_:)`` with `action`, every id in `ids`, `minutes` (snooze),
+    /// `confirm=yes` and `csrf`. With no ids it says to go back and select some; to a viewer it
+    /// says that only operators may act, and has no form.
+    ///
+    /// - Parameters:
+    ///   - snoozeMinutes: how long a snooze waits (`snooze`'s `after`, in minutes).
+    public static func confirm(
+        action: Action,
+        device: String,
+        ids: [String],
+        snoozeMinutes: Int? = nil,
+        signedIn: SignedIn
+    ) -> String {
+        let title = "\(action.verb) notifications"
+        let back: HTML = "<p><a href=\"\(ConsolePaths.device(device))\">Back to device \(device)</a></p>\n"
+        guard signedIn.role == .operator, !ids.isEmpty else {
+            let problem =
+                signedIn.role == .operator
+                ? "No notification was selected. Go back and tick the box of each notification to \(action.rawValue)."
+                : "Your account is a viewer's: it may not change notifications. Ask an operator."
+            let main: HTML = "<h1>\(title)</h1>\n\(alert(problem))\(back)"
+            return document(title: title, section: nil, signedIn: signedIn, main: main)
+        }
+        let count = ids.count == 1 ? "1 notification" : "\(ids.count) notifications"
+        var delay: HTML = ""
+        var delayField: HTML = ""
+        if action == .snooze, let minutes = snoozeMinutes {
+            delay = " for \(minutes) minute\(minutes == 1 ? "" : "s")"
+            delayField = "<input type=\"hidden\" name=\"minutes\" value=\"\(minutes)\">"
+        }
+        let items = ids.map { id -> HTML in "<li><code>\(id)</code></li>" }
+        let hidden = ids.map { id -> HTML in "<input type=\"hidden\" name=\"ids\" value=\"\(id)\">" }
+        let main: HTML = """
+            <h1>\(title)</h1>
+            <p>\(action.verb) \(count)\(delay) of device <code>\(device)</code>?</p>
+            <ul class="ids">\(items)</ul>
+            <p>\(action.consequence)</p>
+            <form method="post" action="\(ConsolePaths.deviceAction(device))">
+            \(csrfField(signedIn.csrf))<input type="hidden" name="action" value="\(action.rawValue)">\
+            \(delayField)\(hidden)<input type="hidden" name="confirm" value="yes">
+            <p class="buttons"><button type="submit" class="\(action == .cancel ? "danger" : "primary")">\
+            \(action.verb) \(count)</button> <a href="\(ConsolePaths.device(device))">Back without changing \
+            anything</a></p>
+            </form>
+
+            """
+        return document(title: title, section: nil, signedIn: signedIn, main: main)
+    }
+}

@@ -1,0 +1,93 @@
+import ChimeConsole
+import ChimeProtocol
+import ChimeTime
+import Testing
+
+@testable import ChimeWorkerPolicy
+
+@Suite("Fleet charts and workers")
+struct ChartTests {
+    @Test("The console's bucket bounds are the worker's")
+    func bounds() {
+        #expect(HistogramSummary.bounds == Histogram.bounds)
+    }
+
+    @Test("A histogram with samples: every bucket a bar slot, bars for those that hold values")
+    func fullChart() {
+        var buckets = JSONObject()
+        for bound in HistogramSummary.bounds { buckets.append("le\(bound)", .int(bound)) }
+        buckets.append("inf", 7)
+        let summary = HistogramSummary(
+            json: [
+                "count": 70_000, "p50": 10000, "p99": 60000, "max": 61000, "mean": 12.25, "buckets": .object(buckets),
+            ]
+        )
+        #expect(summary.buckets.count == 15)
+        #expect(summary.buckets.last == .init(upperBound: nil, count: 7))
+        let svg = SVGChart.histogram(summary, name: "lateness", unitLabel: "deliveries").rendered
+        #expect(svg.contains("role=\"img\""))
+        #expect(svg.contains("aria-label=\"lateness: p50 10000 ms, p99 60000 ms, max 61000 ms, 70000 samples\""))
+        #expect(svg.contains("<title>lateness: p50 10000 ms"))
+        #expect(svg.components(separatedBy: "<rect class=\"bar\"").count == 16)
+        #expect(svg.contains("<title>over 60000 ms: 7</title>"))
+        #expect(svg.contains(">60s</text>") && svg.contains(">more</text>"))
+        #expect(!svg.contains("style") && !svg.contains("<script"))
+        let markup = PageMarkup(svg)
+        #expect(markup.problems.isEmpty, "\(markup.problems)")
+    }
+
+    @Test("An empty histogram says so, in the chart and its label")
+    func emptyChart() {
+        let summary = HistogramSummary(json: ["count": 0, "p50": nil, "p99": nil, "max": 0, "buckets": [:]])
+        let svg = SVGChart.histogram(summary, name: "loop turns", unitLabel: "turns").rendered
+        #expect(svg.contains("aria-label=\"loop turns: no samples yet\""))
+        #expect(svg.contains(">No samples yet</text>"))
+        #expect(!svg.contains("<rect"))
+        #expect(PageMarkup(svg).problems.isEmpty)
+        #expect(HistogramSummary(json: [:]).buckets.allSatisfy { $0.count == 0 })
+    }
+
+    @Test("Hostile labels are escaped in the chart")
+    func hostileLabels() {
+        let summary = HistogramSummary(json: ["count": 1, "p50": 1, "buckets": ["le1": 1, "le<b>": 3]])
+        let svg = SVGChart.histogram(summary, name: PageSamples.script, unitLabel: PageSamples.breakout).rendered
+        #expect(!svg.contains("<script") && !svg.contains("<img"))
+        #expect(svg.contains("&lt;script&gt;"))
+    }
+
+    @Test("A worker from its status and two stats messages")
+    func worker() {
+        let w = FleetWorker(
+            status: PageSamples.status("w1", version: "0.3.0"),
+            stats: PageSamples.stats("w1", at: "2026-12-07T09:59:50Z", commands: 500, deliveries: 300),
+            previousStats: PageSamples.stats("w1", at: "2026-12-07T09:59:40Z", commands: 400, deliveries: 250)
+        )
+        #expect(w.id == "w1" && w.isOnline && w.version == "0.3.0")
+        #expect(w.serves == "partition 0/1")
+        #expect(w.commands == 500 && w.deliveries == 300 && w.pending == 120 && w.refusedDeliveries == 2)
+        #expect(w.commandsPerSecond == 10 && w.deliveriesPerSecond == 5)
+        #expect(w.lateness?.p99 == 2 && w.lateness?.count == 87)
+        let restarted = FleetWorker(
+            status: PageSamples.status("w1"),
+            stats: PageSamples.stats("w1", at: "2026-12-07T09:59:50Z", commands: 5, deliveries: 3),
+            previousStats: PageSamples.stats("w1", at: "2026-12-07T09:59:40Z", commands: 400, deliveries: 250)
+        )
+        #expect(restarted.commandsPerSecond == nil)
+        let slots = FleetWorker(
+            status: ["state": "online", "workerId": "w2", "slots": 16, "serving": "0-3,7"],
+            stats: nil
+        )
+        #expect(slots.serves == "slots 0-3,7 of 16" && slots.commands == nil && slots.commandsPerSecond == nil)
+        let offline = FleetWorker(status: ["state": "offline", "workerId": "w3"])
+        #expect(!offline.isOnline)
+    }
+
+    @Test("A worker's real stats message reads")
+    func realStats() {
+        var stats = WorkerStats().json
+        stats["at"] = "2026-12-07T09:59:50Z"
+        let w = FleetWorker(status: PageSamples.status("w1"), stats: stats)
+        #expect(w.deliveries == 0 && w.commands == 0 && w.takeovers == 0 && w.refusedDeliveries == 0)
+        #expect(w.lateness?.count == 0 && w.loopStep?.buckets.count == HistogramSummary.bounds.count + 1)
+    }
+}
