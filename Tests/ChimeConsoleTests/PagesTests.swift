@@ -165,8 +165,8 @@ struct PagesTests {
         let none = ConsolePages.confirm(action: .cancel, device: "d", ids: [], signedIn: PageSamples.operatorSession())
         #expect(none.contains("No notification was selected. Go back and tick the box"))
         #expect(!none.contains("name=\"confirm\""))
-        #expect(ConsolePages.Action.pause.result(count: 2) == "Paused 2 notifications")
-        #expect(ConsolePages.Action.cancel.result(count: 1) == "Cancelled 1 notification")
+        #expect(ConsoleAction.pause.result(count: 2) == "Paused 2 notifications")
+        #expect(ConsoleAction.cancel.result(count: 1) == "Cancelled 1 notification")
     }
 
     @Test("Empty and error states say what to do")

@@ -8,51 +8,17 @@
 /// the value the caller passes.
 public enum ConsolePages {
     /// What an account may do: viewers read, operators also pause, resume, snooze and cancel.
-    public enum Role: String, Sendable, Hashable, CaseIterable {
-        case viewer
-        case `operator`
-    }
-
     /// Who is signed in, as the header shows them, and the CSRF token their forms carry.
     public struct SignedIn: Sendable, Hashable {
         public var account: String
-        public var role: Role
+        public var role: ConsoleRole
         /// The session's CSRF token, put in the `csrf` field of every form that posts.
         public var csrf: String
 
-        public init(account: String, role: Role, csrf: String) {
+        public init(account: String, role: ConsoleRole, csrf: String) {
             self.account = account
             self.role = role
             self.csrf = csrf
-        }
-    }
-
-    /// What an operator can do to notifications: the `action` field of the forms that post to
-    /// ``ConsolePaths/deviceAction(_:)``, each the protocol command of the same name.
-    public enum Action: String, Sendable, Hashable, CaseIterable {
-        case pause, resume, snooze, cancel
-
-        /// `Pause`: the button's text.
-        public var verb: String { rawValue.prefix(1).uppercased() + rawValue.dropFirst() }
-
-        /// `Paused 2 notifications`: the result, for ``ConsolePages/message(title:text:status:back:signedIn:)``.
-        public func result(count: Int) -> String {
-            let done = ["pause": "Paused", "resume": "Resumed", "snooze": "Snoozed", "cancel": "Cancelled"][rawValue]!
-            return "\(done) \(count) notification\(count == 1 ? "" : "s")"
-        }
-
-        /// What it does, said on the confirmation page.
-        var consequence: String {
-            switch self {
-            case .pause: return "They stop firing until resumed. Nothing is lost."
-            case .resume:
-                return "Their next occurrence is computed again from now; a one-shot whose time passed while paused "
-                    + "fires at once."
-            case .snooze:
-                return "Each is delivered once more after the delay, as well as on its own schedule, which does not "
-                    + "change."
-            case .cancel: return "They are removed for good; only the app can schedule them again."
-            }
         }
     }
 
@@ -247,7 +213,7 @@ public enum ConsolePages {
     /// - Parameters:
     ///   - snoozeMinutes: how long a snooze waits (`snooze`'s `after`, in minutes).
     public static func confirm(
-        action: Action,
+        action: ConsoleAction,
         device: String,
         ids: [String],
         snoozeMinutes: Int? = nil,
@@ -287,5 +253,37 @@ public enum ConsolePages {
 
             """
         return document(title: title, section: nil, signedIn: signedIn, main: main)
+    }
+}
+
+/// What the pages say of an action: its button, its result and its consequence.
+extension ConsoleAction {
+    /// `Pause`: the button's text.
+    public var verb: String { rawValue.prefix(1).uppercased() + rawValue.dropFirst() }
+
+    /// `Paused 2 notifications`: the result, for ``ConsolePages/message(title:text:status:back:signedIn:)``.
+    public func result(count: Int) -> String {
+        let done =
+            switch self {
+            case .pause: "Paused"
+            case .resume: "Resumed"
+            case .snooze: "Snoozed"
+            case .cancel: "Cancelled"
+            }
+        return "\(done) \(count) notification\(count == 1 ? "" : "s")"
+    }
+
+    /// What it does, said on the confirmation page.
+    var consequence: String {
+        switch self {
+        case .pause: return "They stop firing until resumed. Nothing is lost."
+        case .resume:
+            return "Their next occurrence is computed again from now; a one-shot whose time passed while paused "
+                + "fires at once."
+        case .snooze:
+            return "Each is delivered once more after the delay, as well as on its own schedule, which does not "
+                + "change."
+        case .cancel: return "They are removed for good; only the app can schedule them again."
+        }
     }
 }

@@ -146,7 +146,7 @@ extension ConsolePages {
 
             """
         guard isOperator else { return heading + filterForm + filterNote + table }
-        let buttons = Action.allCases.map { action -> HTML in
+        let buttons = ConsoleAction.allCases.map { action -> HTML in
             let kind: HTML = action == .cancel ? " class=\"danger\"" : ""
             return "<button type=\"submit\" name=\"action\" value=\"\(action.rawValue)\"\(kind)>\(action.verb)</button>"
         }

@@ -20,14 +20,14 @@ public enum ConsoleRole: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// The state-changing things the console does to a device's notifications: only an
-/// ``ConsoleRole/operator`` may.
+/// The state-changing things the console does to a device's notifications, each the protocol
+/// command of the same name and the `action` field of the forms that post to
+/// ``ConsolePaths/deviceAction(_:)``: only an ``ConsoleRole/operator`` may.
 public enum ConsoleAction: String, Sendable, Hashable, CaseIterable {
     case pause
     case resume
     case snooze
     case cancel
-    case edit
 }
 
 /// One account of the console: a name and a role. Its password hash stays inside
