@@ -1,11 +1,6 @@
 import ChimeCore
 
 extension JSON {
-    var arrayValue: [JSON]? {
-        if case .array(let a) = self { return a }
-        return nil
-    }
-
     /// A number as a Double (integers too).
     var numberValue: Double? {
         switch self {

@@ -189,10 +189,3 @@ extension OutboundMessage.Purpose {
         return false
     }
 }
-
-extension JSON {
-    var arrayValue: [JSON]? {
-        if case .array(let a) = self { return a }
-        return nil
-    }
-}

@@ -405,13 +405,6 @@ final class RecordingClient: Sendable {
     }
 }
 
-extension JSON {
-    var arrayValue: [JSON]? {
-        if case .array(let a) = self { return a }
-        return nil
-    }
-}
-
 extension JSONObject {
     /// `result` of an ok reply; records an issue and returns an empty object otherwise.
     func okResult(sourceLocation: SourceLocation = #_sourceLocation) -> JSONObject {

@@ -242,10 +242,3 @@ import Testing
         #expect(last?["state"] == "offline")
     }
 }
-
-extension JSON {
-    var arrayValue: [JSON]? {
-        if case .array(let a) = self { return a }
-        return nil
-    }
-}

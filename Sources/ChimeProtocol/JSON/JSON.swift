@@ -124,6 +124,11 @@ extension JSON {
         return nil
     }
 
+    public var arrayValue: [JSON]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+
     public var isNull: Bool {
         if case .null = self { return true }
         return false

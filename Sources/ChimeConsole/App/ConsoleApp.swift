@@ -1,0 +1,495 @@
+import ChimeProtocol
+import ChimeTime
+import Synchronization
+
+/// A request as the console sees it: what the HTTP server received, its query and form decoded.
+public struct ConsoleRequest: Sendable {
+    /// `GET`, `HEAD` or `POST`.
+    public var method: String
+    /// The path as received (percent-encoded), without the query.
+    public var path: String
+    public var query: [(name: String, value: String)]
+    /// A `POST`'s `application/x-www-form-urlencoded` fields.
+    public var form: [(name: String, value: String)]
+    /// The `Cookie`, `Origin`, `Referer` and `Host` headers.
+    public var cookie: String?
+    public var origin: String?
+    public var referer: String?
+    public var host: String?
+    /// The client's address, as the socket gives it.
+    public var address: String
+
+    public init(
+        method: String,
+        path: String,
+        query: [(name: String, value: String)] = [],
+        form: [(name: String, value: String)] = [],
+        cookie: String? = nil,
+        origin: String? = nil,
+        referer: String? = nil,
+        host: String? = nil,
+        address: String
+    ) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.form = form
+        self.cookie = cookie
+        self.origin = origin
+        self.referer = referer
+        self.host = host
+        self.address = address
+    }
+
+    /// The first query field named `name`.
+    func queryValue(_ name: String) -> String? { query.first { $0.name == name }?.value }
+    /// The first form field named `name`, and every one.
+    func formValue(_ name: String) -> String? { form.first { $0.name == name }?.value }
+    func formValues(_ name: String) -> [String] { form.filter { $0.name == name }.map(\.value) }
+}
+
+/// The console's answer: the HTTP server sends it with ``ConsoleSessions/securityHeaders``.
+public struct ConsoleResponse: Sendable {
+    public var status: Int
+    public var contentType: String
+    public var body: [UInt8]
+    /// Headers besides the security headers: `Set-Cookie`, `Location`, `Retry-After`.
+    public var headers: [(name: String, value: String)]
+
+    init(status: Int, html: String, headers: [(name: String, value: String)] = []) {
+        self.status = status
+        self.contentType = "text/html; charset=utf-8"
+        self.body = Array(html.utf8)
+        self.headers = headers
+    }
+
+    init(status: Int, contentType: String, body: [UInt8]) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+        self.headers = []
+    }
+
+    /// `303 See Other` to `location` (after a form, so that reloading does not post it again).
+    static func redirect(_ location: String, headers: [(name: String, value: String)] = []) -> ConsoleResponse {
+        ConsoleResponse(status: 303, html: "", headers: [("Location", location)] + headers)
+    }
+}
+
+/// Why the workers did not answer as asked: the error reply's code and message, or `unreachable`
+/// when no reply came in time.
+public struct ConsoleDataError: Error, Sendable, Hashable {
+    public var code: String
+    public var message: String
+
+    public init(code: String, message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+/// What the console reads from the workers and sends to them, over MQTT as a backend account (the
+/// `chime` executable's implementation); a fake in tests.
+public protocol ConsoleData: Sendable {
+    /// Every worker that published a status, with its latest stats and the stats before them.
+    func fleet() async -> [FleetWorker]
+    /// Sends a command for `device` and returns its reply's `result`.
+    func send(_ op: Operation, device: String, _ payload: JSONObject) async -> Result<JSONObject, ConsoleDataError>
+}
+
+/// The console's routes: sign-in and out, the fleet, finding a device, a device's page, and acting
+/// on its notifications with a confirmation, each action written to the audit log.
+///
+/// Every page but the sign-in page and the stylesheet needs a session; every `POST` but the sign-in
+/// needs the session's CSRF token; every `POST` needs an `Origin` (or `Referer`) of this host; acting
+/// needs the operator role. Sign-ins are rate-limited per address and per name (``ConsoleSessions``).
+public final class ConsoleApp: Sendable {
+    /// Notifications shown with their next fire times (one `preview` each), at most.
+    public static let previewedNotifications = 20
+    /// Notifications one action may name, at most (the protocol's batch bound).
+    public static let maximumIds = 1000
+    /// Snooze delays offered, in minutes: a minute to a week.
+    public static let snoozeMinutes = 1...10_080
+
+    let sessions: Mutex<ConsoleSessions>
+    let data: any ConsoleData
+    let audit: @Sendable (AuditEntry) -> Void
+    let now: @Sendable () -> Instant
+
+    /// - Parameters:
+    ///   - sessions: the accounts and their sessions.
+    ///   - data: the workers.
+    ///   - audit: where each action's ``AuditEntry`` goes (a line of the audit log).
+    ///   - now: the wall clock.
+    public init(
+        sessions: ConsoleSessions,
+        data: any ConsoleData,
+        audit: @escaping @Sendable (AuditEntry) -> Void,
+        now: @escaping @Sendable () -> Instant
+    ) {
+        self.sessions = Mutex(sessions)
+        self.data = data
+        self.audit = audit
+        self.now = now
+    }
+
+    /// Replaces the accounts (the file was read again): sessions of changed accounts end.
+    public func replaceAccounts(_ accounts: ConsoleAccounts) {
+        sessions.withLock { $0.replaceAccounts(accounts) }
+    }
+
+    public func respond(to request: ConsoleRequest) async -> ConsoleResponse {
+        let path = request.path
+        let method = request.method == "HEAD" ? "GET" : request.method
+        switch (method, path) {
+        case ("GET", ConsolePaths.stylesheet):
+            return ConsoleResponse(
+                status: 200,
+                contentType: "text/css; charset=utf-8",
+                body: Array(ConsolePages.stylesheet.utf8)
+            )
+        case ("GET", ConsolePaths.login):
+            if signedIn(request) != nil { return .redirect(ConsolePaths.fleet) }
+            return ConsoleResponse(status: 200, html: ConsolePages.login())
+        case ("POST", ConsolePaths.login):
+            return await login(request)
+        default:
+            break
+        }
+        guard let session = signedIn(request) else {
+            if method == "GET" { return .redirect(ConsolePaths.login) }
+            return ConsoleResponse(status: 403, html: ConsolePages.login(error: "Your session ended. Sign in again."))
+        }
+        let who = ConsolePages.SignedIn(account: session.account, role: session.role, csrf: session.csrfToken)
+        if method == "POST" {
+            guard ConsoleSessions.originAllowed(origin: request.origin, referer: request.referer, host: request.host),
+                ConsoleSessions.validCSRF(request.formValue("csrf"), for: session)
+            else {
+                return message(
+                    403,
+                    "Not sent",
+                    "The form was not sent from this console, or it was open too long. Go back, reload and try again.",
+                    who
+                )
+            }
+        }
+        switch (method, path) {
+        case ("GET", "/"):
+            return .redirect(ConsolePaths.fleet)
+        case ("GET", ConsolePaths.fleet):
+            let workers = await data.fleet()
+            return ConsoleResponse(status: 200, html: ConsolePages.fleet(workers: workers, now: now(), signedIn: who))
+        case ("GET", ConsolePaths.find):
+            return find(request, who)
+        case ("POST", ConsolePaths.logout):
+            sessions.withLock { $0.logout(id: session.id) }
+            return .redirect(ConsolePaths.login, headers: [("Set-Cookie", ConsoleSessions.clearCookie)])
+        default:
+            break
+        }
+        guard let (device, acting) = Self.devicePath(path) else {
+            return message(404, "Not found", "There is no page here. Use Fleet or Find above.", who)
+        }
+        switch (method, acting) {
+        case ("GET", false): return await devicePage(device, request, who)
+        case ("POST", true): return await act(device, request, session, who)
+        default: return message(405, "Not allowed", "This page does not take that request.", who)
+        }
+    }
+
+    // MARK: Sign-in
+
+    func signedIn(_ request: ConsoleRequest) -> ConsoleSessions.Session? {
+        guard let id = ConsoleSessions.sessionId(fromCookieHeader: request.cookie) else { return nil }
+        let now = now()
+        return sessions.withLock { $0.session(id: id, now: now) }
+    }
+
+    func login(_ request: ConsoleRequest) async -> ConsoleResponse {
+        let name = request.formValue("username") ?? ""
+        guard ConsoleSessions.originAllowed(origin: request.origin, referer: request.referer, host: request.host) else {
+            return ConsoleResponse(
+                status: 403,
+                html: ConsolePages.login(error: "The form was not sent from this console. Reload the page.")
+            )
+        }
+        let now = now()
+        let (admission, accounts) = sessions.withLock {
+            ($0.beginLogin(name: name, address: request.address, now: now), $0.accounts)
+        }
+        let ticket: ConsoleSessions.LoginTicket
+        switch admission {
+        case .tooManyAttempts(let seconds):
+            audit(
+                AuditEntry(
+                    who: name,
+                    role: nil,
+                    address: request.address,
+                    action: "sign-in",
+                    outcome: .refused,
+                    detail: "too many attempts",
+                    at: now
+                )
+            )
+            return ConsoleResponse(
+                status: 429,
+                html: ConsolePages.login(
+                    error: "Too many attempts to sign in. Try again in \(seconds) seconds.",
+                    username: name
+                ),
+                headers: [("Retry-After", "\(seconds)")]
+            )
+        case .proceed(let admitted):
+            ticket = admitted
+        }
+        // The hash's cost (tens of milliseconds) outside the lock.
+        let account = accounts.authenticate(name: name, password: request.formValue("password") ?? "")
+        let outcome = sessions.withLock { $0.finishLogin(ticket, account: account, now: now) }
+        switch outcome {
+        case .signedIn(let session):
+            audit(
+                AuditEntry(
+                    who: name,
+                    role: session.role,
+                    address: request.address,
+                    action: "sign-in",
+                    outcome: .ok,
+                    at: now
+                )
+            )
+            return .redirect(ConsolePaths.fleet, headers: [("Set-Cookie", ConsoleSessions.setCookie(session))])
+        case .refused, .tooManyAttempts:
+            audit(
+                AuditEntry(
+                    who: name,
+                    role: nil,
+                    address: request.address,
+                    action: "sign-in",
+                    outcome: .refused,
+                    at: now
+                )
+            )
+            return ConsoleResponse(
+                status: 401,
+                html: ConsolePages.login(error: ConsoleSessions.LoginOutcome.refusedMessage, username: name)
+            )
+        }
+    }
+
+    // MARK: Pages
+
+    func find(_ request: ConsoleRequest, _ who: ConsolePages.SignedIn) -> ConsoleResponse {
+        let query = request.queryValue("device")?.trimmingCharacters(in: .whitespaces)
+        let tag = Self.tag(request)
+        guard let query, !query.isEmpty else {
+            return ConsoleResponse(
+                status: 200,
+                html: ConsolePages.find(query: nil, tag: tag, results: [], signedIn: who)
+            )
+        }
+        guard DeviceID.isValid(query) else {
+            let error = "“\(query.prefix(140))” is not a device id: 1 to 128 characters of A–Z, a–z, 0–9, _ . : @ -."
+            return ConsoleResponse(
+                status: 400,
+                html: ConsolePages.find(query: query, tag: tag, results: [], error: error, signedIn: who)
+            )
+        }
+        return .redirect(ConsolePaths.device(query, tag: tag))
+    }
+
+    func devicePage(_ id: String, _ request: ConsoleRequest, _ who: ConsolePages.SignedIn) async -> ConsoleResponse {
+        let tag = Self.tag(request)
+        var listQuery: JSONObject = ["limit": 1000]
+        if let tag { listQuery["match"] = .object(["userInfo": .object([tag.key: .string(tag.value)])]) }
+        async let device = data.send(.device, device: id, [:])
+        async let list = data.send(.list, device: id, listQuery)
+        async let inbox = data.send(.inbox, device: id, ["limit": 1000])
+        async let history = data.send(.history, device: id, [:])
+        let settings: JSONObject
+        switch await device {
+        case .success(let result): settings = result
+        case .failure(let error): return unavailable(id, error, who)
+        }
+        let notifications = (try? (await list).get()["notifications"]?.arrayValue)?.compactMap(\.objectValue) ?? []
+        var previews: [String: [String]] = [:]
+        await withTaskGroup(of: (String, [String])?.self) { group in
+            for notification in notifications.prefix(Self.previewedNotifications) {
+                guard let nid = notification["id"]?.stringValue, notification["paused"] != .bool(true) else { continue }
+                group.addTask {
+                    guard
+                        case .success(let result) = await self.data.send(
+                            .preview,
+                            device: id,
+                            ["id": .string(nid), "count": 3]
+                        )
+                    else { return nil }
+                    return (nid, (result["fireDates"]?.arrayValue ?? []).compactMap(\.stringValue))
+                }
+            }
+            for await case let (nid, dates)? in group { previews[nid] = dates }
+        }
+        let html = ConsolePages.device(
+            id: id,
+            device: settings,
+            notifications: notifications,
+            previews: previews,
+            inbox: (try? (await inbox).get()["deliveries"]?.arrayValue)?.compactMap(\.objectValue) ?? [],
+            history: (try? (await history).get()["deliveries"]?.arrayValue)?.compactMap(\.objectValue) ?? [],
+            tagFilter: tag,
+            signedIn: who
+        )
+        return ConsoleResponse(status: 200, html: html)
+    }
+
+    // MARK: Acting
+
+    func act(
+        _ device: String,
+        _ request: ConsoleRequest,
+        _ session: ConsoleSessions.Session,
+        _ who: ConsolePages.SignedIn
+    ) async -> ConsoleResponse {
+        guard let action = request.formValue("action").flatMap(ConsoleAction.init(rawValue:)) else {
+            return message(400, "Nothing to do", "Choose an action on the device's page.", who, back: device)
+        }
+        let ids = Array(Set(request.formValues("ids"))).sorted()
+        let minutes = request.formValue("minutes").flatMap(Int.init)
+        func record(_ outcome: AuditEntry.Outcome, _ detail: String? = nil) {
+            audit(
+                AuditEntry(
+                    who: session.account,
+                    role: session.role,
+                    address: request.address,
+                    action: action.rawValue,
+                    device: device,
+                    ids: ids,
+                    outcome: outcome,
+                    detail: detail,
+                    at: now()
+                )
+            )
+        }
+        guard session.role.may(action) else {
+            record(.forbidden)
+            return message(
+                403,
+                "Not allowed",
+                "Your account is a viewer's: it may not change notifications.",
+                who,
+                back: device
+            )
+        }
+        guard !ids.isEmpty, ids.count <= Self.maximumIds, ids.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 256 }) else {
+            return message(
+                400,
+                "Nothing selected",
+                "Tick the box of each notification to \(action.rawValue) (at most \(Self.maximumIds)).",
+                who,
+                back: device
+            )
+        }
+        if action == .snooze {
+            guard let minutes, Self.snoozeMinutes.contains(minutes) else {
+                return message(400, "No delay", "Give the snooze a delay of 1 to 10080 minutes.", who, back: device)
+            }
+        }
+        guard request.formValue("confirm") == "yes" else {
+            return ConsoleResponse(
+                status: 200,
+                html: ConsolePages.confirm(
+                    action: action,
+                    device: device,
+                    ids: ids,
+                    snoozeMinutes: minutes,
+                    signedIn: who
+                )
+            )
+        }
+        var failures: [String] = []
+        if action == .snooze, let minutes {
+            for id in ids {
+                if case .failure(let error) = await data.send(
+                    .snooze,
+                    device: device,
+                    ["id": .string(id), "after": .int(Int64(minutes) * 60)]
+                ) {
+                    failures.append("\(id): \(error.message)")
+                }
+            }
+        } else {
+            let op: Operation =
+                switch action {
+                case .pause: .pause
+                case .resume: .resume
+                case .cancel: .cancel
+                case .snooze: .snooze
+                }
+            if case .failure(let error) = await data.send(op, device: device, ["ids": .array(ids.map(JSON.string))]) {
+                failures.append(error.message)
+            }
+        }
+        if failures.isEmpty {
+            record(.ok)
+            return message(
+                200,
+                action.result(count: ids.count),
+                "Done on device \(device).",
+                who,
+                status: .success,
+                back: device
+            )
+        }
+        record(.failed, failures.joined(separator: "; "))
+        return message(
+            502,
+            "Not done",
+            "The worker refused or did not answer: \(failures.joined(separator: "; ")). Reload the device to see what changed.",
+            who,
+            back: device
+        )
+    }
+
+    // MARK: Helpers
+
+    /// `/device/{id}` (false) or `/device/{id}/act` (true), the id percent-decoded and valid.
+    static func devicePath(_ path: String) -> (device: String, acting: Bool)? {
+        guard path.hasPrefix("/device/") else { return nil }
+        var rest = path.dropFirst("/device/".count)
+        var acting = false
+        if rest.hasSuffix("/act") {
+            acting = true
+            rest = rest.dropLast("/act".count)
+        }
+        guard let id = String(rest).removingPercentEncoding, DeviceID.isValid(id) else { return nil }
+        return (id, acting)
+    }
+
+    /// The `key` and `value` of a tag filter, when a key is given.
+    static func tag(_ request: ConsoleRequest) -> (key: String, value: String)? {
+        guard let key = request.queryValue("key"), !key.isEmpty, key.utf8.count <= 256 else { return nil }
+        return (key, String((request.queryValue("value") ?? "").prefix(1024)))
+    }
+
+    func unavailable(_ device: String, _ error: ConsoleDataError, _ who: ConsolePages.SignedIn) -> ConsoleResponse {
+        let text =
+            error.code == "unreachable"
+            ? "No worker answered for device \(device): \(error.message). Check the fleet page: is a worker online?"
+            : "The worker refused: \(error.message)"
+        return message(error.code == "unreachable" ? 504 : 502, "Device \(device)", text, who)
+    }
+
+    func message(
+        _ status: Int,
+        _ title: String,
+        _ text: String,
+        _ who: ConsolePages.SignedIn,
+        status kind: ConsolePages.MessageStatus = .error,
+        back device: String? = nil
+    ) -> ConsoleResponse {
+        let back = device.map { ConsolePages.Link(title: "Back to device \($0)", path: ConsolePaths.device($0)) }
+        return ConsoleResponse(
+            status: status,
+            html: ConsolePages.message(title: title, text: text, status: kind, back: back, signedIn: who)
+        )
+    }
+}

@@ -1,0 +1,273 @@
+import ChimeConsole
+import ChimePassword
+import ChimeProtocol
+import ChimeTime
+import Synchronization
+import Testing
+
+/// The console's routes against a fake fleet: who may see and do what, the protections of every
+/// `POST`, and that each action reaches the workers once confirmed and is audited.
+@Suite struct ConsoleAppTests {
+    /// Answers as a worker would, and keeps every command sent.
+    final class FakeData: ConsoleData {
+        let sent = Mutex<[(op: Operation, device: String, payload: JSONObject)]>([])
+        let refuse = Mutex<ConsoleDataError?>(nil)
+
+        func fleet() async -> [FleetWorker] {
+            [FleetWorker(status: ["state": "online", "workerId": "w1", "partition": "0/1"])]
+        }
+
+        func send(_ op: Operation, device: String, _ payload: JSONObject) async -> Result<JSONObject, ConsoleDataError>
+        {
+            sent.withLock { $0.append((op, device, payload)) }
+            if let error = refuse.withLock({ $0 }) { return .failure(error) }
+            switch op {
+            case .device: return .success(["deviceId": .string(device), "timeZone": "Asia/Shanghai", "badge": 0])
+            case .list:
+                return .success([
+                    "notifications": [
+                        [
+                            "id": "pill", "alertBody": "<script>alert(1)</script>", "repeatInterval": "day",
+                            "fireDate": "2026-12-05T10:00:00Z", "timeZone": "Asia/Shanghai",
+                        ]
+                    ]
+                ])
+            case .preview: return .success(["fireDates": ["2026-12-06T10:00:00Z"]])
+            default: return .success([:])
+            }
+        }
+    }
+
+    /// The audit lines written.
+    final class AuditLog: Sendable {
+        let entries = Mutex<[AuditEntry]>([])
+        func append(_ entry: AuditEntry) { entries.withLock { $0.append(entry) } }
+        var all: [AuditEntry] { entries.withLock { $0 } }
+    }
+
+    struct World {
+        let app: ConsoleApp
+        let data: FakeData
+        let audit: AuditLog
+    }
+
+    static let host = "127.0.0.1:8080"
+    static let origin = "http://127.0.0.1:8080"
+
+    static func world() throws -> World {
+        var accounts = ConsoleAccounts()
+        accounts = try accounts.adding(name: "ops", role: .operator, password: "operator password")
+        accounts = try accounts.adding(name: "help", role: .viewer, password: "viewer password")
+        let data = FakeData()
+        let audit = AuditLog()
+        let app = ConsoleApp(
+            sessions: ConsoleSessions(accounts: accounts),
+            data: data,
+            audit: { entry in audit.append(entry) },
+            now: { Instant(milliseconds: 1_796_119_200_000) }
+        )
+        return World(app: app, data: data, audit: audit)
+    }
+
+    /// Signs in; returns the Cookie header and the CSRF token of the session.
+    static func signIn(
+        _ world: World,
+        _ name: String,
+        _ password: String
+    ) async throws -> (cookie: String, csrf: String) {
+        let response = await world.app.respond(
+            to: ConsoleRequest(
+                method: "POST",
+                path: "/login",
+                form: [("username", name), ("password", password)],
+                origin: origin,
+                host: host,
+                address: "127.0.0.1"
+            )
+        )
+        #expect(response.status == 303)
+        let setCookie = try #require(response.headers.first { $0.name == "Set-Cookie" }?.value)
+        #expect(setCookie.contains("HttpOnly") && setCookie.contains("Secure") && setCookie.contains("SameSite=Strict"))
+        let cookie = String(setCookie.prefix { $0 != ";" })
+        let page = await world.app.respond(to: get("/fleet", cookie))
+        let html = String(decoding: page.body, as: UTF8.self)
+        let csrf = try #require(
+            html.firstRange(of: #"name="csrf" value=""#).map { html[$0.upperBound...].prefix { $0 != "\"" } }
+        )
+        return (cookie, String(csrf))
+    }
+
+    static func get(_ path: String, _ cookie: String?, query: [(name: String, value: String)] = []) -> ConsoleRequest {
+        ConsoleRequest(method: "GET", path: path, query: query, cookie: cookie, host: host, address: "127.0.0.1")
+    }
+
+    static func post(
+        _ path: String,
+        _ cookie: String?,
+        _ form: [(name: String, value: String)],
+        origin: String? = origin
+    ) -> ConsoleRequest {
+        ConsoleRequest(
+            method: "POST",
+            path: path,
+            form: form,
+            cookie: cookie,
+            origin: origin,
+            host: host,
+            address: "127.0.0.1"
+        )
+    }
+
+    @Test func everyPageButSignInNeedsASession() async throws {
+        let w = try Self.world()
+        for path in ["/", "/fleet", "/find", "/device/phone-1"] {
+            let response = await w.app.respond(to: Self.get(path, nil))
+            #expect(response.status == 303 && response.headers.contains { $0 == ("Location", "/login") }, "\(path)")
+        }
+        let forged = await w.app.respond(
+            to: Self.post("/device/phone-1/act", "chime_console=forged", [("action", "cancel")])
+        )
+        #expect(forged.status == 403)
+        #expect(w.data.sent.withLock { $0.isEmpty })
+        #expect(await w.app.respond(to: Self.get("/console.css", nil)).status == 200)
+        #expect(await w.app.respond(to: Self.get("/login", nil)).status == 200)
+    }
+
+    @Test func aWrongPasswordIsRefusedAndAudited() async throws {
+        let w = try Self.world()
+        let response = await w.app.respond(
+            to: ConsoleRequest(
+                method: "POST",
+                path: "/login",
+                form: [("username", "ops"), ("password", "guess")],
+                origin: Self.origin,
+                host: Self.host,
+                address: "10.0.0.9"
+            )
+        )
+        #expect(response.status == 401)
+        #expect(!response.headers.contains { $0.name == "Set-Cookie" })
+        #expect(w.audit.all.map(\.outcome) == [.refused])
+        // A sign-in posted from another site is refused before the password is looked at.
+        let crossSite = await w.app.respond(
+            to: ConsoleRequest(
+                method: "POST",
+                path: "/login",
+                form: [("username", "ops"), ("password", "operator password")],
+                origin: "https://evil.example",
+                host: Self.host,
+                address: "10.0.0.9"
+            )
+        )
+        #expect(crossSite.status == 403)
+    }
+
+    @Test func theDevicePageEscapesTheDevicesOwnStrings() async throws {
+        let w = try Self.world()
+        let (cookie, _) = try await Self.signIn(w, "help", "viewer password")
+        let page = await w.app.respond(to: Self.get("/device/phone-1", cookie))
+        let html = String(decoding: page.body, as: UTF8.self)
+        #expect(page.status == 200)
+        #expect(!html.contains("<script>alert(1)</script>"))
+        #expect(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"))
+        #expect(html.contains("Every day"), "the rule in words")
+        // A viewer gets no action form.
+        #expect(!html.contains("/device/phone-1/act"))
+        let ops = w.data.sent.withLock { $0.map(\.op) }
+        #expect(Set(ops) == [.device, .list, .inbox, .history, .preview])
+    }
+
+    @Test func aViewerMayNotActAndTheRefusalIsAudited() async throws {
+        let w = try Self.world()
+        let (cookie, csrf) = try await Self.signIn(w, "help", "viewer password")
+        let response = await w.app.respond(
+            to: Self.post(
+                "/device/phone-1/act",
+                cookie,
+                [("action", "cancel"), ("ids", "pill"), ("confirm", "yes"), ("csrf", csrf)]
+            )
+        )
+        #expect(response.status == 403)
+        #expect(!w.data.sent.withLock { $0.contains { $0.op == .cancel } })
+        #expect(w.audit.all.last?.outcome == .forbidden)
+    }
+
+    @Test func anOperatorConfirmsThenTheActionIsSentOnceAndAudited() async throws {
+        let w = try Self.world()
+        let (cookie, csrf) = try await Self.signIn(w, "ops", "operator password")
+        let form: [(name: String, value: String)] = [
+            ("action", "pause"), ("ids", "pill"), ("ids", "exam"), ("csrf", csrf),
+        ]
+        // First the confirmation page: nothing sent yet.
+        let confirm = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form))
+        #expect(confirm.status == 200)
+        #expect(String(decoding: confirm.body, as: UTF8.self).contains(#"name="confirm" value="yes""#))
+        #expect(!w.data.sent.withLock { $0.contains { $0.op == .pause } })
+        // Confirmed: one pause naming both.
+        let done = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form + [("confirm", "yes")]))
+        #expect(done.status == 200)
+        #expect(String(decoding: done.body, as: UTF8.self).contains("Paused 2 notifications"))
+        let pauses = w.data.sent.withLock { $0.filter { $0.op == .pause } }
+        #expect(pauses.count == 1)
+        #expect(pauses.first?.payload["ids"] == .array(["exam", "pill"]))
+        let entry = try #require(w.audit.all.last)
+        #expect(entry.who == "ops" && entry.action == "pause" && entry.ids == ["exam", "pill"] && entry.outcome == .ok)
+        #expect(entry.line.contains(#""device":"phone-1""#))
+    }
+
+    @Test func aPostWithoutTheTokenOrFromAnotherOriginChangesNothing() async throws {
+        let w = try Self.world()
+        let (cookie, csrf) = try await Self.signIn(w, "ops", "operator password")
+        let base: [(name: String, value: String)] = [("action", "cancel"), ("ids", "pill"), ("confirm", "yes")]
+        for (form, origin) in [
+            (base, Self.origin), (base + [("csrf", "x" + csrf.dropFirst())], Self.origin),
+            (base + [("csrf", csrf)], "https://evil.example"), (base + [("csrf", csrf)], "null"),
+        ] {
+            let response = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form, origin: origin))
+            #expect(response.status == 403)
+        }
+        #expect(!w.data.sent.withLock { $0.contains { $0.op == .cancel } })
+        // Signing out ends the session: the cookie no longer opens a page.
+        _ = await w.app.respond(to: Self.post("/logout", cookie, [("csrf", csrf)]))
+        #expect(await w.app.respond(to: Self.get("/fleet", cookie)).status == 303)
+    }
+
+    @Test func snoozeIsOneCommandAPerIdWithItsDelayInSeconds() async throws {
+        let w = try Self.world()
+        let (cookie, csrf) = try await Self.signIn(w, "ops", "operator password")
+        let form: [(name: String, value: String)] = [
+            ("action", "snooze"), ("ids", "a"), ("ids", "b"), ("minutes", "15"), ("confirm", "yes"), ("csrf", csrf),
+        ]
+        #expect(await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form)).status == 200)
+        let snoozes = w.data.sent.withLock { $0.filter { $0.op == .snooze } }
+        #expect(snoozes.map { $0.payload["id"] } == [.string("a"), .string("b")])
+        #expect(snoozes.allSatisfy { $0.payload["after"] == .int(900) })
+        // Out of range: nothing sent.
+        let far = [("action", "snooze"), ("ids", "a"), ("minutes", "20000"), ("confirm", "yes"), ("csrf", csrf)]
+        #expect(await w.app.respond(to: Self.post("/device/phone-1/act", cookie, far)).status == 400)
+        #expect(w.data.sent.withLock { $0.filter { $0.op == .snooze } }.count == 2)
+    }
+
+    @Test func findGoesToTheDeviceAndRefusesWhatIsNotAnId() async throws {
+        let w = try Self.world()
+        let (cookie, _) = try await Self.signIn(w, "help", "viewer password")
+        let found = await w.app.respond(
+            to: Self.get("/find", cookie, query: [("device", "phone-1"), ("key", "kind"), ("value", "pill")])
+        )
+        #expect(found.status == 303)
+        #expect(found.headers.first { $0.name == "Location" }?.value.hasPrefix("/device/phone-1?") == true)
+        let bad = await w.app.respond(to: Self.get("/find", cookie, query: [("device", "<b>x</b>")]))
+        #expect(bad.status == 400)
+        #expect(!String(decoding: bad.body, as: UTF8.self).contains("<b>x</b>"))
+        #expect(await w.app.respond(to: Self.get("/device/%3Cb%3E", cookie)).status == 404)
+    }
+
+    @Test func aWorkerThatDoesNotAnswerSaysWhatToDo() async throws {
+        let w = try Self.world()
+        let (cookie, _) = try await Self.signIn(w, "help", "viewer password")
+        w.data.refuse.withLock { $0 = ConsoleDataError(code: "unreachable", message: "no reply within 5 s") }
+        let page = await w.app.respond(to: Self.get("/device/phone-1", cookie))
+        #expect(page.status == 504)
+        #expect(String(decoding: page.body, as: UTF8.self).contains("is a worker online?"))
+    }
+}
