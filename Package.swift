@@ -145,6 +145,7 @@ let package = Package(
             name: "ChimeCLI",
             dependencies: [
                 "ChimeCore", "ChimeCrypto", "ChimeJournal", "ChimePostgresStore", "ChimeMQTT", "ChimeSupport",
+                "ChimeConsole", "ChimePassword", "ChimeHTTP",
             ],
             swiftSettings: swiftSettings
         ),
