@@ -11,10 +11,14 @@
 // MHD_start_daemon, MHD_get_daemon_info and MHD_get_connection_info are variadic, which Swift
 // cannot call: these fix the options Chime uses. Only ChimeHTTP includes this header.
 
+/// Called once per request with its target as sent (path and query, before libmicrohttpd splits and
+/// decodes it), before the headers are read; returns the request's initial context pointer.
+typedef void *(*chime_mhd_target_callback)(void *context, const char *target, struct MHD_Connection *connection);
+
 /// Starts a daemon on `address` that the caller runs (no thread of its own): it waits on
 /// chime_mhd_epoll_fd for at most chime_mhd_wait_ms, then calls MHD_run. Bounded by connection
 /// count, idle time and per-connection memory (which bounds the request line and headers);
-/// `notify` hears of every connection opened and closed.
+/// `notify` hears of every connection opened and closed, `target` of every request's target.
 static inline struct MHD_Daemon *chime_mhd_start(
     const struct sockaddr *address,
     int ipv6,
@@ -23,6 +27,7 @@ static inline struct MHD_Daemon *chime_mhd_start(
     size_t memory_limit,
     MHD_AccessHandlerCallback handler,
     MHD_NotifyConnectionCallback notify,
+    chime_mhd_target_callback target,
     void *context
 ) {
     unsigned int flags = MHD_USE_EPOLL;
@@ -34,6 +39,7 @@ static inline struct MHD_Daemon *chime_mhd_start(
         MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
         MHD_OPTION_NOTIFY_CONNECTION, notify, context,
+        MHD_OPTION_URI_LOG_CALLBACK, target, context,
         MHD_OPTION_END);
 }
 
@@ -80,12 +86,15 @@ static inline size_t chime_mhd_client_address(struct MHD_Connection *connection,
 
 /// Queues a response whose body MHD copies, with `Connection: close`: every connection carries
 /// one request (pipelined ones after it are not answered), so the time a connection may stay is
-/// the time its request may take.
+/// the time its request may take. `headers` holds `count` names and values, each NUL-terminated,
+/// one after the other (name, value, name, value...), checked by the caller; `content_type` may be
+/// NULL.
 static inline enum MHD_Result chime_mhd_respond(
     struct MHD_Connection *connection,
     unsigned int status,
     const char *content_type,
-    const char *allow,
+    const char *headers,
+    size_t count,
     const void *body,
     size_t length
 ) {
@@ -93,8 +102,12 @@ static inline enum MHD_Result chime_mhd_respond(
         MHD_create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (response == NULL) return MHD_NO;
     if (content_type != NULL) MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    if (allow != NULL) MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, allow);
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    for (size_t i = 0; i < count; i++) {
+        const char *name = headers;
+        const char *value = name + strlen(name) + 1;
+        MHD_add_response_header(response, name, value);
+        headers = value + strlen(value) + 1;
+    }
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result result = MHD_queue_response(connection, status, response);
     MHD_destroy_response(response);

@@ -55,4 +55,19 @@ import Testing
         #expect(Self.text(HTTPForm.decode(Array(encoded.utf8))) == Self.text(fields))
         #expect(HTTPForm.encode([("q", "a b&c")]) == "q=a+b%26c")
     }
+
+    @Test func aRequestReadsItsQueryAndItsFormBody() {
+        var request = HTTPRequest(method: "POST", path: "/login", query: "next=%2Fhome&x")
+        #expect(Self.text(request.queryItems) == ["next=/home", "x="])
+        request.body = Array("user=ann&password=a+b".utf8)
+        // Not a form without its type.
+        #expect(request.form == nil)
+        request.headers = [("content-TYPE", " application/x-www-form-urlencoded ; charset=UTF-8")]
+        #expect(Self.text(request.form) == ["user=ann", "password=a b"])
+        request.headers = [("Content-Type", "multipart/form-data; boundary=x")]
+        #expect(request.form == nil)
+        request.headers = [("Content-Type", HTTPForm.contentType)]
+        request.body = Array("a=%".utf8)
+        #expect(request.form == nil)
+    }
 }
