@@ -3,7 +3,7 @@
 /// Equal when every field is equal, headers compared in order and as spelt.
 public struct HTTPRequest: Hashable, Sendable {
     /// The method as sent (`GET`, `HEAD`, `POST`): one of the server's methods
-    /// (``HTTPServer/init(listen:limits:methods:handler:)``), which refuses the others.
+    /// (``HTTPServer/init(listen:limits:methods:tls:handler:)``), which refuses the others.
     public var method: String
     /// The path without the query, percent-decoded by libmicrohttpd (`/metrics`).
     public var path: String

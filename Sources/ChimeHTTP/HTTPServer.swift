@@ -5,7 +5,7 @@ import Synchronization
 /// Why the server could not start.
 public struct HTTPError: Error, Hashable, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable {
-        private enum Value { case badAddress, cannotListen, badLimits, badMethods }
+        private enum Value { case badAddress, cannotListen, badLimits, badMethods, badTLS }
         private let value: Value
         /// The listen address is not `HOST:PORT`, or the host does not resolve.
         public static let badAddress = Code(value: .badAddress)
@@ -15,6 +15,9 @@ public struct HTTPError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let badLimits = Code(value: .badLimits)
         /// The methods are none, repeated, or not upper-case tokens.
         public static let badMethods = Code(value: .badMethods)
+        /// TLS was asked for, and this libmicrohttpd has none, or a file cannot be read, or
+        /// GnuTLS refuses the certificate or key (``HTTPServer/TLS``).
+        public static let badTLS = Code(value: .badTLS)
     }
 
     public var code: Code
@@ -31,14 +34,14 @@ public struct HTTPError: Error, Hashable, Sendable, CustomStringConvertible {
 }
 
 /// A small HTTP/1.1 responder on libmicrohttpd (Debian's `libmicrohttpd`), answering its methods
-/// (`GET` and `HEAD` unless told) with what `handler` returns, on a thread of its own. The only
-/// code that imports the library.
+/// (`GET` and `HEAD` unless told) with what `handler` returns, on a thread of its own, in plain
+/// HTTP or, given ``TLS``, HTTPS only. The only code that imports the library.
 ///
 /// Bounded against clients that misbehave (``Limits``, ``ConnectionTable``): one request per
 /// connection (every answer says `Connection: close`, so pipelined requests after the first are
-/// not answered: the connection is closed), a time for the whole request from accept (the headers
-/// and the body alike), not from the last byte, and caps on connections that close the oldest
-/// rather than refuse the newest, so that a probe always gets in.
+/// not answered: the connection is closed), a time for the whole request from accept (the TLS
+/// handshake, the headers and the body alike), not from the last byte, and caps on connections
+/// that close the oldest rather than refuse the newest, so that a probe always gets in.
 ///
 /// Answered without the handler, and without reading a body: a method not among the server's,
 /// 405 with `Allow`; a body declared longer than ``Limits/maxBodyBytes``, 413; a body in chunks
@@ -122,6 +125,51 @@ public final class HTTPServer: Sendable {
         var idleSeconds: UInt32 {
             let (seconds, attoseconds) = requestTime.components
             return UInt32(seconds) + (attoseconds > 0 ? 1 : 0)
+        }
+    }
+
+    /// A certificate and its key, for HTTPS: the server then speaks TLS 1.2 or 1.3 only
+    /// (GnuTLS's `NORMAL` set otherwise), and the handshake counts in the request time.
+    ///
+    /// Its ``description`` leaves the key out, so that a configuration can be logged.
+    public struct TLS: Hashable, Sendable, CustomStringConvertible {
+        /// The certificate chain in PEM, the server's certificate first.
+        public var certificate: String
+        /// The certificate's private key in PEM, not encrypted.
+        public var key: String
+
+        public init(certificate: String, key: String) {
+            self.certificate = certificate
+            self.key = key
+        }
+
+        /// Reads the certificate chain and its key from PEM files.
+        /// - Throws: ``HTTPError`` with `.badTLS` if a file cannot be read.
+        public init(certificateFile: String, keyFile: String) throws(HTTPError) {
+            func read(_ path: String, _ what: String) throws(HTTPError) -> String {
+                do {
+                    return String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self)
+                } catch {
+                    throw HTTPError(.badTLS, "cannot read the \(what) file \(path): \(error.localizedDescription)")
+                }
+            }
+            self.init(certificate: try read(certificateFile, "certificate"), key: try read(keyFile, "key"))
+        }
+
+        /// Whether this libmicrohttpd was built with TLS (Debian's is, with GnuTLS).
+        public static var isAvailable: Bool { chime_mhd_has_tls() != 0 }
+
+        public var description: String {
+            "TLS(certificate: \(certificate.utf8.count) bytes, key: \(key.utf8.count) bytes)"
+        }
+
+        func check() throws(HTTPError) {
+            guard Self.isAvailable else { throw HTTPError(.badTLS, "this libmicrohttpd was built without TLS") }
+            guard !certificate.utf8.contains(0), !key.utf8.contains(0),
+                chime_mhd_tls_accepts(certificate, key, handleRequest) != 0
+            else {
+                throw HTTPError(.badTLS, "GnuTLS refuses the certificate or its key (PEM, the key not encrypted)")
+            }
         }
     }
 
@@ -225,16 +273,20 @@ public final class HTTPServer: Sendable {
     ///   - methods: the methods answered, upper case, in the order `Allow` names them: `GET` and
     ///     `HEAD` for an endpoint that is only read, with `POST` for forms (and
     ///     ``Limits/maxBodyBytes`` above 0). `HEAD` is answered as `GET` without the body.
+    ///   - tls: a certificate and key to speak HTTPS only; nil for plain HTTP.
     ///   - handler: called on the server's thread with each request, read whole; it must not block.
-    /// - Throws: ``HTTPError`` with `.badAddress`, `.cannotListen`, `.badLimits` or `.badMethods`.
+    /// - Throws: ``HTTPError`` with `.badAddress`, `.cannotListen`, `.badLimits`, `.badMethods` or
+    ///   `.badTLS`.
     public init(
         listen address: String,
         limits: Limits = Limits(),
         methods: [String] = ["GET", "HEAD"],
+        tls: TLS? = nil,
         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
     ) throws(HTTPError) {
         try limits.check()
         let rules = try RequestRules(methods: methods, maxBodyBytes: limits.maxBodyBytes)
+        try tls?.check()
         let (host, service) = try Self.parse(listen: address)
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
@@ -251,19 +303,24 @@ public final class HTTPServer: Sendable {
             throw HTTPError(.cannotListen, "cannot listen on \(address): \(String(cString: strerror(errno)))")
         }
         let context = Unmanaged.passRetained(Context(limits: limits, rules: rules, handler: handler))
-        guard
-            let daemon = chime_mhd_start(
-                info.pointee.ai_addr,
-                info.pointee.ai_family == AF_INET6 ? 1 : 0,
-                limits.daemonConnections,
-                limits.idleSeconds,
-                limits.bytesPerConnection,
-                handleRequest,
-                notifyConnection,
-                receiveTarget,
-                context.toOpaque()
-            )
-        else {
+        let started = withCString(tls?.certificate) { certificate in
+            withCString(tls?.key) { key in
+                chime_mhd_start(
+                    info.pointee.ai_addr,
+                    info.pointee.ai_family == AF_INET6 ? 1 : 0,
+                    limits.daemonConnections,
+                    limits.idleSeconds,
+                    limits.bytesPerConnection,
+                    certificate,
+                    key,
+                    handleRequest,
+                    notifyConnection,
+                    receiveTarget,
+                    context.toOpaque()
+                )
+            }
+        }
+        guard let daemon = started else {
             let error = HTTPError(.cannotListen, "cannot listen on \(address): \(String(cString: strerror(errno)))")
             context.release()
             close(wake[0])

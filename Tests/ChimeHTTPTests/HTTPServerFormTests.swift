@@ -30,9 +30,10 @@ import Testing
     static func server(
         _ recorder: Recorder,
         limits: HTTPServer.Limits = limits(),
-        methods: [String] = ["GET", "HEAD", "POST"]
+        methods: [String] = ["GET", "HEAD", "POST"],
+        tls: HTTPServer.TLS? = nil
     ) throws -> HTTPServer {
-        try HTTPServer(listen: "127.0.0.1:0", limits: limits, methods: methods) { request in
+        try HTTPServer(listen: "127.0.0.1:0", limits: limits, methods: methods, tls: tls) { request in
             recorder.requests.withLock { $0.append(request) }
             switch request.path {
             case "/form":
