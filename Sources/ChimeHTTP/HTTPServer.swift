@@ -2,32 +2,10 @@ import CMicroHTTPD
 import Foundation
 import Synchronization
 
-/// A request as the handler sees it: only the method and the path (no query, no body).
-public struct HTTPRequest: Hashable, Sendable {
-    public var method: String
-    public var path: String
-}
-
-public struct HTTPResponse: Hashable, Sendable {
-    public var status: Int
-    public var contentType: String
-    public var body: [UInt8]
-
-    public init(status: Int, contentType: String = "text/plain; charset=utf-8", body: [UInt8]) {
-        self.status = status
-        self.contentType = contentType
-        self.body = body
-    }
-
-    public init(status: Int, contentType: String = "text/plain; charset=utf-8", _ text: String) {
-        self.init(status: status, contentType: contentType, body: Array(text.utf8))
-    }
-}
-
 /// Why the server could not start.
 public struct HTTPError: Error, Hashable, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable {
-        private enum Value { case badAddress, cannotListen, badLimits }
+        private enum Value { case badAddress, cannotListen, badLimits, badMethods, badTLS }
         private let value: Value
         /// The listen address is not `HOST:PORT`, or the host does not resolve.
         public static let badAddress = Code(value: .badAddress)
@@ -35,6 +13,11 @@ public struct HTTPError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let cannotListen = Code(value: .cannotListen)
         /// A limit is out of its range (``HTTPServer/Limits``).
         public static let badLimits = Code(value: .badLimits)
+        /// The methods are none, repeated, or not upper-case tokens.
+        public static let badMethods = Code(value: .badMethods)
+        /// TLS was asked for, and this libmicrohttpd has none, or a file cannot be read, or
+        /// GnuTLS refuses the certificate or key (``HTTPServer/TLS``).
+        public static let badTLS = Code(value: .badTLS)
     }
 
     public var code: Code
@@ -50,16 +33,22 @@ public struct HTTPError: Error, Hashable, Sendable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }
 
-/// A small HTTP/1.1 responder on libmicrohttpd (Debian's `libmicrohttpd`), answering `GET` and
-/// `HEAD` with what `handler` returns, on a thread of its own. The only code that imports the
-/// library.
+/// A small HTTP/1.1 responder on libmicrohttpd (Debian's `libmicrohttpd`), answering its methods
+/// (`GET` and `HEAD` unless told) with what `handler` returns, on a thread of its own, in plain
+/// HTTP or, given ``TLS``, HTTPS only. The only code that imports the library.
 ///
 /// Bounded against clients that misbehave (``Limits``, ``ConnectionTable``): one request per
 /// connection (every answer says `Connection: close`, so pipelined requests after the first are
-/// not answered: the connection is closed), a time for the whole request from accept, not from the
-/// last byte, and caps on connections that close the oldest rather than refuse the newest, so that
-/// a probe always gets in. A request with a body, or a method other than `GET` and `HEAD`, is
-/// answered 405 without reading it.
+/// not answered: the connection is closed), a time for the whole request from accept (the TLS
+/// handshake, the headers and the body alike), not from the last byte, and caps on connections
+/// that close the oldest rather than refuse the newest, so that a probe always gets in.
+///
+/// Answered without the handler, and without reading a body: a method not among the server's,
+/// 405 with `Allow`; a body declared longer than ``Limits/maxBodyBytes``, 413; a body in chunks
+/// (`Transfer-Encoding`, whose length is not known before it is read), 411. Each closes the
+/// connection. The body of a `GET` or `HEAD` is not read: the handler is called at once, with an
+/// empty ``HTTPRequest/body``. Any other method's body is read whole, within the request time,
+/// before the handler is called.
 public final class HTTPServer: Sendable {
     /// What clients can hold. The defaults are what `chimed --metrics-listen` uses.
     public struct Limits: Hashable, Sendable {
@@ -75,10 +64,16 @@ public final class HTTPServer: Sendable {
         /// Bytes of memory per connection (``bytesPerConnectionRange``), which bounds the request
         /// line and headers (past it the answer is 431 or 414 and the connection is closed).
         public var bytesPerConnection = 32 * 1024
+        /// The longest body a request may have (``bodyBytesRange``), held whole until the handler
+        /// has answered: about ``connections`` times this at most, besides
+        /// ``bytesPerConnection``. 0: no body; one declared longer is answered 413 without being
+        /// read. Not for `GET` and `HEAD`, whose bodies are never read.
+        public var maxBodyBytes = 0
 
         public static let maxConnections = 256
         public static let maxRequestTime: Duration = .seconds(60)
         public static let bytesPerConnectionRange = 4096...(1024 * 1024)
+        public static let bodyBytesRange = 0...(1024 * 1024)
 
         /// Each limit at the largest value it may take.
         public static let largest = {
@@ -87,6 +82,7 @@ public final class HTTPServer: Sendable {
             limits.connectionsPerAddress = maxConnections
             limits.requestTime = maxRequestTime
             limits.bytesPerConnection = bytesPerConnectionRange.upperBound
+            limits.maxBodyBytes = bodyBytesRange.upperBound
             return limits
         }()
 
@@ -111,6 +107,12 @@ public final class HTTPServer: Sendable {
                     "bytes per connection must be \(Self.bytesPerConnectionRange), not \(bytesPerConnection)"
                 )
             }
+            guard Self.bodyBytesRange.contains(maxBodyBytes) else {
+                throw HTTPError(
+                    .badLimits,
+                    "the largest body must be \(Self.bodyBytesRange) bytes, not \(maxBodyBytes)"
+                )
+            }
         }
 
         /// libmicrohttpd's own limit: room for ``connections`` and for those being closed, which
@@ -126,17 +128,80 @@ public final class HTTPServer: Sendable {
         }
     }
 
+    /// A certificate and its key, for HTTPS: the server then speaks TLS 1.2 or 1.3 only
+    /// (GnuTLS's `NORMAL` set otherwise), and the handshake counts in the request time.
+    ///
+    /// Its ``description`` leaves the key out, so that a configuration can be logged.
+    public struct TLS: Hashable, Sendable, CustomStringConvertible {
+        /// The certificate chain in PEM, the server's certificate first.
+        public var certificate: String
+        /// The certificate's private key in PEM, not encrypted.
+        public var key: String
+
+        public init(certificate: String, key: String) {
+            self.certificate = certificate
+            self.key = key
+        }
+
+        /// Reads the certificate chain and its key from PEM files.
+        /// - Throws: ``HTTPError`` with `.badTLS` if a file cannot be read.
+        public init(certificateFile: String, keyFile: String) throws(HTTPError) {
+            func read(_ path: String, _ what: String) throws(HTTPError) -> String {
+                do {
+                    return String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self)
+                } catch {
+                    throw HTTPError(.badTLS, "cannot read the \(what) file \(path): \(error.localizedDescription)")
+                }
+            }
+            self.init(certificate: try read(certificateFile, "certificate"), key: try read(keyFile, "key"))
+        }
+
+        /// Whether this libmicrohttpd was built with TLS (Debian's is, with GnuTLS).
+        public static var isAvailable: Bool { chime_mhd_has_tls() != 0 }
+
+        public var description: String {
+            "TLS(certificate: \(certificate.utf8.count) bytes, key: \(key.utf8.count) bytes)"
+        }
+
+        func check() throws(HTTPError) {
+            guard Self.isAvailable else { throw HTTPError(.badTLS, "this libmicrohttpd was built without TLS") }
+            guard !certificate.utf8.contains(0), !key.utf8.contains(0),
+                chime_mhd_tls_accepts(certificate, key, handleRequest) != 0
+            else {
+                throw HTTPError(.badTLS, "GnuTLS refuses the certificate or its key (PEM, the key not encrypted)")
+            }
+        }
+    }
+
     /// What the C callbacks reach through their context pointer, on the server's thread (and,
     /// once it has ended, on the one that stops the daemon).
     final class Context: Sendable {
         let handler: @Sendable (HTTPRequest) -> HTTPResponse
+        let rules: RequestRules
+        /// The most bytes of header fields a response may have (``Limits/bytesPerConnection``
+        /// halved: libmicrohttpd writes them in what the request left of the connection's memory).
+        let maxResponseHeaderBytes: Int
         /// Behind a lock so that the context is Sendable; never contended.
         let table: Mutex<ConnectionTable>
+        /// Each connection's request while it is read (one a connection), by connection: from its
+        /// target until it is answered or the connection closes.
+        let requests: Mutex<[UInt: PendingRequest]>
 
-        init(limits: Limits, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+        init(limits: Limits, rules: RequestRules, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
             self.handler = handler
+            self.rules = rules
+            self.maxResponseHeaderBytes = limits.bytesPerConnection / 2
             self.table = Mutex(ConnectionTable(limits: limits))
+            self.requests = Mutex([:])
         }
+    }
+
+    /// A request being read.
+    struct PendingRequest: Sendable {
+        /// The request target as sent, path and query.
+        var target: String
+        /// Once its headers are in, while its body is read.
+        var request: HTTPRequest?
     }
 
     /// The daemon and the thread that runs it.
@@ -203,13 +268,25 @@ public final class HTTPServer: Sendable {
     public let port: UInt16
 
     /// Listens on `address`, `HOST:PORT` (`127.0.0.1:9464`, `[::1]:9464`, `0.0.0.0:9464`).
-    /// - Throws: ``HTTPError`` with `.badAddress`, `.cannotListen` or `.badLimits`.
+    /// - Parameters:
+    ///   - limits: what clients can hold; the defaults take no body.
+    ///   - methods: the methods answered, upper case, in the order `Allow` names them: `GET` and
+    ///     `HEAD` for an endpoint that is only read, with `POST` for forms (and
+    ///     ``Limits/maxBodyBytes`` above 0). `HEAD` is answered as `GET` without the body.
+    ///   - tls: a certificate and key to speak HTTPS only; nil for plain HTTP.
+    ///   - handler: called on the server's thread with each request, read whole; it must not block.
+    /// - Throws: ``HTTPError`` with `.badAddress`, `.cannotListen`, `.badLimits`, `.badMethods` or
+    ///   `.badTLS`.
     public init(
         listen address: String,
         limits: Limits = Limits(),
+        methods: [String] = ["GET", "HEAD"],
+        tls: TLS? = nil,
         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
     ) throws(HTTPError) {
         try limits.check()
+        let rules = try RequestRules(methods: methods, maxBodyBytes: limits.maxBodyBytes)
+        try tls?.check()
         let (host, service) = try Self.parse(listen: address)
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
@@ -225,19 +302,25 @@ public final class HTTPServer: Sendable {
         guard pipe(&wake) == 0 else {
             throw HTTPError(.cannotListen, "cannot listen on \(address): \(String(cString: strerror(errno)))")
         }
-        let context = Unmanaged.passRetained(Context(limits: limits, handler: handler))
-        guard
-            let daemon = chime_mhd_start(
-                info.pointee.ai_addr,
-                info.pointee.ai_family == AF_INET6 ? 1 : 0,
-                limits.daemonConnections,
-                limits.idleSeconds,
-                limits.bytesPerConnection,
-                handleRequest,
-                notifyConnection,
-                context.toOpaque()
-            )
-        else {
+        let context = Unmanaged.passRetained(Context(limits: limits, rules: rules, handler: handler))
+        let started = withCString(tls?.certificate) { certificate in
+            withCString(tls?.key) { key in
+                chime_mhd_start(
+                    info.pointee.ai_addr,
+                    info.pointee.ai_family == AF_INET6 ? 1 : 0,
+                    limits.daemonConnections,
+                    limits.idleSeconds,
+                    limits.bytesPerConnection,
+                    certificate,
+                    key,
+                    handleRequest,
+                    notifyConnection,
+                    receiveTarget,
+                    context.toOpaque()
+                )
+            }
+        }
+        guard let daemon = started else {
             let error = HTTPError(.cannotListen, "cannot listen on \(address): \(String(cString: strerror(errno)))")
             context.release()
             close(wake[0])
@@ -273,36 +356,179 @@ public final class HTTPServer: Sendable {
     }
 }
 
-/// libmicrohttpd's access handler: called on the daemon's thread for each request.
+/// `text` as a C string for `body`, or nil.
+private func withCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let text else { return body(nil) }
+    return text.withCString { body($0) }
+}
+
+/// libmicrohttpd's access handler, called on the server's thread: once the headers are in (with
+/// `*requestContext` nil, which it then sets), then with each part of the body, then once the
+/// body is in (with no data). Each step is the context's.
 private let handleRequest: MHD_AccessHandlerCallback = {
     context,
     connection,
     url,
     method,
     _,
-    _,
-    uploadSize,
-    _ in
-    let server = Unmanaged<HTTPServer.Context>.fromOpaque(context!).takeUnretainedValue()
-    let method = method.map { String(cString: $0) } ?? ""
-    let response: HTTPResponse
-    var allow: String?
-    if method == "GET" || method == "HEAD", uploadSize?.pointee ?? 0 == 0 {
-        response = server.handler(HTTPRequest(method: method, path: url.map { String(cString: $0) } ?? "/"))
-    } else {
-        response = HTTPResponse(status: 405, "only GET and HEAD\n")
-        allow = "GET, HEAD"
+    data,
+    dataSize,
+    requestContext in
+    guard let context, let connection else { return .NO }
+    let server = Unmanaged<HTTPServer.Context>.fromOpaque(context).takeUnretainedValue()
+    let id = UInt(bitPattern: Int(bitPattern: connection))
+    if requestContext?.pointee == nil {
+        requestContext?.pointee = context
+        return server.headersArrived(
+            on: connection,
+            id: id,
+            method: method.map { String(cString: $0) } ?? "",
+            path: url.map { String(cString: $0) } ?? "/"
+        )
     }
-    uploadSize?.pointee = 0
-    return response.body.withUnsafeBytes { body in
-        response.contentType.withCString { type in
-            if let allow {
-                return allow.withCString {
-                    chime_mhd_respond(connection, UInt32(response.status), type, $0, body.baseAddress, body.count)
+    if let dataSize, dataSize.pointee > 0 {
+        let part = UnsafeRawBufferPointer(start: data, count: dataSize.pointee)
+        dataSize.pointee = 0
+        return server.bodyArrived(part, id: id) ? .YES : .NO
+    }
+    return server.bodyEnded(on: connection, id: id)
+}
+
+/// libmicrohttpd's URI log callback, on the server's thread: each request's target as sent, before
+/// the library splits off and decodes the query, which the handler is then given as it was sent.
+private let receiveTarget: chime_mhd_target_callback = { context, target, connection in
+    guard let context, let connection else { return nil }
+    let server = Unmanaged<HTTPServer.Context>.fromOpaque(context).takeUnretainedValue()
+    let id = UInt(bitPattern: Int(bitPattern: connection))
+    let target = target.map { String(cString: $0) } ?? ""
+    server.requests.withLock { $0[id] = HTTPServer.PendingRequest(target: target) }
+    // The request's context stays nil, so that the access handler knows its first call.
+    return nil
+}
+
+extension HTTPServer.Context {
+    /// The request's line and headers are in: answer it, or read its body.
+    func headersArrived(on connection: OpaquePointer, id: UInt, method: String, path: String) -> MHD_Result {
+        let target = requests.withLock { $0[id]?.target } ?? path
+        let query = target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) } ?? ""
+        let request = HTTPRequest(
+            method: method,
+            path: path,
+            query: query,
+            headers: headers(of: connection),
+            remoteAddress: remoteAddress(of: connection)
+        )
+        switch rules.decide(request) {
+        case .answer(let response):
+            requests.withLock { $0[id] = nil }
+            return respond(on: connection, response)
+        case .handle:
+            requests.withLock { $0[id] = nil }
+            return respond(on: connection, handler(request))
+        case .readBody:
+            // Grown as it arrives, not reserved as declared: a client that declares a body and
+            // sends nothing holds no more than its headers.
+            requests.withLock { $0[id] = HTTPServer.PendingRequest(target: target, request: request) }
+            return .YES
+        }
+    }
+
+    /// A part of the body arrived; false (close the connection) if the body would pass its bound,
+    /// which libmicrohttpd's reading to `Content-Length` should never let happen.
+    func bodyArrived(_ part: UnsafeRawBufferPointer, id: UInt) -> Bool {
+        requests.withLock { requests in
+            guard let count = requests[id]?.request?.body.count, count + part.count <= rules.maxBodyBytes else {
+                requests[id] = nil
+                return false
+            }
+            // In place: the buffer is not copied.
+            requests[id]?.request?.body.append(contentsOf: part)
+            return true
+        }
+    }
+
+    /// The body is in: answer the request.
+    func bodyEnded(on connection: OpaquePointer, id: UInt) -> MHD_Result {
+        guard let request = requests.withLock({ $0.removeValue(forKey: id)?.request }) else { return .NO }
+        return respond(on: connection, handler(request))
+    }
+
+    /// Queues `response`, or a 500 if its headers would not fit (libmicrohttpd would close the
+    /// connection without an answer); the connection closes once it is sent.
+    func respond(on connection: OpaquePointer, _ response: HTTPResponse) -> MHD_Result {
+        var response = response
+        var headers = response.headersToSend()
+        let size = headers.reduce(response.contentType.utf8.count) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 }
+        if size > maxResponseHeaderBytes {
+            response = HTTPResponse(status: 500, "the response's headers are too large\n")
+            headers = response.headersToSend()
+        }
+        // Each name and value NUL-terminated, one after the other, as chime_mhd_respond reads them.
+        let block = headers.flatMap { $0.0.utf8CString + $0.1.utf8CString }
+        return response.body.withUnsafeBytes { body in
+            block.withUnsafeBufferPointer { block in
+                withCString(response.contentTypeToSend) { type in
+                    chime_mhd_respond(
+                        connection,
+                        UInt32(response.statusToSend),
+                        type,
+                        block.baseAddress,
+                        headers.count,
+                        body.baseAddress,
+                        body.count
+                    )
                 }
             }
-            return chime_mhd_respond(connection, UInt32(response.status), type, nil, body.baseAddress, body.count)
         }
+    }
+
+    /// The request's header fields in the order they arrived.
+    func headers(of connection: OpaquePointer) -> [(String, String)] {
+        var headers: [(String, String)] = []
+        withUnsafeMutablePointer(to: &headers) { headers in
+            _ = MHD_get_connection_values_n(
+                connection,
+                .HEADER_KIND,
+                { headers, _, name, nameLength, value, valueLength in
+                    guard let headers, let name else { return .YES }
+                    // Without the spaces and tabs around it (libmicrohttpd leaves those after it).
+                    func text(_ pointer: UnsafePointer<CChar>?, _ length: Int) -> String {
+                        guard let pointer else { return "" }
+                        return pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+                            let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+                            let bytes = UnsafeBufferPointer(start: $0, count: length)
+                            let start = bytes.firstIndex { !blank($0) } ?? bytes.endIndex
+                            let end = bytes.lastIndex { !blank($0) }.map { $0 + 1 } ?? start
+                            return String(decoding: bytes[start..<max(start, end)], as: UTF8.self)
+                        }
+                    }
+                    headers.assumingMemoryBound(to: [(String, String)].self).pointee.append(
+                        (text(name, nameLength), text(value, valueLength))
+                    )
+                    return .YES
+                },
+                headers
+            )
+        }
+        return headers
+    }
+
+    /// The client's address as text; an IPv4 address mapped into IPv6 as IPv4.
+    func remoteAddress(of connection: OpaquePointer) -> String {
+        var address = [UInt8](repeating: 0, count: 16)
+        let length = chime_mhd_client_address(connection, &address)
+        let mapped: [UInt8] = Array(repeating: 0, count: 10) + [0xFF, 0xFF]
+        if length == 16 && address.starts(with: mapped) {
+            return address[12...].map(String.init).joined(separator: ".")
+        }
+        guard length == 4 || length == 16 else { return "" }
+        var text = [UInt8](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        let written = text.withUnsafeMutableBufferPointer {
+            $0.withMemoryRebound(to: CChar.self) {
+                inet_ntop(length == 4 ? AF_INET : AF_INET6, address, $0.baseAddress, socklen_t($0.count)) != nil
+            }
+        }
+        return written ? String(decoding: text.prefix { $0 != 0 }, as: UTF8.self) : ""
     }
 }
 
@@ -323,5 +549,7 @@ private let notifyConnection: MHD_NotifyConnectionCallback = { context, connecti
         if let evicted { shutdown(evicted.socket, Int32(SHUT_RDWR)) }
     } else if event == .CONNECTION_NOTIFY_CLOSED {
         server.table.withLock { $0.closed(id: id) }
+        // A request cut off (its time was up, or its client left) before it was answered.
+        server.requests.withLock { $0[id] = nil }
     }
 }

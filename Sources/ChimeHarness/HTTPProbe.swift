@@ -35,6 +35,16 @@ public enum HTTPProbe {
             guard n == bytes.count else { throw HarnessError("send: \(String(cString: strerror(errno)))") }
         }
 
+        /// The bytes that arrive first, waiting at most `timeout` for them: an interim answer
+        /// (`100 Continue`) before the request is all sent. Empty if none came, or the server closed.
+        public func receive(timeout: Duration) -> [UInt8] {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, milliseconds(timeout)) > 0 else { return [] }
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            return n > 0 ? Array(buffer[..<n]) : []
+        }
+
         /// Reads what the server sends until it closes the connection (or resets it), waiting at
         /// most `timeout` in all; `closed` is false if the time ran out first.
         public func receiveUntilClosed(timeout: Duration) -> (bytes: [UInt8], closed: Bool) {

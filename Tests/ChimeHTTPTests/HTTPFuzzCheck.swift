@@ -19,25 +19,51 @@ enum HTTPFuzzCheck {
     /// wait for a core on a loaded machine, and runs slower under AddressSanitizer.
     static let margin: Duration = .seconds(5)
 
-    /// One server for every input, as a worker has one for its life.
-    static let server: HTTPServer = {
+    /// One server for every input, as a worker has one for its life: the metrics endpoint's
+    /// (`GET` and `HEAD`, no body).
+    static let server = makeServer(methods: ["GET", "HEAD"], maxBodyBytes: 0)
+
+    /// The console's kind (`POST` too, with bodies that fill its memory), whose handler reads the
+    /// body as a form.
+    static let formServer = makeServer(methods: ["GET", "HEAD", "POST"], maxBodyBytes: 4096)
+
+    static func makeServer(methods: [String], maxBodyBytes: Int) -> HTTPServer {
+        var limits = limits
+        limits.maxBodyBytes = maxBodyBytes
         do {
-            return try HTTPServer(listen: "127.0.0.1:0", limits: limits) { request in
-                request.path == "/livez" ? HTTPResponse(status: 200, "ok\n") : HTTPResponse(status: 404, "not found\n")
+            return try HTTPServer(listen: "127.0.0.1:0", limits: limits, methods: methods) { request in
+                switch request.path {
+                case "/livez": return HTTPResponse(status: 200, "ok\n")
+                case "/form":
+                    let fields = request.form ?? []
+                    return .redirect(
+                        to: "/",
+                        headers: [("Set-Cookie", "n=\(fields.count)"), ("X-Query", request.query)]
+                    )
+                default: return HTTPResponse(status: 404, "not found\n")
+                }
             }
         } catch {
             fatalError("the fuzz target's server: \(error)")
         }
-    }()
+    }
 
-    /// One input: its first byte says how the client ends (odd: it ends its side of the connection
-    /// once it has sent the rest; even: it leaves the connection open, for the server's request
-    /// time to close); the rest is sent to the server as it is, as a request.
+    /// One input, sent to each server in turn: its first byte says how the client ends (odd: it
+    /// ends its side of the connection once it has sent the rest; even: it leaves the connection
+    /// open, for the server's request time to close); the rest is sent to the server as it is, as
+    /// a request.
     ///
-    /// Properties: whatever it is sent, the server closes the connection within its request time
+    /// Properties: whatever it is sent, each server closes the connection within its request time
     /// (and ``margin``), having sent nothing or what begins as an HTTP/1 response; and then it
     /// still answers `GET /livez` with 200. Returns the first violated, or nil.
     static func check(_ input: [UInt8]) -> String? {
+        for (name, server) in [("metrics", server), ("form", formServer)] {
+            if let problem = check(input, on: server) { return "\(name) server: \(problem)" }
+        }
+        return nil
+    }
+
+    static func check(_ input: [UInt8], on server: HTTPServer) -> String? {
         guard let mode = input.first else { return nil }
         let started = ContinuousClock.now
         guard let socket = connect(port: server.port) else {
