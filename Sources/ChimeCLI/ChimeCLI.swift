@@ -27,7 +27,7 @@ struct Dispatcher: Sendable {
             ResumeCommand.self,
             SnoozeCommand.self, DeviceCommand.self, InboxCommand.self, AckCommand.self, HistoryCommand.self,
             PreviewCommand.self, NextCommand.self, WatchCommand.self, StatusCommand.self, JournalCommand.self,
-            AccountsCommand.self,
+            AccountsCommand.self, ConsoleCommand.self,
         ]
     }
 

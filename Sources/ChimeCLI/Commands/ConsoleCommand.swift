@@ -33,13 +33,16 @@ struct ConsoleCommand: Command {
     static let specs: [Flags.Spec] =
         [
             .init("listen", env: false, "HOST:PORT to serve on (default 127.0.0.1:8080)"),
-            .init("accounts", "the accounts file: name:role:hash lines, mode 0600"),
+            .init("accounts", env: false, "the accounts file: name:role:hash lines, mode 0600"),
             .init("role", env: false, "with add: viewer (reads) or operator (may also act)"),
-            .init("tls-cert", "PEM certificate chain: serve HTTPS (with --tls-key)"),
-            .init("tls-key", "PEM private key of --tls-cert, not encrypted"),
+            .init("tls-cert", env: false, "PEM certificate chain: serve HTTPS (with --tls-key)"),
+            .init("tls-key", env: false, "PEM private key of --tls-cert, not encrypted"),
         ] + ConnectionOptions.specs
     static let examples: [(comment: String, command: String)] = [
-        ("an operator account (the password from standard input)", "chime console add ana --role operator --accounts console.passwd"),
+        (
+            "an operator account (the password from standard input)",
+            "chime console add ana --role operator --accounts console.passwd"
+        ),
         ("serve on localhost", "chime console --accounts console.passwd --broker mqtt://backend:secret@127.0.0.1:1883"),
     ]
 
@@ -58,7 +61,9 @@ struct ConsoleCommand: Command {
 
     init(_ flags: Flags) throws(UsageError) {
         guard let accounts = flags["accounts"], !accounts.isEmpty else {
-            throw UsageError("--accounts FILE is needed: the console's accounts (chime console add NAME ... creates it)")
+            throw UsageError(
+                "--accounts FILE is needed: the console's accounts (chime console add NAME ... creates it)"
+            )
         }
         accountsFile = accounts
         let words = flags.positional
@@ -80,7 +85,8 @@ struct ConsoleCommand: Command {
         case let other?:
             throw UsageError("unknown console action \"\(other)\": add, remove, list, or none to serve")
         }
-        if case .add = action {} else if flags["role"] != nil {
+        if case .add = action {
+        } else if flags["role"] != nil {
             throw UsageError("--role goes with add")
         }
         listen = flags["listen"] ?? "127.0.0.1:8080"
@@ -103,9 +109,15 @@ struct ConsoleCommand: Command {
             try await serve(console)
         case .list:
             let accounts = try Self.load(accountsFile)
-            for account in accounts.accounts { console.out("\(account.name)\t\(account.role.rawValue)") }
+            let width = accounts.accounts.map(\.name.count).max() ?? 0
+            for account in accounts.accounts {
+                console.out(
+                    account.name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + account.role.rawValue
+                )
+            }
         case .add(let name, let role):
-            let existing = FileManager.default.fileExists(atPath: accountsFile) ? try Self.load(accountsFile) : ConsoleAccounts()
+            let existing =
+                FileManager.default.fileExists(atPath: accountsFile) ? try Self.load(accountsFile) : ConsoleAccounts()
             let password = try PasswordPrompt.read("password for \(name): ")
             let accounts: ConsoleAccounts
             do {
@@ -140,7 +152,9 @@ struct ConsoleCommand: Command {
     static func save(_ accounts: ConsoleAccounts, to path: String) throws(CLIFailure) {
         let temporary = path + ".new-\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw CLIFailure(.failed, "cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw CLIFailure(.failed, "cannot create \(temporary): \(String(cString: strerror(errno)))")
+        }
         let bytes = Array(accounts.text.utf8)
         let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         let synced = fsync(fd) == 0
@@ -210,7 +224,9 @@ extension ConsoleCommand {
             throw CLIFailure(.failed, "cannot serve the console on \(listen): \(error.message)")
         }
         let scheme = tls == nil ? "http" : "https"
-        console.err("chime console: serving on \(scheme)://\(listen) (accounts \(accountsFile), broker \(Connection.redacted(broker.options.brokerURL)))")
+        console.err(
+            "chime console: serving on \(scheme)://\(Self.host(listen)):\(server.port) (accounts \(accountsFile), broker \(Connection.redacted(broker.options.brokerURL)))"
+        )
         // Ctrl-C and SIGTERM stop; SIGHUP reads the accounts file again.
         let stopped = AsyncStream<Void>.makeStream()
         let file = accountsFile
@@ -227,9 +243,15 @@ extension ConsoleCommand {
             }
         }
         for await _ in stopped.stream {}
-        withExtendedLifetime(signals) {}
-        server.stop()
+        // The server stops when it is released, after the signal handlers.
+        withExtendedLifetime((signals, server)) {}
         data.stop()
+    }
+
+    /// The host of a `HOST:PORT` as a URL has it.
+    static func host(_ listen: String) -> String {
+        let host = (try? HTTPServer.parse(listen: listen).host) ?? listen
+        return host.contains(":") ? "[\(host)]" : host
     }
 
     /// A response handed from the console's task to the server's thread.
@@ -259,7 +281,8 @@ extension ConsoleCommand {
         )
         let answered = Answer()
         Task {
-            answered.response.withLock { $0 = await app.respond(to: consoleRequest) }
+            let response = await app.respond(to: consoleRequest)
+            answered.response.withLock { $0 = response }
             answered.done.signal()
         }
         answered.done.wait()

@@ -1,0 +1,256 @@
+import ChimeCore
+import ChimeTestSupport
+import Foundation
+import Testing
+
+/// `chime console` as a person runs it: accounts made with the CLI, the console served against a
+/// real chimed and mosquitto, signed into and used with curl (a real HTTP client keeping cookies),
+/// and its sign-in page opened in headless Chromium under its Content-Security-Policy.
+@Suite(.serialized) struct ConsoleCommandTests {
+    /// A console serving a world, with an operator `ana` and a viewer `vic`.
+    final class Served: Sendable {
+        let world: CLIWorld
+        let files: TemporaryDirectory
+        let console: ChildProcess
+        let url: String
+
+        var accounts: String { files.appending("console.passwd") }
+
+        init() async throws {
+            world = try await CLIWorld.start()
+            files = try TemporaryDirectory(prefix: "chime-console")
+            let accounts = files.appending("console.passwd")
+            for (name, role, password) in [("ana", "operator", "a long passphrase"), ("vic", "viewer", "viewer words")]
+            {
+                let added = try await Self.withInput(
+                    password,
+                    ["console", "add", name, "--role", role, "--accounts", accounts]
+                )
+                #expect(added.status == 0, "\(added)")
+            }
+            console = try ChildProcess(
+                try builtProduct("chime"),
+                arguments: ["console", "--listen", "127.0.0.1:0", "--accounts", accounts],
+                environment: world.environment
+            )
+            try console.start()
+            let serving = await console.waitForLine(onStandardError: true, timeout: .seconds(20)) {
+                $0.contains("serving on ")
+            }
+            let line = try #require(serving, "\(console.standardErrorLines)")
+            url = String(line.split(separator: " ").first { $0.hasPrefix("http://") } ?? "")
+        }
+
+        func stop() async {
+            console.terminate()
+            await console.waitForExit(timeout: .seconds(10))
+            await world.stop()
+        }
+
+        /// `chime ARGUMENTS` with `input` as its standard input.
+        static func withInput(_ input: String, _ arguments: [String]) async throws -> ChimeRun {
+            let process = try ChildProcess(
+                "/bin/bash",
+                arguments: ["-c", "printf '%s\\n' \"$1\" | \"${@:2}\"", "bash", input, try builtProduct("chime")]
+                    + arguments
+            )
+            try process.start()
+            let end = await process.waitForExit(timeout: .seconds(30))
+            return ChimeRun(termination: end, out: process.standardOutputLines, err: process.standardErrorLines)
+        }
+
+        /// curl with a cookie jar of its own per `jar`: the status, the body and the headers.
+        func curl(
+            _ path: String,
+            jar: String,
+            form: [String] = [],
+            origin: String? = nil
+        ) async throws -> (
+            status: Int, body: String, headers: String
+        ) {
+            let body = files.appending("body-\(UInt32.random(in: 0...UInt32.max))")
+            let headers = body + ".headers"
+            var arguments = [
+                "-s", "-o", body, "-D", headers, "-w", "%{http_code}", "-c", files.appending(jar), "-b",
+                files.appending(jar),
+            ]
+            if let origin { arguments += ["-H", "Origin: \(origin)"] }
+            for field in form { arguments += ["--data-urlencode", field] }
+            let process = try ChildProcess("curl", arguments: arguments + [url + path])
+            try process.start()
+            await process.waitForExit(timeout: .seconds(30))
+            let status = Int(process.standardOutputLines.joined()) ?? 0
+            return (
+                status, (try? String(contentsOfFile: body, encoding: .utf8)) ?? "",
+                (try? String(contentsOfFile: headers, encoding: .utf8)) ?? ""
+            )
+        }
+
+        func signIn(_ name: String, _ password: String, jar: String) async throws -> String {
+            let signedIn = try await curl(
+                "/login",
+                jar: jar,
+                form: ["username=\(name)", "password=\(password)"],
+                origin: url
+            )
+            #expect(signedIn.status == 303, "\(signedIn)")
+            let fleet = try await curl("/fleet", jar: jar)
+            #expect(fleet.status == 200)
+            return String(
+                fleet.body.firstRange(of: #"name="csrf" value=""#).map {
+                    fleet.body[$0.upperBound...].prefix { $0 != "\"" }
+                }
+                    ?? ""
+            )
+        }
+    }
+
+    @Test func accountsAreMadeListedAndRemovedInAPrivateFile() async throws {
+        let files = try TemporaryDirectory(prefix: "chime-console-accounts")
+        let path = files.appending("console.passwd")
+        let added = try await Served.withInput(
+            "secret words",
+            ["console", "add", "ana", "--role", "operator", "--accounts", path]
+        )
+        #expect(added.status == 0, "\(added)")
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.contains("ana:operator:$y$") && !text.contains("secret words"))
+        #expect(try await runChime(["console", "list", "--accounts", path]).out == ["ana  operator"])
+        let again = try await Served.withInput(
+            "other",
+            ["console", "add", "ana", "--role", "viewer", "--accounts", path]
+        )
+        #expect(again.status == 1, "a second ana: \(again)")
+        #expect(try await runChime(["console", "remove", "ana", "--accounts", path]).status == 0)
+        #expect(try await runChime(["console", "list", "--accounts", path]).out.isEmpty)
+        // A file others may read stops the console before it listens, with the fix.
+        chmod(path, 0o644)
+        let refused = try await runChime(["console", "--accounts", path, "--listen", "127.0.0.1:0"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("chmod 600"), "\(refused)")
+        let usage = try await runChime(["console", "add", "bob", "--accounts", path])
+        #expect(usage.status == 2 && usage.stderr.contains("--role"), "\(usage)")
+    }
+
+    @Test func aViewerSeesADevicesRemindersAndAnOperatorPausesOne() async throws {
+        let served = try await Served()
+        defer { Task { await served.stop() } }
+        try await served.world.ok(
+            "schedule",
+            "--device",
+            "phone-1",
+            "--id",
+            "pill",
+            "--at",
+            "18:00",
+            "--on",
+            "weekdays",
+            "--tz",
+            "Asia/Shanghai",
+            "--body",
+            "<script>alert(1)</script> Take your medicine"
+        )
+
+        // Signed out: every page sends to the sign-in page; a wrong password is refused.
+        #expect(try await served.curl("/device/phone-1", jar: "none").status == 303)
+        let wrong = try await served.curl(
+            "/login",
+            jar: "none",
+            form: ["username=vic", "password=guess"],
+            origin: served.url
+        )
+        #expect(wrong.status == 401)
+
+        // The viewer: the reminder, its rule in words, the hostile body as text; no action.
+        let viewerCSRF = try await served.signIn("vic", "viewer words", jar: "vic")
+        let page = try await served.curl("/device/phone-1", jar: "vic")
+        #expect(page.status == 200)
+        #expect(page.body.contains("Monday to Friday at 18:00, Asia/Shanghai"))
+        #expect(!page.body.contains("<script>") && page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"))
+        #expect(!page.body.contains("/device/phone-1/act"))
+        #expect(page.headers.contains("Content-Security-Policy: default-src 'none'"))
+        let denied = try await served.curl(
+            "/device/phone-1/act",
+            jar: "vic",
+            form: ["action=cancel", "ids=pill", "confirm=yes", "csrf=\(viewerCSRF)"],
+            origin: served.url
+        )
+        #expect(denied.status == 403)
+
+        // The operator: a confirmation, then the pause, which chimed applied.
+        let csrf = try await served.signIn("ana", "a long passphrase", jar: "ana")
+        let form = ["action=pause", "ids=pill", "csrf=\(csrf)"]
+        let crossSite = try await served.curl(
+            "/device/phone-1/act",
+            jar: "ana",
+            form: form + ["confirm=yes"],
+            origin: "https://evil.example"
+        )
+        #expect(crossSite.status == 403)
+        let confirm = try await served.curl("/device/phone-1/act", jar: "ana", form: form, origin: served.url)
+        #expect(confirm.status == 200 && confirm.body.contains(#"name="confirm" value="yes""#))
+        let listedBefore = try await served.world.ok("list", "--device", "phone-1", "--json")
+        #expect(listedBefore.jsonLines.first?["enabled"] == .bool(true))
+        let done = try await served.curl(
+            "/device/phone-1/act",
+            jar: "ana",
+            form: form + ["confirm=yes"],
+            origin: served.url
+        )
+        #expect(done.status == 200 && done.body.contains("Paused 1 notification"), "\(done.body)")
+        let listed = try await served.world.ok("list", "--device", "phone-1", "--json")
+        #expect(listed.jsonLines.first?["enabled"] == .bool(false), "\(listed)")
+
+        // The audit log (standard output): who did what, from where.
+        let audit = served.console.standardOutputLines.compactMap { (try? JSON(parsing: $0))?.objectValue }
+        let pause = audit.first { $0["action"] == "pause" }
+        #expect(pause?["who"] == "ana" && pause?["device"] == "phone-1" && pause?["outcome"] == "ok", "\(audit)")
+        #expect(audit.contains { $0["action"] == "cancel" && $0["who"] == "vic" && $0["outcome"] == "forbidden" })
+
+        // The fleet page shows the worker.
+        let fleet = try await served.curl("/fleet", jar: "ana")
+        #expect(fleet.body.contains(served.world.workerId))
+    }
+
+    /// The sign-in page in a real browser, under the console's own Content-Security-Policy: it
+    /// renders its form and the browser reports no blocked resource.
+    @Test func chromiumShowsTheSignInPageWithNothingBlocked() async throws {
+        let served = try await Served()
+        defer { Task { await served.stop() } }
+        let profile = try TemporaryDirectory(prefix: "chime-chromium")
+        let shot = served.files.appending("login.png")
+        let chromium = try ChildProcess(
+            "chromium",
+            arguments: [
+                "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(profile.path)",
+                "--enable-logging=stderr", "--v=0", "--window-size=360,800", "--screenshot=\(shot)",
+                served.url + "/login",
+            ]
+        )
+        try chromium.start()
+        let end = await chromium.waitForExit(timeout: .seconds(60))
+        #expect(end == .exited(0), "\(chromium.standardErrorLines.suffix(20))")
+        let png = try Data(contentsOf: URL(fileURLWithPath: shot))
+        #expect(png.count > 1000 && png.prefix(4) == Data([0x89, 0x50, 0x4E, 0x47]))
+        let blocked = chromium.standardErrorLines.filter {
+            $0.contains("Content Security Policy") || $0.contains("Refused to")
+        }
+        #expect(blocked.isEmpty, "\(blocked)")
+        let dom = try ChildProcess(
+            "chromium",
+            arguments: [
+                "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(profile.path)", "--dump-dom",
+                served.url + "/login",
+            ]
+        )
+        try dom.start()
+        await dom.waitForExit(timeout: .seconds(60))
+        let html = dom.standardOutputLines.joined(separator: "\n")
+        #expect(
+            html.contains(#"<label for="username">"#)
+                && html.contains(#"<form class="stack" method="post" action="/login""#)
+        )
+    }
+}
