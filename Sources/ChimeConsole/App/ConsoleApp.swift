@@ -314,7 +314,9 @@ public final class ConsoleApp: Sendable {
         var previews: [String: [String]] = [:]
         await withTaskGroup(of: (String, [String])?.self) { group in
             for notification in notifications.prefix(Self.previewedNotifications) {
-                guard let nid = notification["id"]?.stringValue, notification["enabled"] != .bool(false) else { continue }
+                guard let nid = notification["id"]?.stringValue, notification["enabled"] != .bool(false) else {
+                    continue
+                }
                 group.addTask {
                     guard
                         case .success(let result) = await self.data.send(
