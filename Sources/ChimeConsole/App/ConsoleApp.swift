@@ -322,7 +322,7 @@ public final class ConsoleApp: Sendable {
                         case .success(let result) = await self.data.send(
                             .preview,
                             device: id,
-                            ["id": .string(nid), "count": 3]
+                            ["id": .string(nid), "count": 5]
                         )
                     else { return nil }
                     return (nid, (result["fireDates"]?.arrayValue ?? []).compactMap(\.stringValue))
