@@ -133,6 +133,15 @@ public enum Schema {
             )
             """,
         ],
+        // Version 3: routing by slot (chimed --routing slot). The workers share one MQTT shared
+        // subscription; its group is named after a secret of the store, so that no client that does
+        // not know it can join the group and take a share of every device's commands.
+        [
+            """
+            ALTER TABLE chime_cluster ADD COLUMN share_group text NOT NULL
+                DEFAULT replace(gen_random_uuid()::text, '-', '')
+            """
+        ],
     ]
 
     /// The schema version this code reads and writes.

@@ -32,6 +32,9 @@ public final class SlotStore {
     public let connection: PostgresConnection
     /// The store's number of slots: device `d` is in slot `crc32(d) mod slotCount`.
     public let slotCount: Int
+    /// The group of the workers' shared subscription with `--routing slot`: `chimed-` and a random
+    /// secret the store made (`chime_cluster.share_group`), which clients cannot guess.
+    public let shareGroup: String
 
     /// A slot opened by ``open(slot:)``: its last committed sequence, and what waits for ``commit(fence:worker:)``.
     private struct OpenSlot {
@@ -74,6 +77,12 @@ public final class SlotStore {
             stored = existing
         } else {
             stored = try Self.create(connection, slotCount ?? Self.defaultSlotCount)
+        }
+        do {
+            let row = try connection.execute("SELECT share_group FROM chime_cluster").rows.first
+            shareGroup = "chimed-" + (try row?.text(0) ?? "")
+        } catch {
+            throw PostgresStoreError(error, while: "reading the store's share group")
         }
         if let slotCount, slotCount != stored {
             throw PostgresStoreError(

@@ -36,8 +36,9 @@ public struct Topics: Hashable, Sendable {
     /// What the worker subscribes to: every device's commands.
     public var commandFilter: String { "\(prefix)/+/cmd/+" }
     /// Routing by slot (`--routing slot`): the same commands through one shared subscription of all
-    /// workers, so that each command reaches one of them.
-    public var sharedCommandFilter: String { "$share/chimed/\(prefix)/+/cmd/+" }
+    /// workers, so that each command reaches one of them. `group` is the store's secret group name:
+    /// a client that joined the group would take a share of every device's commands.
+    public func sharedCommandFilter(group: String) -> String { "$share/\(group)/\(prefix)/+/cmd/+" }
     /// Routing by slot: the commands forwarded to the owner of `slot`, which it alone subscribes to.
     public func slotCommandFilter(_ slot: Int) -> String { "\(prefix)/$slot/\(slot)/+/cmd/+" }
     /// Routing by slot: a command's topic `P/{deviceId}/cmd/{op}` as forwarded to the owner of

@@ -18,6 +18,8 @@ final class SlotWorkerStore: WorkerStore {
     let instance: String
     let leaseTTL: Duration
     let slotCount: Int
+    /// The workers' shared subscription group (``SlotStore/shareGroup``).
+    let shareGroup: String
     /// Journal bytes of one slot that trigger its snapshot: `--snapshot-bytes` over the slots, so
     /// that the journals together stay as large as one store's would, and a slot loads quickly.
     let snapshotAfterBytes: Int
@@ -53,6 +55,7 @@ final class SlotWorkerStore: WorkerStore {
         self.instance = instance
         self.leaseTTL = leaseTTL
         self.slotCount = store.slotCount
+        self.shareGroup = store.shareGroup
         self.snapshotAfterBytes = max(65_536, snapshotAfterBytes / store.slotCount)
         self.store = store
     }

@@ -182,6 +182,7 @@ public final class Worker: Sendable {
                 leaseTTL: slots.leaseTTL
             )
             policy.routing = configuration.routing
+            policy.shareGroup = joined.shareGroup
             (store, engine) = (joined, nil)
         } else {
             (store, engine) = try recover()

@@ -6,8 +6,8 @@ public enum CommandRouting: String, Sendable, CaseIterable {
     /// Every worker subscribes to every command and drops those of slots it does not serve: the
     /// broker sends each command once per worker.
     case broadcast
-    /// The workers share one subscription (`$share/chimed/P/+/cmd/+`), so each command reaches one
-    /// of them; one that does not serve the command's slot forwards it, once, to
+    /// The workers share one subscription (`$share/{group}/P/+/cmd/+`, the group a secret of their
+    /// store), so each command reaches one of them; one that does not serve the command's slot forwards it, once, to
     /// `P/$slot/{slot}/{deviceId}/cmd/{op}`, which the slot's owner alone subscribes to: at most two
     /// deliveries a command, whatever the number of workers.
     case slot

@@ -67,6 +67,9 @@ public struct WorkerStateMachine {
         public var slots: SlotOwnership.Policy?
         /// Slot mode: how commands reach the owner of their slot (`--routing`).
         public var routing = CommandRouting.broadcast
+        /// Routing by slot: the shared subscription's group, the store's secret
+        /// (`chime_cluster.share_group`).
+        public var shareGroup = "chimed"
         /// Milliseconds between two readings of the zone database (`--zoneinfo-check`); 0: only on
         /// SIGHUP (``Event/zoneCheckRequested``).
         public var zoneCheckInterval: Int64 = 0
@@ -75,7 +78,9 @@ public struct WorkerStateMachine {
 
         /// What the worker subscribes to for commands: all of them, or with routing by slot its share
         /// of a subscription shared by every worker.
-        public var commandFilter: String { routing == .slot ? topics.sharedCommandFilter : topics.commandFilter }
+        public var commandFilter: String {
+            routing == .slot ? topics.sharedCommandFilter(group: shareGroup) : topics.commandFilter
+        }
 
         /// The slot of a device: `crc32(deviceId) mod S` in slot mode, else 0.
         public func slot(of deviceId: String) -> Int {
@@ -703,6 +708,9 @@ public struct WorkerStateMachine {
         guard let address = policy.topics.parseCommand(topic) else { return .notACommand }
         guard policy.partition.owns(address.deviceId) else { return .elsewhere(otherSlot: false) }
         let slot = slot(of: address.deviceId)
+        // A forwarded command names its device's slot; one that does not was not forwarded by a
+        // worker of this store (another number of slots): left alone.
+        if let forwarded = address.forwardedSlot, forwarded != slot { return .elsewhere(otherSlot: true) }
         guard let engine = engines[slot], draining[slot] == nil else {
             // Forwarded once at most: a forwarded command, or one for a slot this worker is taking
             // or handing over (no other worker subscribes to it yet), is left to a resend.

@@ -80,9 +80,11 @@ import Testing
                 )
             )
         }
+        // Forwarded under a slot that is not its device's: not applied, even where that slot is served.
+        #expect(m.handle(forwarded(1, Slots.devices[0]), now: Self.t0).isEmpty)
         // Not served here: dropped, not forwarded (a loop is impossible).
         #expect(m.handle(forwarded(3, Slots.devices[3]), now: Self.t0).isEmpty)
-        #expect(m.stats.commandsForwarded == 0 && m.stats.commandsForOtherSlots == 1)
+        #expect(m.stats.commandsForwarded == 0 && m.stats.commandsForOtherSlots == 2)
         // Served here: applied, and the reply goes to the sender's Response Topic.
         let after = Slots.handleAndAppend(&m, forwarded(0, Slots.devices[0]))
         #expect(after.isEmpty)

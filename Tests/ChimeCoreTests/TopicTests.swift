@@ -26,7 +26,7 @@ import Testing
         }
         #expect(topics.parseCommand("chime/$slot/3/d1/cmd") == nil)
         #expect(topics.slotCommandFilter(3) == "chime/$slot/3/+/cmd/+")
-        #expect(topics.sharedCommandFilter == "$share/chimed/chime/+/cmd/+")
+        #expect(topics.sharedCommandFilter(group: "chimed-0f") == "$share/chimed-0f/chime/+/cmd/+")
         let nested = Topics(prefix: "a/b")
         #expect(nested.parseCommand(nested.forwarded("a/b/d/cmd/ack", toSlot: 0))?.forwardedSlot == 0)
     }

@@ -42,6 +42,20 @@ import Testing
         #expect(seenByBackend, "the backend did not read the device's delivery")
     }
 
+    /// A device never joins a shared subscription: in the workers' group (chimed --routing slot) it
+    /// would take a share of every device's commands and drop them.
+    @Test func aTokenDeviceCannotJoinASharedSubscription() async throws {
+        let d = try await SecuredDeployment.start(devices: [], credentials: .token)
+        defer { Task { await d.stop() } }
+        let tokens = try #require(d.tokens)
+        let phone = try await Self.client(d, "phone-share", try await tokens.add("phone-share"))
+        let shared = try? await phone.requester.subscribe("$share/chimed/chime/+/cmd/+", timeout: .seconds(10))
+        #expect(shared.map { $0 >= 0x80 } ?? true, "granted \(String(describing: shared))")
+        // Its own topics it may subscribe to.
+        let own = try await phone.requester.subscribe("chime/phone-share/notifications", timeout: .seconds(10))
+        #expect(own < 0x80)
+    }
+
     @Test(arguments: ["disable", "delete"])
     func aDisabledOrDeletedDeviceIsCutOffAndCannotReconnect(action: String) async throws {
         let d = try await SecuredDeployment.start(devices: ["phone-a", "phone-b"], credentials: .token)

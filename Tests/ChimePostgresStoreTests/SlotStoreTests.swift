@@ -69,6 +69,21 @@ struct SlotStoreTests {
         #expect(journal.records == [JournalRecord(sequence: 1, type: 2, payload: [3, 4])])
     }
 
+    @Test("the store names the workers' shared subscription group with a secret of its own, the same for all")
+    func shareGroup() async throws {
+        let server = try await TestPostgres.start()
+        let first = try SlotStore(connection: try PostgresConnection(server.uri), slotCount: 8)
+        let second = try SlotStore(connection: try PostgresConnection(server.uri), slotCount: nil)
+        #expect(first.shareGroup == second.shareGroup)
+        #expect(first.shareGroup.wholeMatch(of: /chimed-[0-9a-f]{32}/) != nil, "\(first.shareGroup)")
+        // Another store, another secret.
+        let other = try await TestPostgres.start()
+        let elsewhere = try SlotStore(connection: try PostgresConnection(other.uri), slotCount: 8)
+        #expect(elsewhere.shareGroup != first.shareGroup)
+        await server.stop()
+        await other.stop()
+    }
+
     @Test("a device's slot is the CRC-32 of its UTF-8 modulo the slots, as --partition's")
     func slotOfDevice() throws {
         // zlib's crc32("123456789") is 0xCBF43926.

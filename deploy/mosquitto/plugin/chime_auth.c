@@ -841,8 +841,13 @@ static int on_acl_check(int event, void *event_data, void *userdata)
 	if(username == NULL || is_password_account(username)) return MOSQ_ERR_PLUGIN_DEFER;
 	size_t length = strnlen(username, AUTH_MAX_DEVICE_ID + 1);
 	if(!valid_device_id(username, length)) return MOSQ_ERR_ACL_DENIED;
-	/* As acl_file does: subscriptions are not checked; what a subscription delivers is (READ). */
-	if(ed->access == MOSQ_ACL_SUBSCRIBE || ed->access == MOSQ_ACL_UNSUBSCRIBE) return MOSQ_ERR_SUCCESS;
+	/* As acl_file does, a subscription is not checked against the patterns: what it delivers is
+	 * (READ). But a device never joins a shared subscription: a member of the workers' group
+	 * (chimed --routing slot) would take a share of every device's commands and drop it. */
+	if(ed->access == MOSQ_ACL_SUBSCRIBE){
+		return ed->topic != NULL && strncmp(ed->topic, "$share/", 7) == 0 ? MOSQ_ERR_ACL_DENIED : MOSQ_ERR_SUCCESS;
+	}
+	if(ed->access == MOSQ_ACL_UNSUBSCRIBE) return MOSQ_ERR_SUCCESS;
 	if(ed->topic == NULL) return MOSQ_ERR_ACL_DENIED;
 	char pattern[AUTH_MAX_PREFIX + AUTH_MAX_DEVICE_ID + 32];
 	if(ed->access == MOSQ_ACL_WRITE){
