@@ -47,8 +47,8 @@ run: release plugin
 ## ones that time outages), then PostgreSQL's, then the clients' (CLI, docs, libraries), so that fewer
 ## chimeds share the machine at once. The push tests (libcurl against nghttpd and s_server, chimed
 ## against the Python push stand-in) have a phase of their own: the stand-in takes a core, which
-## would skew the timed outages of the worker's. Last, the Python client's tests and the push
-## stand-in's own (Tests/PushStandin).
+## would skew the timed outages of the worker's. Last, the Python client's tests, the console in
+## headless Chromium (Tests/ConsoleBrowser) and the push stand-in's own (Tests/PushStandin).
 ## ReadBackTests (in ChimeWorkerTests, beside the fuzz checks it shares) is CPU-bound and needs no
 ## broker, and WorkerPolicyTests run the worker's loop on fakes: both run with the unit tests.
 UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ChimeCryptoTests|ChimePushTests|ChimeConsoleTests|ReadBackTests|WorkerPolicyTests
@@ -69,6 +69,7 @@ test: bootstrap plugin
 	$(SWIFT) test --skip-build --filter '$(POSTGRES_TESTS)'
 	$(SWIFT) test --skip-build --filter '$(CLIENT_TESTS)|SeedScenarioTests'
 	scripts/test-python
+	scripts/test-console-browser -q
 	scripts/push-standin --selftest -q
 
 lint:

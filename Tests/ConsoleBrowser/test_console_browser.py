@@ -45,7 +45,13 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 REPO = Path(__file__).resolve().parents[2]
-IMAGES = REPO / "docs" / "images"
+# The screenshots go to a scratch directory; with CHIME_UPDATE_SCREENSHOTS=1 to docs/images, the ones
+# docs/console.md and README.md show (so that a test run leaves the tree as it was).
+IMAGES = (
+    REPO / "docs" / "images"
+    if os.environ.get("CHIME_UPDATE_SCREENSHOTS") == "1"
+    else Path(tempfile.mkdtemp(prefix="chime-console-shots-"))
+)
 DEVICE = "phone-1"
 HOSTILE = "<script>alert(1)</script>"
 PILL_BODY = f"{HOSTILE} Take your medicine"
