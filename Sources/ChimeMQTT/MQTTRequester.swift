@@ -124,7 +124,9 @@ public final class MQTTRequester: Sendable {
             throw MQTTError(.notSupported, "request/response needs MQTT 5", function: "MQTTRequester.request")
         }
         let deadline = ContinuousClock.now + timeout
-        if shared.state.withLock({ $0.filters[responseTopic] == nil }) {
+        // A filter subscribed already may cover it (`P/+/replies/cli-1`): one subscription for the
+        // replies of every device, not one more for each.
+        if shared.state.withLock({ !$0.filters.keys.contains { MQTTTopicFilter.matches($0, responseTopic) } }) {
             try await subscribe(responseTopic, qos: 1, timeout: timeout)
         }
         var correlation = [UInt8](repeating: 0, count: 16)
