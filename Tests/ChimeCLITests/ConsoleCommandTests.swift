@@ -1,7 +1,10 @@
 import ChimeCore
+import ChimeMQTT
 import ChimeTestSupport
 import Foundation
 import Testing
+
+@testable import ChimeCLI
 
 /// `chime console` as a person runs it: accounts made with the CLI, the console served against a
 /// real chimed and mosquitto, signed into and used with curl (a real HTTP client keeping cookies),
@@ -252,5 +255,23 @@ import Testing
             html.contains(#"<label for="username">"#)
                 && html.contains(#"<form class="stack" method="post" action="/login""#)
         )
+    }
+
+    /// What the console keeps of the workers' topics: each worker by its topic's id, whatever its
+    /// payload says, and no message over the bound.
+    @Test func workersAreKeptByTheirTopicsIdAndLargeMessagesAreIgnored() {
+        let heard = ConsoleMQTTData.Heard(topics: Topics(prefix: "chime"))
+        func message(_ topic: String, _ json: String) -> MQTTMessage {
+            MQTTMessage(topic: topic, payload: Array(json.utf8), qos: 1, retain: true)
+        }
+        heard.take(message("chime/$worker/w1/status", #"{"state":"online","workerId":"w2"}"#))
+        heard.take(message("chime/$worker/w1/stats", #"{"workerId":"w2","pending":7}"#))
+        #expect(heard.fleet.map(\.id) == ["w1"])
+        #expect(heard.fleet.first?.pending == 7)
+        let padding = String(repeating: " ", count: ConsoleMQTTData.maximumMessageBytes)
+        heard.take(message("chime/$worker/w1/stats", #"{"pending":8}"# + padding))
+        heard.take(message("chime/$worker/w3/status", #"{"state":"online"}"# + padding))
+        #expect(heard.fleet.map(\.id) == ["w1"] && heard.fleet.first?.pending == 7)
+        #expect(ConsoleMQTTData.maximumMessageBytes == 64 * 1024)
     }
 }

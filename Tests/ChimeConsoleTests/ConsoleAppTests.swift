@@ -14,7 +14,7 @@ import Testing
         let refuse = Mutex<ConsoleDataError?>(nil)
 
         func fleet() async -> [FleetWorker] {
-            [FleetWorker(status: ["state": "online", "workerId": "w1", "partition": "0/1"])]
+            [FleetWorker(id: "w1", status: ["state": "online", "workerId": "w1", "partition": "0/1"])]
         }
 
         func send(_ op: Operation, device: String, _ payload: JSONObject) async -> Result<JSONObject, ConsoleDataError>
