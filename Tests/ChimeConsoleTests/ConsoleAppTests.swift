@@ -162,6 +162,48 @@ import Testing
         #expect(crossSite.status == 403)
     }
 
+    /// A sign-in from `address`.
+    static func signInRequest(_ name: String, _ password: String, address: String) -> ConsoleRequest {
+        ConsoleRequest(
+            method: "POST",
+            path: "/login",
+            form: [("username", name), ("password", password)],
+            origin: origin,
+            host: host,
+            address: address
+        )
+    }
+
+    @Test func theAuditLogNamesOnlyWhatCouldBeAnAccountsName() async throws {
+        let w = try Self.world()
+        let forged = "x\n{\"who\":\"ops\",\"outcome\":\"ok\"}" + String(repeating: "A", count: 100_000)
+        for name in [forged, "bob smith", "nobody", String(repeating: "a", count: 65)] {
+            let response = await w.app.respond(to: Self.signInRequest(name, "a wrong password", address: "10.0.0.7"))
+            #expect(response.status == 401)
+            #expect(response.body.count < 8 * 1024, "the page does not repeat a long name")
+        }
+        let entries = w.audit.all
+        #expect(entries.map(\.who) == ["(invalid name)", "(invalid name)", "nobody", "(invalid name)"])
+        #expect(entries.allSatisfy { $0.outcome == .refused && $0.action == "sign-in" && $0.line.utf8.count < 512 })
+    }
+
+    @Test func anOverlongSignInIsRefusedBeforeTheRateLimitAndTheHash() async throws {
+        let w = try Self.world()
+        let long = String(repeating: "p", count: ConsoleApp.maximumPasswordBytes + 1)
+        // More than an address may fail: none counts, since none was checked.
+        for _ in 0...ConsoleSessions.maximumFailuresPerAddress {
+            #expect(await w.app.respond(to: Self.signInRequest("ops", long, address: "10.0.0.8")).status == 401)
+            let name = String(repeating: "o", count: ConsoleApp.maximumUsernameBytes + 1)
+            #expect(await w.app.respond(to: Self.signInRequest(name, "x", address: "10.0.0.8")).status == 401)
+        }
+        #expect(w.audit.all.allSatisfy { $0.detail == "name or password too long" })
+        // The positive control: the right password from that address still signs in.
+        let right = await w.app.respond(to: Self.signInRequest("ops", "operator password", address: "10.0.0.8"))
+        #expect(right.status == 303)
+        #expect(ConsoleApp.maximumPasswordBytes == PasswordHash.maximumPasswordBytes)
+        #expect(ConsoleApp.maximumUsernameBytes == 64)
+    }
+
     @Test func theDevicePageEscapesTheDevicesOwnStrings() async throws {
         let w = try Self.world()
         let (cookie, _) = try await Self.signIn(w, "help", "viewer password")

@@ -1,3 +1,4 @@
+import ChimePassword
 import ChimeProtocol
 import ChimeTime
 import Synchronization
@@ -205,37 +206,62 @@ public final class ConsoleApp: Sendable {
         return sessions.withLock { $0.session(id: id, now: now) }
     }
 
+    /// What the audit log says of a sign-in whose name could not be an account's
+    /// (``ConsoleAccounts/isValidName(_:)``): no one writes what they like, or as much as they
+    /// like, into the log.
+    public static let invalidNameInAudit = "(invalid name)"
+    /// The longest user name a sign-in may give, in bytes: an account's longest.
+    public static let maximumUsernameBytes = ConsoleAccounts.maximumNameLength
+    /// The longest password a sign-in may give, in bytes: the longest libcrypt hashes.
+    public static let maximumPasswordBytes = PasswordHash.maximumPasswordBytes
+
     func login(_ request: ConsoleRequest) async -> ConsoleResponse {
         let name = request.formValue("username") ?? ""
+        let password = request.formValue("password") ?? ""
+        let now = now()
+        let lengthsAllowed =
+            name.utf8.count <= Self.maximumUsernameBytes && password.utf8.count <= Self.maximumPasswordBytes
+        // What the page fills the name in with again, escaped: only a name of an allowed length.
+        let shownName = lengthsAllowed ? name : ""
+        func record(_ outcome: AuditEntry.Outcome, role: ConsoleRole? = nil, _ detail: String? = nil) {
+            audit(
+                AuditEntry(
+                    who: ConsoleAccounts.isValidName(name) ? name : Self.invalidNameInAudit,
+                    role: role,
+                    address: request.address,
+                    action: "sign-in",
+                    outcome: outcome,
+                    detail: detail,
+                    at: now
+                )
+            )
+        }
         guard ConsoleSessions.originAllowed(origin: request.origin, referer: request.referer, host: request.host) else {
             return ConsoleResponse(
                 status: 403,
                 html: ConsolePages.login(error: "The form was not sent from this console. Reload the page.")
             )
         }
-        let now = now()
+        // Refused before the rate limit and the hash: no account has such a name or password.
+        guard lengthsAllowed else {
+            record(.refused, "name or password too long")
+            return ConsoleResponse(
+                status: 401,
+                html: ConsolePages.login(error: ConsoleSessions.LoginOutcome.refusedMessage)
+            )
+        }
         let (admission, accounts) = sessions.withLock {
             ($0.beginLogin(name: name, address: request.address, now: now), $0.accounts)
         }
         let ticket: ConsoleSessions.LoginTicket
         switch admission {
         case .tooManyAttempts(let seconds):
-            audit(
-                AuditEntry(
-                    who: name,
-                    role: nil,
-                    address: request.address,
-                    action: "sign-in",
-                    outcome: .refused,
-                    detail: "too many attempts",
-                    at: now
-                )
-            )
+            record(.refused, "too many attempts")
             return ConsoleResponse(
                 status: 429,
                 html: ConsolePages.login(
                     error: "Too many attempts to sign in. Try again in \(seconds) seconds.",
-                    username: name
+                    username: shownName
                 ),
                 headers: [("Retry-After", "\(seconds)")]
             )
@@ -243,35 +269,17 @@ public final class ConsoleApp: Sendable {
             ticket = admitted
         }
         // The hash's cost (tens of milliseconds) outside the lock.
-        let account = accounts.authenticate(name: name, password: request.formValue("password") ?? "")
+        let account = accounts.authenticate(name: name, password: password)
         let outcome = sessions.withLock { $0.finishLogin(ticket, account: account, now: now) }
         switch outcome {
         case .signedIn(let session):
-            audit(
-                AuditEntry(
-                    who: name,
-                    role: session.role,
-                    address: request.address,
-                    action: "sign-in",
-                    outcome: .ok,
-                    at: now
-                )
-            )
+            record(.ok, role: session.role)
             return .redirect(ConsolePaths.fleet, headers: [("Set-Cookie", ConsoleSessions.setCookie(session))])
         case .refused, .tooManyAttempts:
-            audit(
-                AuditEntry(
-                    who: name,
-                    role: nil,
-                    address: request.address,
-                    action: "sign-in",
-                    outcome: .refused,
-                    at: now
-                )
-            )
+            record(.refused)
             return ConsoleResponse(
                 status: 401,
-                html: ConsolePages.login(error: ConsoleSessions.LoginOutcome.refusedMessage, username: name)
+                html: ConsolePages.login(error: ConsoleSessions.LoginOutcome.refusedMessage, username: shownName)
             )
         }
     }
