@@ -261,8 +261,10 @@ import Testing
         let w = try Self.world()
         let (cookie, csrf) = try await Self.signIn(w, "ops", "operator password")
         let base: [(name: String, value: String)] = [("action", "cancel"), ("ids", "pill"), ("confirm", "yes")]
+        // Another token: the session's with its first character changed (the token is random).
+        let wrong = (csrf.first == "x" ? "y" : "x") + csrf.dropFirst()
         for (form, origin) in [
-            (base, Self.origin), (base + [("csrf", "x" + csrf.dropFirst())], Self.origin),
+            (base, Self.origin), (base + [("csrf", wrong)], Self.origin),
             (base + [("csrf", csrf)], "https://evil.example"), (base + [("csrf", csrf)], "null"),
         ] {
             let response = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form, origin: origin))
