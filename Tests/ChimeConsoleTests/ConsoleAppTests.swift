@@ -12,6 +12,10 @@ import Testing
     final class FakeData: ConsoleData {
         let sent = Mutex<[(op: Operation, device: String, payload: JSONObject)]>([])
         let refuse = Mutex<ConsoleDataError?>(nil)
+        /// Errors for some operations only.
+        let failing = Mutex<[Operation: ConsoleDataError]>([:])
+        /// Notifications that `list` adds after the first, named `n1`, `n2`, ...
+        let moreNotifications = Mutex(0)
 
         func fleet() async -> [FleetWorker] {
             [FleetWorker(id: "w1", status: ["state": "online", "workerId": "w1", "partition": "0/1"])]
@@ -20,18 +24,18 @@ import Testing
         func send(_ op: Operation, device: String, _ payload: JSONObject) async -> Result<JSONObject, ConsoleDataError>
         {
             sent.withLock { $0.append((op, device, payload)) }
-            if let error = refuse.withLock({ $0 }) { return .failure(error) }
+            if let error = refuse.withLock({ $0 }) ?? failing.withLock({ $0[op] }) { return .failure(error) }
             switch op {
             case .device: return .success(["deviceId": .string(device), "timeZone": "Asia/Shanghai", "badge": 0])
             case .list:
-                return .success([
-                    "notifications": [
-                        [
-                            "id": "pill", "alertBody": "<script>alert(1)</script>", "repeatInterval": "day",
-                            "fireDate": "2026-12-05T10:00:00Z", "timeZone": "Asia/Shanghai",
-                        ]
-                    ]
-                ])
+                let first: JSONObject = [
+                    "id": "pill", "alertBody": "<script>alert(1)</script>", "repeatInterval": "day",
+                    "fireDate": "2026-12-05T10:00:00Z", "timeZone": "Asia/Shanghai",
+                ]
+                let more = (0..<moreNotifications.withLock { $0 }).map { n -> JSON in
+                    .object(["id": .string("n\(n + 1)"), "fireDate": "2026-12-05T10:00:00Z"])
+                }
+                return .success(["notifications": .array([.object(first)] + more)])
             case .preview: return .success(["fireDates": ["2026-12-06T10:00:00Z"]])
             default: return .success([:])
             }
@@ -217,6 +221,50 @@ import Testing
         #expect(!html.contains("/device/phone-1/act"))
         let ops = w.data.sent.withLock { $0.map(\.op) }
         #expect(Set(ops) == [.device, .list, .inbox, .history, .preview])
+    }
+
+    @Test func aSectionWhoseCommandFailedSaysSoAndTheOthersShow() async throws {
+        let w = try Self.world()
+        let (cookie, _) = try await Self.signIn(w, "help", "viewer password")
+        w.data.failing.withLock {
+            $0[.list] = ConsoleDataError(
+                code: "refused",
+                message: "error rate_limited: the device's share of the worker is used up"
+            )
+        }
+        let page = await w.app.respond(to: Self.get("/device/phone-1", cookie))
+        let html = String(decoding: page.body, as: UTF8.self)
+        #expect(page.status == 200)
+        #expect(
+            html.contains(
+                "The worker refused the list (error rate_limited: the device&#39;s share of the worker is used "
+                    + "up). Reload in a moment."
+            )
+        )
+        #expect(!html.contains("No notifications"), "an empty state would say something false")
+        #expect(html.contains("role=\"alert\""))
+        // The inbox and the history answered: their sections are as usual.
+        #expect(html.contains("<h2 id=\"inbox-heading\">Inbox (0)</h2>"))
+        #expect(html.contains("<h2 id=\"history-heading\">Delivery history (0)</h2>"))
+        #expect(!w.data.sent.withLock { $0.contains { $0.op == .preview } })
+        #expect(PageMarkup(html).problems.isEmpty, "\(PageMarkup(html).problems)")
+
+        // A worker that did not answer the history: that section says what to do.
+        w.data.failing.withLock { $0 = [.history: ConsoleDataError(code: "unreachable", message: "no reply in 5 s")] }
+        let other = String(decoding: await w.app.respond(to: Self.get("/device/phone-1", cookie)).body, as: UTF8.self)
+        #expect(other.contains("No worker answered the history (no reply in 5 s). Reload in a moment"))
+        #expect(other.contains("Every day"), "the notifications show")
+    }
+
+    @Test func atMostTenNotificationsArePreviewed() async throws {
+        let w = try Self.world()
+        let (cookie, _) = try await Self.signIn(w, "help", "viewer password")
+        w.data.moreNotifications.withLock { $0 = 24 }
+        let page = await w.app.respond(to: Self.get("/device/phone-1", cookie))
+        #expect(page.status == 200)
+        #expect(String(decoding: page.body, as: UTF8.self).contains("Notifications (25)"))
+        let previews = w.data.sent.withLock { $0.filter { $0.op == .preview } }
+        #expect(previews.count == ConsoleApp.previewedNotifications && ConsoleApp.previewedNotifications == 10)
     }
 
     @Test func aViewerMayNotActAndTheRefusalIsAudited() async throws {

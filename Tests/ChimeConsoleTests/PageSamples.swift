@@ -150,6 +150,21 @@ enum PageSamples {
                 )
             ),
             (
+                "device unavailable",
+                ConsolePages.device(
+                    id: id,
+                    device: device(zone: text ?? "UTC"),
+                    notifications: [],
+                    inbox: [],
+                    history: [],
+                    unavailable: [
+                        .notifications: text ?? "The worker refused the list (error rate_limited).",
+                        .inbox: text ?? "No worker answered the inbox.", .history: text ?? "The history failed.",
+                    ],
+                    signedIn: session
+                )
+            ),
+            (
                 "confirm",
                 ConsolePages.confirm(action: .snooze, device: id, ids: [id, "b"], snoozeMinutes: 15, signedIn: session)
             ),

@@ -105,8 +105,9 @@ public protocol ConsoleData: Sendable {
 /// needs the session's CSRF token; every `POST` needs an `Origin` (or `Referer`) of this host; acting
 /// needs the operator role. Sign-ins are rate-limited per address and per name (``ConsoleSessions``).
 public final class ConsoleApp: Sendable {
-    /// Notifications shown with their next fire times (one `preview` each), at most.
-    public static let previewedNotifications = 20
+    /// Notifications shown with their next fire times (one `preview` each), at most: each
+    /// preview is a command, and costs the device's share of the worker's rate limit.
+    public static let previewedNotifications = 10
     /// Notifications one action may name, at most (the protocol's batch bound).
     public static let maximumIds = 1000
     /// Snooze delays offered, in minutes: a minute to a week.
@@ -318,13 +319,30 @@ public final class ConsoleApp: Sendable {
         case .success(let result): settings = result
         case .failure(let error): return unavailable(id, error, who)
         }
-        let notifications = (try? (await list).get()["notifications"]?.arrayValue)?.compactMap(\.objectValue) ?? []
+        var unavailable: [ConsolePages.DeviceSection: String] = [:]
+        /// The objects of `key` in a result; none, and the section unavailable, when it failed.
+        func rows(
+            _ result: Result<JSONObject, ConsoleDataError>,
+            _ key: String,
+            _ section: ConsolePages.DeviceSection,
+            _ op: Operation
+        ) -> [JSONObject] {
+            switch result {
+            case .success(let object):
+                return (object[key]?.arrayValue ?? []).compactMap(\.objectValue)
+            case .failure(let error):
+                unavailable[section] = Self.sectionProblem(op, error)
+                return []
+            }
+        }
+        let notifications = rows(await list, "notifications", .notifications, .list)
+        let inboxRows = rows(await inbox, "deliveries", .inbox, .inbox)
+        let historyRows = rows(await history, "deliveries", .history, .history)
         var previews: [String: [String]] = [:]
+        let enabled = notifications.filter { $0["enabled"] != .bool(false) }
+        let previewed = Array(enabled.compactMap { $0["id"]?.stringValue }.prefix(Self.previewedNotifications))
         await withTaskGroup(of: (String, [String])?.self) { group in
-            for notification in notifications.prefix(Self.previewedNotifications) {
-                guard let nid = notification["id"]?.stringValue, notification["enabled"] != .bool(false) else {
-                    continue
-                }
+            for nid in previewed {
                 group.addTask {
                     guard
                         case .success(let result) = await self.data.send(
@@ -343,12 +361,28 @@ public final class ConsoleApp: Sendable {
             device: settings,
             notifications: notifications,
             previews: previews,
-            inbox: (try? (await inbox).get()["deliveries"]?.arrayValue)?.compactMap(\.objectValue) ?? [],
-            history: (try? (await history).get()["deliveries"]?.arrayValue)?.compactMap(\.objectValue) ?? [],
+            inbox: inboxRows,
+            history: historyRows,
             tagFilter: tag,
+            unavailable: unavailable,
             signedIn: who
         )
         return ConsoleResponse(status: 200, html: html)
+    }
+
+    /// What a section of the device page says when its command failed: what happened and what to
+    /// do, such as "The worker refused the list (error rate_limited: ...). Reload in a moment."
+    static func sectionProblem(_ op: Operation, _ error: ConsoleDataError) -> String {
+        switch error.code {
+        case "unreachable":
+            return "No worker answered the \(op.rawValue) (\(error.message)). Reload in a moment; if this goes "
+                + "on, check the fleet page: is a worker online?"
+        case "refused":
+            return "The worker refused the \(op.rawValue) (\(error.message)). Reload in a moment."
+        default:
+            return "The worker's answer to the \(op.rawValue) could not be read (\(error.message)). Reload in a "
+                + "moment."
+        }
     }
 
     // MARK: Acting
