@@ -112,6 +112,29 @@ enum TestAccounts {
         }
     }
 
+    @Test(arguments: [IndependentHashes.costlyYescrypt, IndependentHashes.bcrypt13])
+    func refusesAHashCostlierThanTheConsoleChecksWithItsLine(hash: String) throws {
+        let text = "# accounts\nalice:operator:\(IndependentHashes.yescrypt)\nbob:viewer:\(hash)\n"
+        #expect(throws: ConsoleAccountsError(.costlyHash)) { try ConsoleAccounts(parsing: text) }
+        do {
+            _ = try ConsoleAccounts(parsing: text)
+        } catch {
+            #expect(error.line == 3)
+            #expect(error.description.hasPrefix("line 3: the hash of bob costs more to check than the console allows"))
+            #expect(!error.description.contains(hash))
+        }
+        let files = try TemporaryDirectory(prefix: "chime-accounts-cost")
+        let path = files.appending("console.passwd")
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(text.utf8)))
+        chmod(path, 0o600)
+        #expect(throws: ConsoleAccountsError(.costlyHash)) { try ConsoleAccounts.load(path: path) }
+        #expect(throws: ConsoleAccountsError(.costlyHash)) {
+            try ConsoleAccounts().adding(name: "bob", role: .viewer, passwordHash: hash)
+        }
+        // Locked, it is kept: it is never checked.
+        #expect(try ConsoleAccounts(parsing: "bob:viewer:!\(hash)\n").count == 1)
+    }
+
     @Test func holdsTenThousandAccountsAndNoMore() throws {
         #expect(try ConsoleAccounts(parsing: TestAccounts.many(ConsoleAccounts.maximumAccounts)).count == 10_000)
         do {

@@ -16,6 +16,20 @@ import Testing
         let failing = Mutex<[Operation: ConsoleDataError]>([:])
         /// Notifications that `list` adds after the first, named `n1`, `n2`, ...
         let moreNotifications = Mutex(0)
+        /// Snoozes under way now, and the most at once.
+        let snoozing = Mutex((now: 0, most: 0))
+        /// While `holding` is true, commands of `held` ops wait until ``release()``.
+        let hold = Mutex((holding: false, ops: Set<Operation>(), waiting: [CheckedContinuation<Void, Never>]()))
+
+        func release() {
+            let waiting = hold.withLock { state in
+                state.holding = false
+                let waiting = state.waiting
+                state.waiting = []
+                return waiting
+            }
+            for continuation in waiting { continuation.resume() }
+        }
 
         func fleet() async -> [FleetWorker] {
             [FleetWorker(id: "w1", status: ["state": "online", "workerId": "w1", "partition": "0/1"])]
@@ -24,6 +38,20 @@ import Testing
         func send(_ op: Operation, device: String, _ payload: JSONObject) async -> Result<JSONObject, ConsoleDataError>
         {
             sent.withLock { $0.append((op, device, payload)) }
+            await withCheckedContinuation { continuation in
+                let held = hold.withLock {
+                    guard $0.holding, $0.ops.contains(op) else { return false }
+                    $0.waiting.append(continuation)
+                    return true
+                }
+                if !held { continuation.resume() }
+            }
+            if op == .snooze {
+                snoozing.withLock { $0 = (now: $0.now + 1, most: max($0.most, $0.now + 1)) }
+                // Let the others that were started run meanwhile.
+                for _ in 0..<10 { await Task.yield() }
+                snoozing.withLock { $0.now -= 1 }
+            }
             if let error = refuse.withLock({ $0 }) ?? failing.withLock({ $0[op] }) { return .failure(error) }
             switch op {
             case .device: return .success(["deviceId": .string(device), "timeZone": "Asia/Shanghai", "badge": 0])
@@ -37,6 +65,9 @@ import Testing
                 }
                 return .success(["notifications": .array([.object(first)] + more)])
             case .preview: return .success(["fireDates": ["2026-12-06T10:00:00Z"]])
+            case .pause: return .success(["paused": payload["ids"] ?? []])
+            case .resume: return .success(["resumed": payload["ids"] ?? []])
+            case .cancel: return .success(["cancelled": payload["ids"] ?? []])
             default: return .success([:])
             }
         }
@@ -58,7 +89,7 @@ import Testing
     static let host = "127.0.0.1:8080"
     static let origin = "http://127.0.0.1:8080"
 
-    static func world() throws -> World {
+    static func world(deadline: Duration = ConsoleApp.defaultDeadline) throws -> World {
         var accounts = ConsoleAccounts()
         accounts = try accounts.adding(name: "ops", role: .operator, password: "operator password")
         accounts = try accounts.adding(name: "help", role: .viewer, password: "viewer password")
@@ -68,7 +99,8 @@ import Testing
             sessions: ConsoleSessions(accounts: accounts),
             data: data,
             audit: { entry in audit.append(entry) },
-            now: { Instant(milliseconds: 1_796_119_200_000) }
+            now: { Instant(milliseconds: 1_796_119_200_000) },
+            deadline: deadline
         )
         return World(app: app, data: data, audit: audit)
     }
@@ -332,12 +364,48 @@ import Testing
         ]
         #expect(await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form)).status == 200)
         let snoozes = w.data.sent.withLock { $0.filter { $0.op == .snooze } }
-        #expect(snoozes.map { $0.payload["id"] } == [.string("a"), .string("b")])
+        #expect(Set(snoozes.compactMap { $0.payload["id"]?.stringValue }) == ["a", "b"] && snoozes.count == 2)
         #expect(snoozes.allSatisfy { $0.payload["after"] == .int(900) })
         // Out of range: nothing sent.
         let far = [("action", "snooze"), ("ids", "a"), ("minutes", "20000"), ("confirm", "yes"), ("csrf", csrf)]
         #expect(await w.app.respond(to: Self.post("/device/phone-1/act", cookie, far)).status == 400)
         #expect(w.data.sent.withLock { $0.filter { $0.op == .snooze } }.count == 2)
+    }
+
+    @Test func manySnoozesGoEightAtATimeAndStopWhenNoWorkerAnswers() async throws {
+        let w = try Self.world()
+        let (cookie, csrf) = try await Self.signIn(w, "ops", "operator password")
+        let ids = (0..<30).map { "n\($0)" }
+        let form: [(name: String, value: String)] =
+            [("action", "snooze"), ("minutes", "5"), ("confirm", "yes"), ("csrf", csrf)] + ids.map { ("ids", $0) }
+        let done = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form))
+        #expect(done.status == 200)
+        #expect(String(decoding: done.body, as: UTF8.self).contains("Snoozed 30 notifications"))
+        #expect(w.data.sent.withLock { $0.filter { $0.op == .snooze } }.count == 30)
+        #expect(w.data.snoozing.withLock { $0.most } <= ConsoleApp.snoozesAtOnce)
+
+        // No worker answers: the first eight were sent together, and no more after their answers.
+        w.data.sent.withLock { $0 = [] }
+        w.data.failing.withLock { $0[.snooze] = ConsoleDataError(code: "unreachable", message: "no reply in 5 s") }
+        let failed = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form))
+        let html = String(decoding: failed.body, as: UTF8.self)
+        #expect(failed.status == 502)
+        #expect(w.data.sent.withLock { $0.filter { $0.op == .snooze } }.count == ConsoleApp.snoozesAtOnce)
+        #expect(html.contains("Snoozed 0 of the 30 selected") && html.contains("22 not sent"))
+        let entry = try #require(w.audit.all.last)
+        #expect(entry.action == "snooze" && entry.outcome == .failed && entry.ids.count == 30)
+    }
+
+    @Test func aRequestPastItsDeadlineIsAnswered504() async throws {
+        let w = try Self.world(deadline: .seconds(2))
+        let (cookie, _) = try await Self.signIn(w, "help", "viewer password")
+        w.data.hold.withLock { $0 = (holding: true, ops: [.device], waiting: []) }
+        let page = await w.app.respond(to: Self.get("/device/phone-1", cookie))
+        #expect(page.status == 504)
+        #expect(String(decoding: page.body, as: UTF8.self).contains("The workers did not answer within 2 seconds"))
+        w.data.release()
+        // The positive control: the same page, answered, within the same deadline.
+        #expect(await w.app.respond(to: Self.get("/device/phone-1", cookie)).status == 200)
     }
 
     @Test func findGoesToTheDeviceAndRefusesWhatIsNotAnId() async throws {

@@ -112,27 +112,37 @@ public final class ConsoleApp: Sendable {
     public static let maximumIds = 1000
     /// Snooze delays offered, in minutes: a minute to a week.
     public static let snoozeMinutes = 1...10_080
+    /// Snoozes sent at once, at most: `snooze` names one notification, so snoozing many is a
+    /// command each.
+    public static let snoozesAtOnce = 8
+    /// The longest a request may take by default (``init(sessions:data:audit:now:deadline:)``).
+    public static let defaultDeadline: Duration = .seconds(15)
 
     let sessions: Mutex<ConsoleSessions>
     let data: any ConsoleData
     let audit: @Sendable (AuditEntry) -> Void
     let now: @Sendable () -> Instant
+    let deadline: Duration
 
     /// - Parameters:
     ///   - sessions: the accounts and their sessions.
     ///   - data: the workers.
     ///   - audit: where each action's ``AuditEntry`` goes (a line of the audit log).
     ///   - now: the wall clock.
+    ///   - deadline: the longest an answer may take: past it ``respond(to:)`` answers 504, and
+    ///     what was under way goes on without anyone waiting for it (an action is still audited).
     public init(
         sessions: ConsoleSessions,
         data: any ConsoleData,
         audit: @escaping @Sendable (AuditEntry) -> Void,
-        now: @escaping @Sendable () -> Instant
+        now: @escaping @Sendable () -> Instant,
+        deadline: Duration = ConsoleApp.defaultDeadline
     ) {
         self.sessions = Mutex(sessions)
         self.data = data
         self.audit = audit
         self.now = now
+        self.deadline = deadline
     }
 
     /// Replaces the accounts (the file was read again): sessions of changed accounts end.
@@ -140,7 +150,44 @@ public final class ConsoleApp: Sendable {
         sessions.withLock { $0.replaceAccounts(accounts) }
     }
 
+    /// The answer to `request`, within the ``deadline``: the HTTP server waits for it on its only
+    /// thread, so no worker that does not answer, and no request that sends many commands, may hold
+    /// every other request for longer. Past the deadline the answer is 504; the work goes on, and
+    /// its answer is dropped.
     public func respond(to request: ConsoleRequest) async -> ConsoleResponse {
+        // The first of the two answers is taken; the other, if it comes, finds the stream full.
+        let (answers, answer) = AsyncStream.makeStream(of: ConsoleResponse.self, bufferingPolicy: .bufferingOldest(1))
+        Task { answer.yield(await self.route(request)) }
+        let timer = Task { [deadline] in
+            guard (try? await Task.sleep(for: deadline)) != nil else { return }
+            answer.yield(Self.tooSlow(deadline))
+        }
+        var first: ConsoleResponse?
+        for await response in answers {
+            first = response
+            break
+        }
+        timer.cancel()
+        answer.finish()
+        return first ?? Self.tooSlow(deadline)
+    }
+
+    /// The answer past the deadline.
+    static func tooSlow(_ deadline: Duration) -> ConsoleResponse {
+        ConsoleResponse(
+            status: 504,
+            html: ConsolePages.message(
+                title: "No answer in time",
+                text: "The workers did not answer within \(deadline.components.seconds) seconds. What you asked "
+                    + "may still be done: reload the page in a moment, and check the device's page before acting "
+                    + "again. If this goes on, check the fleet page: is a worker online?",
+                status: .error,
+                signedIn: nil
+            )
+        )
+    }
+
+    func route(_ request: ConsoleRequest) async -> ConsoleResponse {
         let path = request.path
         let method = request.method == "HEAD" ? "GET" : request.method
         switch (method, path) {
@@ -450,16 +497,11 @@ public final class ConsoleApp: Sendable {
             )
         }
         var failures: [String] = []
+        var reported = ids.count
         if action == .snooze, let minutes {
-            for id in ids {
-                if case .failure(let error) = await data.send(
-                    .snooze,
-                    device: device,
-                    ["id": .string(id), "after": .int(Int64(minutes) * 60)]
-                ) {
-                    failures.append("\(id): \(error.message)")
-                }
-            }
+            let outcome = await snooze(ids, device: device, seconds: Int64(minutes) * 60)
+            failures = outcome.failures
+            reported = outcome.done
         } else {
             let op: Operation =
                 switch action {
@@ -476,7 +518,7 @@ public final class ConsoleApp: Sendable {
             record(.ok)
             return message(
                 200,
-                action.result(count: ids.count),
+                action.result(count: reported),
                 "Done on device \(device).",
                 who,
                 status: .success,
@@ -484,13 +526,52 @@ public final class ConsoleApp: Sendable {
             )
         }
         record(.failed, failures.joined(separator: "; "))
+        let partly = action == .snooze ? "Snoozed \(reported) of the \(ids.count) selected. " : ""
         return message(
             502,
             "Not done",
-            "The worker refused or did not answer: \(failures.joined(separator: "; ")). Reload the device to see what changed.",
+            "\(partly)The worker refused or did not answer: \(failures.joined(separator: "; ")). Reload the device to "
+                + "see what changed.",
             who,
             back: device
         )
+    }
+
+    /// Snoozes each of `ids` by `seconds`: a command each, ``snoozesAtOnce`` at a time, and none
+    /// started after one that no worker answered (the others would wait as long for nothing).
+    /// - Returns: how many were snoozed, and what became of the others, in the order of `ids`.
+    func snooze(_ ids: [String], device: String, seconds: Int64) async -> (done: Int, failures: [String]) {
+        @Sendable func send(_ index: Int) async -> (Int, Result<JSONObject, ConsoleDataError>) {
+            (index, await data.send(.snooze, device: device, ["id": .string(ids[index]), "after": .int(seconds)]))
+        }
+        return await withTaskGroup(of: (Int, Result<JSONObject, ConsoleDataError>).self) { group in
+            var next = 0
+            var done = 0
+            var failed: [(index: Int, text: String)] = []
+            var unreachable = false
+            while next < min(ids.count, Self.snoozesAtOnce) {
+                group.addTask { [next] in await send(next) }
+                next += 1
+            }
+            for await (index, result) in group {
+                switch result {
+                case .success:
+                    done += 1
+                case .failure(let error):
+                    failed.append((index, "\(ids[index]): \(error.message)"))
+                    if error.code == "unreachable" { unreachable = true }
+                }
+                if !unreachable, next < ids.count {
+                    group.addTask { [next] in await send(next) }
+                    next += 1
+                }
+            }
+            var failures = failed.sorted { $0.index < $1.index }.map(\.text)
+            if next < ids.count {
+                failures.append("\(ids.count - next) not sent, since no worker answered")
+            }
+            return (done, failures)
+        }
     }
 
     // MARK: Helpers

@@ -81,8 +81,9 @@ public struct ConsoleAccounts: Sendable {
     }
 
     /// Reads accounts from the text of an accounts file.
-    /// - Throws: ``ConsoleAccountsError`` `.malformed`, `.duplicateName` or `.tooManyAccounts`
-    ///   with the line, `.tooLarge` for text over ``maximumFileBytes``.
+    /// - Throws: ``ConsoleAccountsError`` `.malformed`, `.costlyHash` (``PasswordHash/isTooCostly(_:)``),
+    ///   `.duplicateName` or `.tooManyAccounts` with the line, `.tooLarge` for text over
+    ///   ``maximumFileBytes``.
     public init(parsing text: String) throws(ConsoleAccountsError) {
         try self.init(bytes: Array(text.utf8), path: nil)
     }
@@ -320,6 +321,16 @@ public struct ConsoleAccounts: Sendable {
         guard let role = ConsoleRole(rawValue: role) else {
             return .failure(
                 ConsoleAccountsError(.malformed, "the role \(quoted(role)) is neither viewer nor operator")
+            )
+        }
+        if PasswordHash.isTooCostly(hash) {
+            return .failure(
+                ConsoleAccountsError(
+                    .costlyHash,
+                    "the hash of \(name) costs more to check than the console allows (bcrypt over cost "
+                        + "\(PasswordHash.maximumBcryptCost), or yescrypt costlier than libcrypt's default): "
+                        + "make it again with chime console remove and add"
+                )
             )
         }
         guard PasswordHash.isSupported(hash) || isLocked(hash) else {
