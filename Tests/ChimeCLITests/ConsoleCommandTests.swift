@@ -1,4 +1,6 @@
+import ChimeConsole
 import ChimeCore
+import ChimeHTTP
 import ChimeMQTT
 import ChimeTestSupport
 import Foundation
@@ -208,8 +210,9 @@ import Testing
 
         // The audit log (standard output): who did what, from where.
         let audit = served.console.standardOutputLines.compactMap { (try? JSON(parsing: $0))?.objectValue }
-        let pause = audit.first { $0["action"] == "pause" }
-        #expect(pause?["who"] == "ana" && pause?["device"] == "phone-1" && pause?["outcome"] == "ok", "\(audit)")
+        let pause = audit.first { $0["action"] == "pause" && $0["outcome"] == "ok" }
+        #expect(pause?["who"] == "ana" && pause?["device"] == "phone-1", "\(audit)")
+        #expect(audit.contains { $0["action"] == "pause" && $0["who"] == "ana" && $0["outcome"] == "refused" })
         #expect(audit.contains { $0["action"] == "cancel" && $0["who"] == "vic" && $0["outcome"] == "forbidden" })
 
         // The fleet page shows the worker.
@@ -273,5 +276,26 @@ import Testing
         heard.take(message("chime/$worker/w3/status", #"{"state":"online"}"# + padding))
         #expect(heard.fleet.map(\.id) == ["w1"] && heard.fleet.first?.pending == 7)
         #expect(ConsoleMQTTData.maximumMessageBytes == 64 * 1024)
+    }
+
+    /// A confirmed action on the most notifications one action may name, as the browser posts it.
+    @Test func theConsoleTakesAFormOfTheMostIds() throws {
+        let fields =
+            [("csrf", "t"), ("action", "snooze"), ("minutes", "10"), ("confirm", "yes")]
+            + (0..<ConsoleApp.maximumIds).map { ("ids", "reminder-\($0)") }
+        func post(_ fields: [(String, String)]) -> HTTPRequest {
+            HTTPRequest(
+                method: "POST",
+                path: "/device/phone-1/act",
+                headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Host", "127.0.0.1:8080")],
+                body: Array(HTTPForm.encode(fields).utf8)
+            )
+        }
+        let request = try #require(ChimeCLI.ConsoleCommand.consoleRequest(post(fields)))
+        #expect(request.form.filter { $0.name == "ids" }.count == ConsoleApp.maximumIds)
+        #expect(request.form.contains { $0 == ("confirm", "yes") })
+        #expect(post(fields).body.count <= ChimeCLI.ConsoleCommand.maxBodyBytes)
+        let tooMany = fields + (0...ConsoleApp.maximumFormFields).map { ("x", "\($0)") }
+        #expect(ChimeCLI.ConsoleCommand.consoleRequest(post(tooMany)) == nil)
     }
 }

@@ -16,6 +16,8 @@ import Testing
         let failing = Mutex<[Operation: ConsoleDataError]>([:])
         /// Notifications that `list` adds after the first, named `n1`, `n2`, ...
         let moreNotifications = Mutex(0)
+        /// When set, `pause`, `resume` and `cancel` report only these of the ids they were given.
+        let known = Mutex<Set<String>?>(nil)
         /// Snoozes under way now, and the most at once.
         let snoozing = Mutex((now: 0, most: 0))
         /// While `holding` is true, commands of `held` ops wait until ``release()``.
@@ -65,9 +67,11 @@ import Testing
                 }
                 return .success(["notifications": .array([.object(first)] + more)])
             case .preview: return .success(["fireDates": ["2026-12-06T10:00:00Z"]])
-            case .pause: return .success(["paused": payload["ids"] ?? []])
-            case .resume: return .success(["resumed": payload["ids"] ?? []])
-            case .cancel: return .success(["cancelled": payload["ids"] ?? []])
+            case .pause, .resume, .cancel:
+                let key = op == .pause ? "paused" : op == .resume ? "resumed" : "cancelled"
+                var ids = (payload["ids"]?.arrayValue ?? []).compactMap(\.stringValue)
+                if let known = known.withLock({ $0 }) { ids = ids.filter(known.contains) }
+                return .success([key: .array(ids.map(JSON.string))])
             default: return .success([:])
             }
         }
@@ -351,6 +355,23 @@ import Testing
             #expect(response.status == 403)
         }
         #expect(!w.data.sent.withLock { $0.contains { $0.op == .cancel } })
+        // Each refusal is in the audit log, after the sign-in.
+        let refusals = w.audit.all.dropFirst()
+        #expect(refusals.map(\.outcome) == [.refused, .refused, .refused, .refused])
+        #expect(refusals.allSatisfy { $0.who == "ops" && $0.action == "cancel" && $0.device == "phone-1" })
+        #expect(
+            refusals.map(\.detail) == [
+                "missing or wrong CSRF token", "missing or wrong CSRF token", "not sent from this console (Origin)",
+                "not sent from this console (Origin)",
+            ]
+        )
+        // A form without an action is named by its path; a foreign sign-in by its action.
+        _ = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, [("ids", "pill")]))
+        #expect(w.audit.all.last?.action == "/device/phone-1/act")
+        var foreign = Self.signInRequest("ops", "operator password", address: "10.0.0.9")
+        foreign.origin = "https://evil.example"
+        #expect(await w.app.respond(to: foreign).status == 403)
+        #expect(w.audit.all.last?.action == "sign-in" && w.audit.all.last?.outcome == .refused)
         // Signing out ends the session: the cookie no longer opens a page.
         _ = await w.app.respond(to: Self.post("/logout", cookie, [("csrf", csrf)]))
         #expect(await w.app.respond(to: Self.get("/fleet", cookie)).status == 303)
@@ -370,6 +391,40 @@ import Testing
         let far = [("action", "snooze"), ("ids", "a"), ("minutes", "20000"), ("confirm", "yes"), ("csrf", csrf)]
         #expect(await w.app.respond(to: Self.post("/device/phone-1/act", cookie, far)).status == 400)
         #expect(w.data.sent.withLock { $0.filter { $0.op == .snooze } }.count == 2)
+    }
+
+    @Test func theResultCountsWhatTheWorkerReported() async throws {
+        let w = try Self.world()
+        let (cookie, csrf) = try await Self.signIn(w, "ops", "operator password")
+        w.data.known.withLock { $0 = ["pill"] }
+        for (action, done) in [("pause", "Paused"), ("resume", "Resumed"), ("cancel", "Cancelled")] {
+            let form = [("action", action), ("ids", "pill"), ("ids", "gone"), ("confirm", "yes"), ("csrf", csrf)]
+            let response = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form))
+            let html = String(decoding: response.body, as: UTF8.self)
+            #expect(response.status == 200)
+            #expect(html.contains("\(done) 1 notification<"), "\(action)")
+            #expect(html.contains("The worker reported 1 of the 2 selected"), "\(action)")
+            #expect(w.audit.all.last?.detail == "the worker reported 1 of 2")
+        }
+        // A reply without its list reports none.
+        w.data.known.withLock { $0 = [] }
+        let form = [("action", "pause"), ("ids", "pill"), ("confirm", "yes"), ("csrf", csrf)]
+        let none = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form))
+        #expect(String(decoding: none.body, as: UTF8.self).contains("Paused 0 notifications"))
+    }
+
+    @Test func anActionMayNameTheMostIds() async throws {
+        let w = try Self.world()
+        let (cookie, csrf) = try await Self.signIn(w, "ops", "operator password")
+        let ids = (0..<ConsoleApp.maximumIds).map { "n\($0)" }
+        let form: [(name: String, value: String)] =
+            [("action", "cancel"), ("confirm", "yes"), ("csrf", csrf), ("minutes", "5")] + ids.map { ("ids", $0) }
+        #expect(form.count <= ConsoleApp.maximumFormFields)
+        let response = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, form))
+        #expect(response.status == 200)
+        #expect(String(decoding: response.body, as: UTF8.self).contains("Cancelled 1000 notifications"))
+        let more = form + [("ids", "one-more")]
+        #expect(await w.app.respond(to: Self.post("/device/phone-1/act", cookie, more)).status == 400)
     }
 
     @Test func manySnoozesGoEightAtATimeAndStopWhenNoWorkerAnswers() async throws {

@@ -261,24 +261,16 @@ extension ConsoleCommand {
     }
 
     /// The HTTP server's request as the console's, answered on the server's thread: the console's
-    /// work is async (MQTT requests), so the thread waits for it.
+    /// work is async (MQTT requests), so the thread waits for it, at most the app's deadline
+    /// (``ConsoleApp/defaultDeadline``).
     static func answer(_ request: HTTPRequest, _ app: ConsoleApp) -> HTTPResponse {
-        let query = request.queryItems
-        let form = request.method == "POST" ? request.form : []
-        guard let query, let form else {
-            return HTTPResponse(status: 400, "A form or query that is not valid UTF-8 form encoding.")
+        guard let consoleRequest = consoleRequest(request) else {
+            return HTTPResponse(
+                status: 400,
+                "A form or query that is not valid UTF-8 form encoding, or has more than "
+                    + "\(ConsoleApp.maximumFormFields) fields."
+            )
         }
-        let consoleRequest = ConsoleRequest(
-            method: request.method,
-            path: request.path,
-            query: query.map { (name: $0.0, value: $0.1) },
-            form: form.map { (name: $0.0, value: $0.1) },
-            cookie: request.header("Cookie"),
-            origin: request.header("Origin"),
-            referer: request.header("Referer"),
-            host: request.header("Host"),
-            address: request.remoteAddress
-        )
         let answered = Answer()
         Task {
             let response = await app.respond(to: consoleRequest)
@@ -292,6 +284,26 @@ extension ConsoleCommand {
             contentType: response.contentType,
             headers: ConsoleSessions.securityHeaders + response.headers.map { ($0.name, $0.value) },
             body: response.body
+        )
+    }
+
+    /// The HTTP server's request as the console's: its query and, for a `POST`, its form decoded
+    /// (up to ``ConsoleApp/maximumFormFields`` fields: an action on 1,000 notifications has more
+    /// than ``HTTPForm/maxFields``); nil when either is malformed or too long.
+    static func consoleRequest(_ request: HTTPRequest) -> ConsoleRequest? {
+        let query = request.queryItems
+        let form = request.method == "POST" ? request.form(maxFields: ConsoleApp.maximumFormFields) : []
+        guard let query, let form else { return nil }
+        return ConsoleRequest(
+            method: request.method,
+            path: request.path,
+            query: query.map { (name: $0.0, value: $0.1) },
+            form: form.map { (name: $0.0, value: $0.1) },
+            cookie: request.header("Cookie"),
+            origin: request.header("Origin"),
+            referer: request.header("Referer"),
+            host: request.header("Host"),
+            address: request.remoteAddress
         )
     }
 }

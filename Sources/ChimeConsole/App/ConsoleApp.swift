@@ -110,6 +110,9 @@ public final class ConsoleApp: Sendable {
     public static let previewedNotifications = 10
     /// Notifications one action may name, at most (the protocol's batch bound).
     public static let maximumIds = 1000
+    /// Fields a form may have, at most: ``maximumIds`` ids, and the form's own (`csrf`, `action`,
+    /// `minutes`, `confirm`) with room to spare. The HTTP side decodes forms up to this.
+    public static let maximumFormFields = maximumIds + 16
     /// Snooze delays offered, in minutes: a minute to a week.
     public static let snoozeMinutes = 1...10_080
     /// Snoozes sent at once, at most: `snooze` names one notification, so snoozing many is a
@@ -211,9 +214,24 @@ public final class ConsoleApp: Sendable {
         }
         let who = ConsolePages.SignedIn(account: session.account, role: session.role, csrf: session.csrfToken)
         if method == "POST" {
-            guard ConsoleSessions.originAllowed(origin: request.origin, referer: request.referer, host: request.host),
-                ConsoleSessions.validCSRF(request.formValue("csrf"), for: session)
-            else {
+            let fromHere = ConsoleSessions.originAllowed(
+                origin: request.origin,
+                referer: request.referer,
+                host: request.host
+            )
+            guard fromHere, ConsoleSessions.validCSRF(request.formValue("csrf"), for: session) else {
+                audit(
+                    AuditEntry(
+                        who: session.account,
+                        role: session.role,
+                        address: request.address,
+                        action: Self.auditedAction(request),
+                        device: Self.devicePath(path)?.device,
+                        outcome: .refused,
+                        detail: fromHere ? "missing or wrong CSRF token" : "not sent from this console (Origin)",
+                        at: now()
+                    )
+                )
                 return message(
                     403,
                     "Not sent",
@@ -285,6 +303,7 @@ public final class ConsoleApp: Sendable {
             )
         }
         guard ConsoleSessions.originAllowed(origin: request.origin, referer: request.referer, host: request.host) else {
+            record(.refused, "not sent from this console (Origin)")
             return ConsoleResponse(
                 status: 403,
                 html: ConsolePages.login(error: "The form was not sent from this console. Reload the page.")
@@ -481,7 +500,8 @@ public final class ConsoleApp: Sendable {
         }
         if action == .snooze {
             guard let minutes, Self.snoozeMinutes.contains(minutes) else {
-                return message(400, "No delay", "Give the snooze a delay of 1 to 10080 minutes.", who, back: device)
+                let range = "\(Self.snoozeMinutes.lowerBound) to \(Self.snoozeMinutes.upperBound)"
+                return message(400, "No delay", "Give the snooze a delay of \(range) minutes.", who, back: device)
             }
         }
         guard request.formValue("confirm") == "yes" else {
@@ -510,16 +530,26 @@ public final class ConsoleApp: Sendable {
                 case .cancel: .cancel
                 case .snooze: .snooze
                 }
-            if case .failure(let error) = await data.send(op, device: device, ["ids": .array(ids.map(JSON.string))]) {
+            switch await data.send(op, device: device, ["ids": .array(ids.map(JSON.string))]) {
+            case .success(let result):
+                // What the worker says it changed, not what was asked.
+                reported = result[Self.resultKey(action)]?.arrayValue?.count ?? 0
+            case .failure(let error):
                 failures.append(error.message)
             }
         }
         if failures.isEmpty {
-            record(.ok)
+            let fewer = reported < ids.count
+            record(.ok, fewer ? "the worker reported \(reported) of \(ids.count)" : nil)
+            let rest =
+                fewer
+                ? " The worker reported \(reported) of the \(ids.count) selected: the others were not found "
+                    + "(cancelled meanwhile, perhaps). Reload the device to see where they stand."
+                : ""
             return message(
                 200,
                 action.result(count: reported),
-                "Done on device \(device).",
+                "Done on device \(device).\(rest)",
                 who,
                 status: .success,
                 back: device
@@ -575,6 +605,25 @@ public final class ConsoleApp: Sendable {
     }
 
     // MARK: Helpers
+
+    /// What the audit log calls a refused `POST`: the form's action when it is one
+    /// (``ConsoleAction``), `sign-out`, or the path (at most 200 characters).
+    static func auditedAction(_ request: ConsoleRequest) -> String {
+        if let action = request.formValue("action").flatMap(ConsoleAction.init(rawValue:)) { return action.rawValue }
+        if request.path == ConsolePaths.logout { return "sign-out" }
+        return String(request.path.prefix(200))
+    }
+
+    /// The member of a `pause`, `resume` or `cancel` reply that lists the notifications changed
+    /// (PROTOCOL.md sections 3.2 and 3.3).
+    static func resultKey(_ action: ConsoleAction) -> String {
+        switch action {
+        case .pause: "paused"
+        case .resume: "resumed"
+        case .cancel: "cancelled"
+        case .snooze: "snoozed"
+        }
+    }
 
     /// `/device/{id}` (false) or `/device/{id}/act` (true), the id percent-decoded and valid.
     static func devicePath(_ path: String) -> (device: String, acting: Bool)? {

@@ -180,7 +180,8 @@ extension ConsolePages {
             \(csrfField(signedIn.csrf))
             <fieldset class="actions"><legend>Act on the selected notifications (you confirm on the next page)</legend>
             <p><label for="snooze-minutes">Snooze for (minutes)</label>
-            <input id="snooze-minutes" name="minutes" type="number" min="1" max="5256000" value="10" \
+            <input id="snooze-minutes" name="minutes" type="number" min="\(ConsoleApp.snoozeMinutes.lowerBound)" \
+            max="\(ConsoleApp.snoozeMinutes.upperBound)" value="10" \
             inputmode="numeric"></p>
             <p class="buttons">\(HTML.join(buttons, separator: " "))</p>
             </fieldset>
