@@ -69,7 +69,8 @@ import Testing
             _ path: String,
             jar: String,
             form: [String] = [],
-            origin: String? = nil
+            origin: String? = nil,
+            host: String? = nil
         ) async throws -> (
             status: Int, body: String, headers: String
         ) {
@@ -80,6 +81,7 @@ import Testing
                 files.appending(jar),
             ]
             if let origin { arguments += ["-H", "Origin: \(origin)"] }
+            if let host { arguments += ["-H", "Host: \(host)"] }
             for field in form { arguments += ["--data-urlencode", field] }
             let process = try ChildProcess("curl", arguments: arguments + [url + path])
             try process.start()
@@ -137,6 +139,8 @@ import Testing
         #expect(refused.stderr.contains("chmod 600"), "\(refused)")
         let usage = try await runChime(["console", "add", "bob", "--accounts", path])
         #expect(usage.status == 2 && usage.stderr.contains("--role"), "\(usage)")
+        let origin = try await runChime(["console", "--accounts", path, "--origin", "console.example.com"])
+        #expect(origin.status == 2 && origin.stderr.contains("--origin: \"console.example.com\" is not an origin"))
     }
 
     @Test func aViewerSeesADevicesRemindersAndAnOperatorPausesOne() async throws {
@@ -157,6 +161,11 @@ import Testing
             "--body",
             "<script>alert(1)</script> Take your medicine"
         )
+
+        // A page of another name that resolves to the console (DNS rebinding) is not answered.
+        let port = served.url.split(separator: ":").last.map(String.init) ?? ""
+        let rebound = try await served.curl("/login", jar: "none", host: "evil.example:\(port)")
+        #expect(rebound.status == 421, "\(rebound)")
 
         // Signed out: every page sends to the sign-in page; a wrong password is refused.
         #expect(try await served.curl("/device/phone-1", jar: "none").status == 303)

@@ -104,6 +104,8 @@ import Testing
             data: data,
             audit: { entry in audit.append(entry) },
             now: { Instant(milliseconds: 1_796_119_200_000) },
+            origins: ConsoleOrigins(listenHost: "127.0.0.1", port: 8080, secure: false)
+                .adding(origin: "https://console.example.com")!,
             deadline: deadline
         )
         return World(app: app, data: data, audit: audit)
@@ -171,6 +173,49 @@ import Testing
         #expect(w.data.sent.withLock { $0.isEmpty })
         #expect(await w.app.respond(to: Self.get("/console.css", nil)).status == 200)
         #expect(await w.app.respond(to: Self.get("/login", nil)).status == 200)
+    }
+
+    @Test func aRequestForAnotherHostIsMisdirectedEvenFromThatHost() async throws {
+        let w = try Self.world()
+        let (cookie, csrf) = try await Self.signIn(w, "ops", "operator password")
+        // DNS rebinding: evil.example resolves to the console's address; its page's requests carry
+        // its own Host and Origin, which agree.
+        for host in [
+            "evil.example:8080", "evil.example", "127.0.0.1:8081", "127.0.0.1", "", "console.example.com:8080",
+        ] {
+            let get = ConsoleRequest(method: "GET", path: "/fleet", cookie: cookie, host: host, address: "127.0.0.1")
+            #expect(await w.app.respond(to: get).status == 421, "\(host)")
+            let post = ConsoleRequest(
+                method: "POST",
+                path: "/device/phone-1/act",
+                form: [("action", "cancel"), ("ids", "pill"), ("confirm", "yes"), ("csrf", csrf)],
+                cookie: cookie,
+                origin: "http://\(host)",
+                host: host,
+                address: "127.0.0.1"
+            )
+            let refused = await w.app.respond(to: post)
+            #expect(refused.status == 421, "\(host)")
+            #expect(String(decoding: refused.body, as: UTF8.self).contains("--origin"))
+        }
+        let signIn = Self.signInRequest("ops", "operator password", address: "10.0.0.5")
+        var rebound = signIn
+        rebound.host = "evil.example:8080"
+        rebound.origin = "http://evil.example:8080"
+        #expect(await w.app.respond(to: rebound).status == 421)
+        #expect(!w.data.sent.withLock { $0.contains { $0.op == .cancel } })
+        // The positive controls: the listen address, loopback names on its port, the public origin.
+        for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "console.example.com"] {
+            let get = ConsoleRequest(method: "GET", path: "/fleet", cookie: cookie, host: host, address: "127.0.0.1")
+            #expect(await w.app.respond(to: get).status == 200, "\(host)")
+        }
+        // Behind the proxy: its origin, scheme included, and the Host it passes on.
+        var proxied = signIn
+        proxied.host = "console.example.com"
+        proxied.origin = "https://console.example.com"
+        #expect(await w.app.respond(to: proxied).status == 303)
+        proxied.origin = "http://console.example.com"
+        #expect(await w.app.respond(to: proxied).status == 403)
     }
 
     @Test func aWrongPasswordIsRefusedAndAudited() async throws {

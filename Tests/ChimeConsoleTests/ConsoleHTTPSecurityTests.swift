@@ -128,6 +128,77 @@ import Testing
     }
 }
 
+@Suite struct ConsoleOriginsTests {
+    @Test func allowsTheListenAddressAndLoopbackNamesOnItsPort() {
+        let loopback = ConsoleOrigins(listenHost: "127.0.0.1", port: 8080, secure: false)
+        #expect(loopback.allowed == ["http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080"])
+        #expect(
+            ConsoleOrigins(listenHost: "::1", port: 9, secure: true).allowed
+                == ["https://[::1]:9", "https://localhost:9", "https://127.0.0.1:9"]
+        )
+        #expect(
+            ConsoleOrigins(listenHost: "0.0.0.0", port: 80, secure: false).allowed
+                == ["http://localhost:80", "http://127.0.0.1:80", "http://[::1]:80"]
+        )
+        #expect(ConsoleOrigins(listenHost: "10.1.2.3", port: 443, secure: true).allowed == ["https://10.1.2.3:443"])
+        #expect(
+            ConsoleOrigins(listenHost: "Console.Internal", port: 8080, secure: false).allowed == [
+                "http://console.internal:8080"
+            ]
+        )
+    }
+
+    @Test(
+        arguments: [
+            ("127.0.0.1:8080", true), ("localhost:8080", true), ("LOCALHOST:8080", true), ("[::1]:8080", true),
+            ("console.example.com", true), ("console.example.com:443", true),
+            ("evil.example:8080", false), ("evil.example", false), ("127.0.0.1", false), ("127.0.0.1:8081", false),
+            ("localhost", false), ("console.example.com:8080", false), ("console.example.com:80", false),
+            ("127.0.0.2:8080", false), ("", false), ("127.0.0.1:8080 ", false), ("user@127.0.0.1:8080", false),
+        ] as [(String, Bool)]
+    )
+    func allowsOnlyItsOwnHosts(host: String, allowed: Bool) throws {
+        let origins = try #require(
+            ConsoleOrigins(listenHost: "127.0.0.1", port: 8080, secure: false)
+                .adding(origin: "https://console.example.com/")
+        )
+        #expect(origins.allowsHost(host) == allowed)
+        #expect(!origins.allowsHost(nil))
+    }
+
+    @Test func takesPostsOnlyFromItsOriginsSchemeIncluded() throws {
+        let origins = try #require(
+            ConsoleOrigins(listenHost: "127.0.0.1", port: 8080, secure: false)
+                .adding(origin: "https://console.example.com")
+        )
+        #expect(origins.allowsSource(origin: "http://127.0.0.1:8080", referer: nil))
+        #expect(origins.allowsSource(origin: "https://console.example.com", referer: nil))
+        #expect(origins.allowsSource(origin: "https://console.example.com:443", referer: nil))
+        #expect(origins.allowsSource(origin: nil, referer: "https://console.example.com/device/d1?x=1"))
+        #expect(!origins.allowsSource(origin: "http://console.example.com", referer: nil))
+        #expect(!origins.allowsSource(origin: "https://127.0.0.1:8080", referer: nil))
+        #expect(!origins.allowsSource(origin: "http://evil.example:8080", referer: nil))
+        #expect(!origins.allowsSource(origin: "null", referer: "http://127.0.0.1:8080/"))
+        #expect(!origins.allowsSource(origin: nil, referer: nil))
+    }
+
+    @Test(arguments: [
+        "https://console.example.com", "https://console.example.com/", "http://10.0.0.1:8080", "https://[::1]:8443",
+    ])
+    func takesAnOrigin(text: String) {
+        #expect(ConsoleOrigins.isOrigin(text))
+    }
+
+    @Test(arguments: [
+        "console.example.com", "https://console.example.com/console", "https://console.example.com?x",
+        "ftp://console.example.com", "https://user@console.example.com", "https://", "null", "",
+        "https://console.example.com:0", "https://console.example.com:70000",
+    ])
+    func refusesWhatIsNotAnOrigin(text: String) {
+        #expect(!ConsoleOrigins.isOrigin(text))
+    }
+}
+
 @Suite struct ConsoleHeaderTests {
     @Test func sendsAStrictPolicyAndNoScript() {
         let headers = Dictionary(uniqueKeysWithValues: ConsoleSessions.securityHeaders)

@@ -101,9 +101,11 @@ public protocol ConsoleData: Sendable {
 /// The console's routes: sign-in and out, the fleet, finding a device, a device's page, and acting
 /// on its notifications with a confirmation, each action written to the audit log.
 ///
-/// Every page but the sign-in page and the stylesheet needs a session; every `POST` but the sign-in
-/// needs the session's CSRF token; every `POST` needs an `Origin` (or `Referer`) of this host; acting
-/// needs the operator role. Sign-ins are rate-limited per address and per name (``ConsoleSessions``).
+/// Every request needs a `Host` of the console's (``ConsoleOrigins``); every page but the sign-in
+/// page and the stylesheet needs a session; every `POST` but the sign-in needs the session's CSRF
+/// token; every `POST` needs an `Origin` (or `Referer`) that is one of the console's origins and its
+/// `Host`'s; acting needs the operator role. Sign-ins are rate-limited per address and per name
+/// (``ConsoleSessions``).
 public final class ConsoleApp: Sendable {
     /// Notifications shown with their next fire times (one `preview` each), at most: each
     /// preview is a command, and costs the device's share of the worker's rate limit.
@@ -118,13 +120,14 @@ public final class ConsoleApp: Sendable {
     /// Snoozes sent at once, at most: `snooze` names one notification, so snoozing many is a
     /// command each.
     public static let snoozesAtOnce = 8
-    /// The longest a request may take by default (``init(sessions:data:audit:now:deadline:)``).
+    /// The longest a request may take by default (``init(sessions:data:audit:now:origins:deadline:)``).
     public static let defaultDeadline: Duration = .seconds(15)
 
     let sessions: Mutex<ConsoleSessions>
     let data: any ConsoleData
     let audit: @Sendable (AuditEntry) -> Void
     let now: @Sendable () -> Instant
+    let origins: ConsoleOrigins
     let deadline: Duration
 
     /// - Parameters:
@@ -132,6 +135,8 @@ public final class ConsoleApp: Sendable {
     ///   - data: the workers.
     ///   - audit: where each action's ``AuditEntry`` goes (a line of the audit log).
     ///   - now: the wall clock.
+    ///   - origins: where the console is served: requests for another `Host` are answered 421,
+    ///     and `POST`s from another origin are refused.
     ///   - deadline: the longest an answer may take: past it ``respond(to:)`` answers 504, and
     ///     what was under way goes on without anyone waiting for it (an action is still audited).
     public init(
@@ -139,12 +144,14 @@ public final class ConsoleApp: Sendable {
         data: any ConsoleData,
         audit: @escaping @Sendable (AuditEntry) -> Void,
         now: @escaping @Sendable () -> Instant,
+        origins: ConsoleOrigins,
         deadline: Duration = ConsoleApp.defaultDeadline
     ) {
         self.sessions = Mutex(sessions)
         self.data = data
         self.audit = audit
         self.now = now
+        self.origins = origins
         self.deadline = deadline
     }
 
@@ -190,7 +197,21 @@ public final class ConsoleApp: Sendable {
         )
     }
 
+    /// The answer to a request whose `Host` is not the console's (``ConsoleOrigins``).
+    static let misdirected = ConsoleResponse(
+        status: 421,
+        contentType: "text/plain; charset=utf-8",
+        body: Array(
+            """
+            This console does not answer for that host name. Open it at the address it was started with, \
+            or start it with --origin for the address you use (behind a proxy, the proxy's).
+
+            """.utf8
+        )
+    )
+
     func route(_ request: ConsoleRequest) async -> ConsoleResponse {
+        guard origins.allowsHost(request.host) else { return Self.misdirected }
         let path = request.path
         let method = request.method == "HEAD" ? "GET" : request.method
         switch (method, path) {
@@ -214,11 +235,7 @@ public final class ConsoleApp: Sendable {
         }
         let who = ConsolePages.SignedIn(account: session.account, role: session.role, csrf: session.csrfToken)
         if method == "POST" {
-            let fromHere = ConsoleSessions.originAllowed(
-                origin: request.origin,
-                referer: request.referer,
-                host: request.host
-            )
+            let fromHere = fromThisConsole(request)
             guard fromHere, ConsoleSessions.validCSRF(request.formValue("csrf"), for: session) else {
                 audit(
                     AuditEntry(
@@ -302,7 +319,7 @@ public final class ConsoleApp: Sendable {
                 )
             )
         }
-        guard ConsoleSessions.originAllowed(origin: request.origin, referer: request.referer, host: request.host) else {
+        guard fromThisConsole(request) else {
             record(.refused, "not sent from this console (Origin)")
             return ConsoleResponse(
                 status: 403,
@@ -605,6 +622,13 @@ public final class ConsoleApp: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Whether a `POST` comes from the console's own pages: its `Origin` (or `Referer`) is one of
+    /// the console's origins, and the one of its `Host`.
+    func fromThisConsole(_ request: ConsoleRequest) -> Bool {
+        origins.allowsSource(origin: request.origin, referer: request.referer)
+            && ConsoleSessions.originAllowed(origin: request.origin, referer: request.referer, host: request.host)
+    }
 
     /// What the audit log calls a refused `POST`: the form's action when it is one
     /// (``ConsoleAction``), `sign-out`, or the path (at most 200 characters).

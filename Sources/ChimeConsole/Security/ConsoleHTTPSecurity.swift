@@ -54,16 +54,9 @@ extension ConsoleSessions {
     ///   - referer: the `Referer` header, nil when absent.
     ///   - host: the `Host` header, nil when absent.
     public static func originAllowed(origin: String?, referer: String?, host: String?) -> Bool {
-        guard let host, let expected = WebOrigin.authority(Substring(host)) else { return false }
-        let source: WebOrigin?
-        if let origin {
-            source = WebOrigin(origin: origin)
-        } else if let referer {
-            source = WebOrigin(url: referer)
-        } else {
-            return false
-        }
-        guard let source else { return false }
+        guard let host, let expected = WebOrigin.authority(Substring(host)),
+            let source = WebOrigin.source(origin: origin, referer: referer)
+        else { return false }
         return source.host == expected.host && source.port == (expected.port ?? source.defaultPort)
     }
 
@@ -85,7 +78,7 @@ extension ConsoleSessions {
 
 /// A web origin's scheme, host and port, as ``ConsoleSessions/originAllowed(origin:referer:host:)``
 /// compares them.
-struct WebOrigin: Equatable {
+struct WebOrigin: Hashable, Sendable {
     /// `http` or `https`.
     var scheme: String
     /// The host in lower case; an IPv6 address with its brackets.
@@ -95,6 +88,20 @@ struct WebOrigin: Equatable {
 
     /// The port of the scheme when none is written.
     var defaultPort: Int { scheme == "https" ? 443 : 80 }
+
+    init(scheme: String, host: String, port: Int) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+    }
+
+    /// Where a request says it comes from: its `Origin`, or without one its `Referer`'s origin;
+    /// nil without either, for `Origin: null`, and for what is not an origin.
+    static func source(origin: String?, referer: String?) -> WebOrigin? {
+        if let origin { return WebOrigin(origin: origin) }
+        if let referer { return WebOrigin(url: referer) }
+        return nil
+    }
 
     /// An `Origin` header's value: `scheme://host[:port]` and nothing more (not `null`).
     init?(origin: String) {
