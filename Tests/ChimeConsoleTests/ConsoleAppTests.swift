@@ -167,7 +167,7 @@ import Testing
             #expect(response.status == 303 && response.headers.contains { $0 == ("Location", "/login") }, "\(path)")
         }
         let forged = await w.app.respond(
-            to: Self.post("/device/phone-1/act", "chime_console=forged", [("action", "cancel")])
+            to: Self.post("/device/phone-1/act", "__Host-chime_console=forged", [("action", "cancel")])
         )
         #expect(forged.status == 403)
         #expect(w.data.sent.withLock { $0.isEmpty })
@@ -216,6 +216,25 @@ import Testing
         #expect(await w.app.respond(to: proxied).status == 303)
         proxied.origin = "http://console.example.com"
         #expect(await w.app.respond(to: proxied).status == 403)
+    }
+
+    @Test func theFirstLiveSessionOfSeveralCookiesIsTheOne() async throws {
+        let w = try Self.world()
+        let (cookie, _) = try await Self.signIn(w, "help", "viewer password")
+        #expect(cookie.hasPrefix("__Host-chime_console="))
+        let stale = "__Host-chime_console=" + String(repeating: "A", count: 43)
+        for header in [
+            "\(stale); \(cookie)", "\(cookie); \(stale)", "theme=dark; \(stale); \(stale); \(cookie)",
+            String(repeating: "\(stale); ", count: ConsoleSessions.maximumSessionCandidates - 1) + cookie,
+        ] {
+            #expect(await w.app.respond(to: Self.get("/fleet", header)).status == 200, "\(header)")
+        }
+        // Past the candidates looked up, a live session is not found.
+        let past = String(repeating: "\(stale); ", count: ConsoleSessions.maximumSessionCandidates) + cookie
+        #expect(await w.app.respond(to: Self.get("/fleet", past)).status == 303)
+        // The name without its prefix is another cookie.
+        let unprefixed = String(cookie.dropFirst("__Host-".count))
+        #expect(await w.app.respond(to: Self.get("/fleet", unprefixed)).status == 303)
     }
 
     @Test func aWrongPasswordIsRefusedAndAudited() async throws {

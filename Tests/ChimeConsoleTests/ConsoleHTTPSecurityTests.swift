@@ -22,55 +22,69 @@ import Testing
         }
         #expect(
             ConsoleSessions.setCookie(session)
-                == "chime_console=\(session.id); Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=43200"
+                == "__Host-chime_console=\(session.id); Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=43200"
         )
-        #expect(ConsoleSessions.clearCookie == "chime_console=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0")
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: "chime_console=\(session.id)") == session.id)
+        #expect(
+            ConsoleSessions.clearCookie
+                == "__Host-chime_console=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0"
+        )
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: "__Host-chime_console=\(session.id)") == [session.id])
+        // What the __Host- prefix asks of the cookie: Secure, Path=/, no Domain.
+        let attributes = ConsoleSessions.setCookie(session).split(separator: ";").map {
+            $0.drop { $0 == " " }.lowercased()
+        }
+        #expect(attributes.contains("secure") && attributes.contains("path=/"))
+        #expect(!attributes.contains { $0.hasPrefix("domain") })
     }
 
     @Test(
         arguments: [
-            ("chime_console=\(id)", id),
-            ("theme=dark; chime_console=\(id); lang=en", id),
-            ("  chime_console \t=  \(id)  ;x=y", id),
-            ("chime_console=\"\(id)\"", id),
-            // The first wins.
-            ("chime_console=\(id); chime_console=\(other)", id),
-            ("chime_console=\(other); chime_console=\(id)", other),
+            ("__Host-chime_console=\(id)", [id]),
+            ("theme=dark; __Host-chime_console=\(id); lang=en", [id]),
+            ("  __Host-chime_console \t=  \(id)  ;x=y", [id]),
+            ("__Host-chime_console=\"\(id)\"", [id]),
+            // Every one, in order.
+            ("__Host-chime_console=\(id); __Host-chime_console=\(other)", [id, other]),
+            ("__Host-chime_console=\(other); __Host-chime_console=\(id)", [other, id]),
             // Malformed pairs and values are passed over.
-            ("garbage; ;;=; chime_console; chime_console=short; chime_console=\(id)", id),
-            ("chime_console=\(id)x; chime_console=\(other)", other),
-            ("chime_console=\(id.dropLast())+", nil),
-            ("chime_console=\"\(id)", nil),
-            // Not the name: case, prefixes, suffixes.
-            ("Chime_Console=\(id)", nil),
-            ("xchime_console=\(id)", nil),
-            ("chime_console_old=\(id)", nil),
-            ("", nil),
-            ("chime_console=", nil),
-        ] as [(String, String?)]
+            ("garbage; ;;=; __Host-chime_console; __Host-chime_console=short; __Host-chime_console=\(id)", [id]),
+            ("__Host-chime_console=\(id)x; __Host-chime_console=\(other)", [other]),
+            ("__Host-chime_console=\(id.dropLast())+", []),
+            ("__Host-chime_console=\"\(id)", []),
+            // Not the name: case, prefixes, suffixes, the name without its prefix.
+            ("__host-chime_console=\(id)", []),
+            ("x__Host-chime_console=\(id)", []),
+            ("__Host-chime_console_old=\(id)", []),
+            ("chime_console=\(id)", []),
+            ("__Secure-chime_console=\(id)", []),
+            ("", []),
+            ("__Host-chime_console=", []),
+        ] as [(String, [String])]
     )
-    func findsTheSessionIdInACookieHeader(header: String, id: String?) {
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: header) == id)
+    func findsTheSessionIdsInACookieHeader(header: String, ids: [String]) {
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: header) == ids)
     }
 
     @Test func readsOnlyTheFirstFourKilobytesOfAHugeHeader() {
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: nil) == nil)
-        let cookie = "chime_console=\(Self.id)"
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: nil).isEmpty)
+        let cookie = "__Host-chime_console=\(Self.id)"
         // 10,000 other cookies first: the session's is past 4 KiB, so not read.
         let many = (0..<10_000).map { "c\($0)=v" }.joined(separator: "; ")
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: many + "; " + cookie) == nil)
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: cookie + "; " + many) == Self.id)
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: many + "; " + cookie).isEmpty)
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: cookie + "; " + many) == [Self.id])
         // One megabyte in one cookie.
         let huge = "big=" + String(repeating: "x", count: 1 << 20)
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: huge + "; " + cookie) == nil)
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: huge + "; " + cookie).isEmpty)
         // Cut at the limit: a value cut short is not an id.
         let padding = String(repeating: "p", count: ConsoleSessions.maximumCookieHeaderBytes - cookie.utf8.count - 3)
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: "a=\(padding);" + cookie) == Self.id)
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: "a=\(padding)p;" + cookie) == nil)
-        // Many session cookies: the first well-formed one.
-        let sessions = String(repeating: "chime_console=bad; ", count: 100) + cookie
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: sessions) == Self.id)
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: "a=\(padding);" + cookie) == [Self.id])
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: "a=\(padding)p;" + cookie).isEmpty)
+        // Many session cookies: the well-formed ones, at most eight.
+        let sessions = String(repeating: "__Host-chime_console=bad; ", count: 100) + cookie
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: sessions) == [Self.id])
+        let ids = String(repeating: cookie + "; ", count: 20)
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: ids).count == ConsoleSessions.maximumSessionCandidates)
+        #expect(ConsoleSessions.maximumSessionCandidates == 8)
     }
 }
 

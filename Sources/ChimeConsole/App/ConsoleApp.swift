@@ -283,10 +283,17 @@ public final class ConsoleApp: Sendable {
 
     // MARK: Sign-in
 
+    /// The live session of the first of the request's session cookies that has one.
     func signedIn(_ request: ConsoleRequest) -> ConsoleSessions.Session? {
-        guard let id = ConsoleSessions.sessionId(fromCookieHeader: request.cookie) else { return nil }
+        let ids = ConsoleSessions.sessionIds(fromCookieHeader: request.cookie)
+        guard !ids.isEmpty else { return nil }
         let now = now()
-        return sessions.withLock { $0.session(id: id, now: now) }
+        return sessions.withLock { sessions in
+            for id in ids {
+                if let session = sessions.session(id: id, now: now) { return session }
+            }
+            return nil
+        }
     }
 
     /// What the audit log says of a sign-in whose name could not be an account's
