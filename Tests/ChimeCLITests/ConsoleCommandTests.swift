@@ -25,8 +25,9 @@ import Testing
             world = try await CLIWorld.start()
             files = try TemporaryDirectory(prefix: "chime-console")
             let accounts = files.appending("console.passwd")
-            for (name, role, password) in [("ana", "operator", "a long passphrase"), ("vic", "viewer", "viewer words")]
-            {
+            for (name, role, password) in [
+                ("ana", "operator", "a long passphrase"), ("vic", "viewer", "a viewer's words"),
+            ] {
                 let added = try await Self.withInput(
                     password,
                     ["console", "add", name, "--role", role, "--accounts", accounts]
@@ -126,11 +127,18 @@ import Testing
         #expect(text.contains("ana:operator:$y$") && !text.contains("secret words"))
         #expect(try await runChime(["console", "list", "--accounts", path]).out == ["ana  operator"])
         let again = try await Served.withInput(
-            "other",
+            "another long password",
             ["console", "add", "ana", "--role", "viewer", "--accounts", path]
         )
         #expect(again.status == 1, "a second ana: \(again)")
         #expect(try await runChime(["console", "remove", "ana", "--accounts", path]).status == 0)
+        #expect(try await runChime(["console", "list", "--accounts", path]).out.isEmpty)
+        let short = try await Served.withInput(
+            "short words",
+            ["console", "add", "bob", "--role", "viewer", "--accounts", path]
+        )
+        #expect(short.status == 1, "\(short)")
+        #expect(short.stderr.contains("the password is shorter than 12 characters"), "\(short)")
         #expect(try await runChime(["console", "list", "--accounts", path]).out.isEmpty)
         // A file others may read stops the console before it listens, with the fix.
         chmod(path, 0o644)
@@ -178,7 +186,7 @@ import Testing
         #expect(wrong.status == 401)
 
         // The viewer: the reminder, its rule in words, the hostile body as text; no action.
-        let viewerCSRF = try await served.signIn("vic", "viewer words", jar: "vic")
+        let viewerCSRF = try await served.signIn("vic", "a viewer's words", jar: "vic")
         let page = try await served.curl("/device/phone-1", jar: "vic")
         #expect(page.status == 200)
         #expect(page.body.contains("Monday to Friday at 18:00, Asia/Shanghai"))

@@ -159,13 +159,17 @@ enum TestAccounts {
     }
 
     @Test func addsAndRemovesAccountsKeepingTheRest() throws {
-        let added = try TestAccounts.accounts.adding(name: "dave.smith@example-1_2", role: .viewer, password: "dave's")
+        let added = try TestAccounts.accounts.adding(
+            name: "dave.smith@example-1_2",
+            role: .viewer,
+            password: "dave's long password"
+        )
         #expect(added.count == 4)
-        #expect(added.authenticate(name: "dave.smith@example-1_2", password: "dave's")?.role == .viewer)
+        #expect(added.authenticate(name: "dave.smith@example-1_2", password: "dave's long password")?.role == .viewer)
         #expect(added.text.hasPrefix(TestAccounts.text))
         #expect(added.text.hasSuffix("\n"))
         let reread = try ConsoleAccounts(parsing: added.text)
-        #expect(reread.authenticate(name: "dave.smith@example-1_2", password: "dave's") != nil)
+        #expect(reread.authenticate(name: "dave.smith@example-1_2", password: "dave's long password") != nil)
 
         let removed = try added.removing(name: "alice")
         #expect(removed["alice"] == nil)
@@ -190,8 +194,20 @@ enum TestAccounts {
             try accounts.adding(name: "dave", role: .viewer, password: "")
         }
         #expect(throws: ConsoleAccountsError(.invalidPassword)) {
-            try accounts.adding(name: "dave", role: .viewer, password: "a\u{0}b")
+            try accounts.adding(name: "dave", role: .viewer, password: "a\u{0}b" + String(repeating: "c", count: 12))
         }
+        // Shorter than 12 characters, however many bytes: refused, with the rule.
+        for short in ["elevenchars", "ééééééééééé", "a b c d e f"] {
+            do {
+                _ = try accounts.adding(name: "dave", role: .viewer, password: short)
+                Issue.record("took \(short)")
+            } catch {
+                #expect(error.code == .invalidPassword)
+                #expect(error.description.hasPrefix("the password is shorter than 12 characters: choose a longer one"))
+            }
+        }
+        #expect((try? accounts.adding(name: "dave", role: .viewer, password: "twelve chars"))?.count == 4)
+        #expect(ConsoleAccounts.minimumPasswordLength == 12)
         #expect(throws: ConsoleAccountsError(.malformed)) {
             try accounts.adding(name: "dave", role: .viewer, passwordHash: "$6$abc$x")
         }

@@ -65,6 +65,9 @@ public struct ConsoleAccounts: Sendable {
     public static let maximumFileBytes = 1 << 20
     /// The longest name, in characters (all ASCII).
     public static let maximumNameLength = 64
+    /// The shortest password ``adding(name:role:password:)`` takes, in characters: a few words
+    /// make one (`correct horse battery staple`).
+    public static let minimumPasswordLength = 12
 
     /// A line of the file: kept text (a comment or a blank line), or an account by its name.
     private enum Line: Sendable {
@@ -236,7 +239,8 @@ public struct ConsoleAccounts: Sendable {
 
     /// These accounts and a new one, whose password is hashed with yescrypt (``PasswordHash/make(_:)``).
     /// - Throws: ``ConsoleAccountsError`` `.malformed` for an invalid name, `.duplicateName`,
-    ///   `.tooManyAccounts`, `.invalidPassword` for a password that cannot be hashed.
+    ///   `.tooManyAccounts`, `.invalidPassword` for a password shorter than
+    ///   ``minimumPasswordLength`` or that cannot be hashed.
     public func adding(
         name: String,
         role: ConsoleRole,
@@ -244,6 +248,13 @@ public struct ConsoleAccounts: Sendable {
     ) throws(ConsoleAccountsError) -> ConsoleAccounts {
         // The cheap checks first: hashing takes tens of milliseconds.
         try checkAddable(name)
+        guard password.count >= Self.minimumPasswordLength else {
+            throw ConsoleAccountsError(
+                .invalidPassword,
+                "the password is shorter than \(Self.minimumPasswordLength) characters: choose a longer one "
+                    + "(a few words make a good one)"
+            )
+        }
         let hash: String
         do {
             hash = try PasswordHash.make(password)
