@@ -8,16 +8,18 @@ public enum HTTPForm {
     /// The media type, for `Content-Type`.
     public static let contentType = "application/x-www-form-urlencoded"
 
-    /// The most fields ``decode(_:)`` takes: more makes it nil (a form of the console has a few).
+    /// The most fields ``decode(_:maxFields:)`` takes by default: more makes it nil.
     public static let maxFields = 1000
 
     /// The fields of `body` in order, each name and value with `+` read as a space and `%XX` as
     /// the byte XX. Empty fields (`a=1&&b=2`, a trailing `&`) are skipped; a field without `=` has
     /// an empty value; names may repeat.
     ///
+    /// - Parameter maxFields: the most fields taken (``maxFields`` unless told): a form that names
+    ///   up to 1,000 things besides a few fields of its own needs more.
     /// - Returns: nil if an escape is not `%` and two hexadecimal digits, if a name or value is not
-    ///   UTF-8 once decoded, or if there are more than ``maxFields`` fields.
-    public static func decode(_ body: [UInt8]) -> [(String, String)]? {
+    ///   UTF-8 once decoded, or if there are more than `maxFields` fields.
+    public static func decode(_ body: [UInt8], maxFields: Int = HTTPForm.maxFields) -> [(String, String)]? {
         var fields: [(String, String)] = []
         for field in body.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
             guard fields.count < maxFields else { return nil }
@@ -31,7 +33,7 @@ public enum HTTPForm {
     }
 
     /// `fields` as a form body or query (without `?`): every byte but letters, digits and `*-._`
-    /// escaped, a space as `+`; ``decode(_:)`` gives them back.
+    /// escaped, a space as `+`; ``decode(_:maxFields:)`` gives them back.
     public static func encode(_ fields: [(String, String)]) -> String {
         fields.map { "\(encodeComponent($0.0))=\(encodeComponent($0.1))" }.joined(separator: "&")
     }

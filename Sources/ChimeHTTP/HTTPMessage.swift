@@ -50,20 +50,24 @@ public struct HTTPRequest: Hashable, Sendable {
         headers.filter { HTTPHeaderName.equal($0.0, name) }.map(\.1)
     }
 
-    /// The query's name and value pairs, decoded as a form (``HTTPForm/decode(_:)``); nil if it is
-    /// malformed or has more than ``HTTPForm/maxFields`` fields.
+    /// The query's name and value pairs, decoded as a form (``HTTPForm/decode(_:maxFields:)``);
+    /// nil if it is malformed or has more than ``HTTPForm/maxFields`` fields.
     public var queryItems: [(String, String)]? { HTTPForm.decode(Array(query.utf8)) }
 
     /// The body's name and value pairs when the request says it is a form
     /// (`Content-Type: application/x-www-form-urlencoded`, parameters aside); nil if it does not,
-    /// or if the body is malformed (``HTTPForm/decode(_:)``). A handler that takes forms only
-    /// answers nil with 415 or 400.
-    public var form: [(String, String)]? {
+    /// or if the body is malformed or has more than ``HTTPForm/maxFields`` fields
+    /// (``HTTPForm/decode(_:maxFields:)``). A handler that takes forms only answers nil with 415 or
+    /// 400.
+    public var form: [(String, String)]? { form(maxFields: HTTPForm.maxFields) }
+
+    /// ``form``, taking up to `maxFields` fields.
+    public func form(maxFields: Int) -> [(String, String)]? {
         guard let type = header("Content-Type") else { return nil }
         let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
         let essence = type.prefix { $0 != ";" }.drop(while: blank).reversed().drop(while: blank).reversed()
         guard HTTPHeaderName.equal(String(essence), HTTPForm.contentType) else { return nil }
-        return HTTPForm.decode(body)
+        return HTTPForm.decode(body, maxFields: maxFields)
     }
 
     public static func == (a: HTTPRequest, b: HTTPRequest) -> Bool {

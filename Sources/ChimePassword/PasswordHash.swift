@@ -17,7 +17,9 @@ import Glibc
 ///
 /// Both calls are thread-safe: each uses `crypt_rn` with a `struct crypt_data` (32 KiB) of its
 /// own on the heap, zeroed before it is freed. Each costs what the hash's parameters say (tens of
-/// milliseconds and 16 MiB for yescrypt's default), so call them off latency-sensitive threads.
+/// milliseconds and 16 MiB for yescrypt's default), so call them off latency-sensitive threads;
+/// ``verify(_:against:)`` refuses hashes costlier than ``maximumBcryptCost`` and
+/// ``maximumYescryptBlocks`` without hashing.
 ///
 /// bcrypt reads only the first 72 bytes of a password: two passwords that share them match the
 /// same bcrypt hash. yescrypt reads every byte.
@@ -59,12 +61,22 @@ public enum PasswordHash {
         return hash
     }
 
+    /// The costliest bcrypt hash ``verify(_:against:)`` checks: cost 12 (2¹² rounds, about a
+    /// quarter of a second). `htpasswd -B` writes 5 by default, `mkpasswd -m bcrypt` 5.
+    public static let maximumBcryptCost = 12
+
+    /// The costliest yescrypt hash ``verify(_:against:)`` checks, as the product of its N and r:
+    /// libcrypt's default (`$y$j9T$`: N = 4096, r = 32, 16 MiB, tens of milliseconds), which is
+    /// what ``make(_:)`` and `mkpasswd -m yescrypt` write.
+    public static let maximumYescryptBlocks: UInt64 = 4096 * 32
+
     /// Whether `password` is the one `hash` was made from.
     ///
     /// The hash is recomputed with the stored hash as libcrypt's setting and compared with it in
     /// constant time. Never throws and never traps: a hash that is not a well-formed yescrypt or
-    /// bcrypt hash (``isSupported(_:)``), such as a locked account's `*` or `!…`, and a password
-    /// that ``make(_:)`` would refuse, are false without calling libcrypt.
+    /// bcrypt hash within the costs allowed (``isSupported(_:)``), such as a locked account's `*`
+    /// or `!…`, or one whose cost would make a check take seconds, and a password that ``make(_:)``
+    /// would refuse, are false without calling libcrypt.
     public static func verify(_ password: String, against hash: String) -> Bool {
         guard isSupported(hash), (try? check(password)) != nil else { return false }
         guard let computed = crypt(password, setting: hash) else { return false }
@@ -74,23 +86,46 @@ public enum PasswordHash {
     /// Whether `hash` is a well-formed hash that ``verify(_:against:)`` checks: yescrypt
     /// (`$y$PARAMS$SALT$` and 43 characters of hash) or bcrypt (`$2b$`, `$2y$` or `$2a$`, a cost of
     /// 04 to 31, `$`, and 53 characters of salt and hash), in crypt(5)'s alphabet, that
-    /// `crypt_checksalt` takes as neither invalid nor legacy.
+    /// `crypt_checksalt` takes as neither invalid nor legacy, and no costlier than
+    /// ``maximumBcryptCost`` or ``maximumYescryptBlocks`` (``isTooCostly(_:)``).
     ///
     /// Cheap: it reads the text and does not hash.
     public static func isSupported(_ hash: String) -> Bool {
+        shape(hash) == .supported
+    }
+
+    /// Whether `hash` is a well-formed yescrypt or bcrypt hash that ``verify(_:against:)`` refuses
+    /// for its cost: bcrypt over ``maximumBcryptCost``; yescrypt with N × r over
+    /// ``maximumYescryptBlocks``, another flavour than libcrypt's, or parameters past N and r
+    /// (p, t, g, a ROM), each of which only adds cost. A hand-edited accounts line must not make
+    /// each sign-in take seconds, or minutes, of the server's time.
+    public static func isTooCostly(_ hash: String) -> Bool {
+        shape(hash) == .tooCostly
+    }
+
+    private enum Shape { case supported, tooCostly, unsupported }
+
+    private static func shape(_ hash: String) -> Shape {
         let bytes = Array(hash.utf8)
-        guard bytes.count <= maximumHashBytes, bytes.allSatisfy(\.isCryptCharacter) else { return false }
-        let wellFormed: Bool
+        guard bytes.count <= maximumHashBytes, bytes.allSatisfy(\.isCryptCharacter) else { return .unsupported }
+        let affordable: Bool
         if hash.hasPrefix("$y$") {
             // "", "y", parameters, salt, hash.
             let fields = bytes.split(separator: UInt8(ascii: "$"), omittingEmptySubsequences: false)
-            wellFormed = fields.count == 5 && !fields[2].isEmpty && !fields[3].isEmpty && fields[4].count == 43
+            guard fields.count == 5, !fields[3].isEmpty, fields[4].count == 43,
+                let withinCost = yescryptWithinCost(fields[2])
+            else { return .unsupported }
+            affordable = withinCost
         } else if hash.hasPrefix("$2b$") || hash.hasPrefix("$2y$") || hash.hasPrefix("$2a$") {
-            wellFormed = bytes.count == 60 && bcryptCost(bytes) != nil && !bytes[7...].contains(UInt8(ascii: "$"))
+            guard bytes.count == 60, let cost = bcryptCost(bytes), !bytes[7...].contains(UInt8(ascii: "$")) else {
+                return .unsupported
+            }
+            affordable = cost <= maximumBcryptCost
         } else {
-            wellFormed = false
+            return .unsupported
         }
-        return wellFormed && crypt_checksalt(hash) == CRYPT_SALT_OK
+        guard crypt_checksalt(hash) == CRYPT_SALT_OK else { return .unsupported }
+        return affordable ? .supported : .tooCostly
     }
 
     /// The cost of a bcrypt hash, `$2b$NN$…`: two digits, 04 to 31, then `$`; nil when it is not.
@@ -100,6 +135,61 @@ public enum PasswordHash {
         guard digits.allSatisfy({ (0...9).contains($0) }) else { return nil }
         let cost = digits[0] * 10 + digits[1]
         return (4...31).contains(cost) ? cost : nil
+    }
+
+    /// libcrypt's yescrypt flavour (`YESCRYPT_DEFAULTS`, written `j`): the only one it writes.
+    private static let yescryptFlavor: UInt32 = 47
+
+    /// Whether yescrypt parameters (`j9T`: flavour, log₂ N, r, then optional ones) cost at most
+    /// the default's; nil when they are not well-formed.
+    private static func yescryptWithinCost(_ field: ArraySlice<UInt8>) -> Bool? {
+        var rest = field
+        guard let flavor = yescryptNumber(&rest, minimum: 0), let logN = yescryptNumber(&rest, minimum: 1),
+            let r = yescryptNumber(&rest, minimum: 1)
+        else { return nil }
+        // p, t, g and a ROM follow only when they differ from the defaults, and each costs more.
+        guard rest.isEmpty, flavor == yescryptFlavor, logN <= 32 else { return false }
+        // At most 2³² × (2³² − 1): no overflow.
+        return (UInt64(1) << UInt64(logN)) * UInt64(r) <= maximumYescryptBlocks
+    }
+
+    /// A number in yescrypt's variable-length encoding, taken from the front of `bytes`: a first
+    /// character that says how many follow and their high bits, then six bits a character
+    /// (`decode64_uint32` in libxcrypt's yescrypt-common.c). Nil when it is not one.
+    private static func yescryptNumber(_ bytes: inout ArraySlice<UInt8>, minimum: UInt32) -> UInt32? {
+        guard let first = bytes.popFirst(), let c = cryptDigit(first) else { return nil }
+        var start: UInt64 = 0
+        var end: UInt64 = 47
+        var chars = 1
+        var bits: UInt64 = 0
+        var value = UInt64(minimum)
+        while UInt64(c) > end {
+            value += (end + 1 - start) << bits
+            start = end + 1
+            end = start + (62 - end) / 2
+            chars += 1
+            bits += 6
+        }
+        value += (UInt64(c) - start) << bits
+        while chars > 1 {
+            chars -= 1
+            guard let next = bytes.popFirst(), let digit = cryptDigit(next) else { return nil }
+            bits -= 6
+            value += UInt64(digit) << bits
+        }
+        return value <= UInt64(UInt32.max) ? UInt32(value) : nil
+    }
+
+    /// The value of a character of crypt(5)'s base 64, `./0-9A-Za-z`: 0 to 63.
+    private static func cryptDigit(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "."): 0
+        case UInt8(ascii: "/"): 1
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0") + 2
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte - UInt8(ascii: "A") + 12
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): byte - UInt8(ascii: "a") + 38
+        default: nil
+        }
     }
 
     /// Refuses a password that libcrypt cannot hash as it is given.

@@ -1,7 +1,12 @@
+import ChimeConsole
 import ChimeCore
+import ChimeHTTP
+import ChimeMQTT
 import ChimeTestSupport
 import Foundation
 import Testing
+
+@testable import ChimeCLI
 
 /// `chime console` as a person runs it: accounts made with the CLI, the console served against a
 /// real chimed and mosquitto, signed into and used with curl (a real HTTP client keeping cookies),
@@ -20,8 +25,9 @@ import Testing
             world = try await CLIWorld.start()
             files = try TemporaryDirectory(prefix: "chime-console")
             let accounts = files.appending("console.passwd")
-            for (name, role, password) in [("ana", "operator", "a long passphrase"), ("vic", "viewer", "viewer words")]
-            {
+            for (name, role, password) in [
+                ("ana", "operator", "a long passphrase"), ("vic", "viewer", "a viewer's words"),
+            ] {
                 let added = try await Self.withInput(
                     password,
                     ["console", "add", name, "--role", role, "--accounts", accounts]
@@ -64,7 +70,8 @@ import Testing
             _ path: String,
             jar: String,
             form: [String] = [],
-            origin: String? = nil
+            origin: String? = nil,
+            host: String? = nil
         ) async throws -> (
             status: Int, body: String, headers: String
         ) {
@@ -75,6 +82,7 @@ import Testing
                 files.appending(jar),
             ]
             if let origin { arguments += ["-H", "Origin: \(origin)"] }
+            if let host { arguments += ["-H", "Host: \(host)"] }
             for field in form { arguments += ["--data-urlencode", field] }
             let process = try ChildProcess("curl", arguments: arguments + [url + path])
             try process.start()
@@ -119,11 +127,18 @@ import Testing
         #expect(text.contains("ana:operator:$y$") && !text.contains("secret words"))
         #expect(try await runChime(["console", "list", "--accounts", path]).out == ["ana  operator"])
         let again = try await Served.withInput(
-            "other",
+            "another long password",
             ["console", "add", "ana", "--role", "viewer", "--accounts", path]
         )
         #expect(again.status == 1, "a second ana: \(again)")
         #expect(try await runChime(["console", "remove", "ana", "--accounts", path]).status == 0)
+        #expect(try await runChime(["console", "list", "--accounts", path]).out.isEmpty)
+        let short = try await Served.withInput(
+            "short words",
+            ["console", "add", "bob", "--role", "viewer", "--accounts", path]
+        )
+        #expect(short.status == 1, "\(short)")
+        #expect(short.stderr.contains("the password is shorter than 12 characters"), "\(short)")
         #expect(try await runChime(["console", "list", "--accounts", path]).out.isEmpty)
         // A file others may read stops the console before it listens, with the fix.
         chmod(path, 0o644)
@@ -132,6 +147,8 @@ import Testing
         #expect(refused.stderr.contains("chmod 600"), "\(refused)")
         let usage = try await runChime(["console", "add", "bob", "--accounts", path])
         #expect(usage.status == 2 && usage.stderr.contains("--role"), "\(usage)")
+        let origin = try await runChime(["console", "--accounts", path, "--origin", "console.example.com"])
+        #expect(origin.status == 2 && origin.stderr.contains("--origin: \"console.example.com\" is not an origin"))
     }
 
     @Test func aViewerSeesADevicesRemindersAndAnOperatorPausesOne() async throws {
@@ -153,6 +170,11 @@ import Testing
             "<script>alert(1)</script> Take your medicine"
         )
 
+        // A page of another name that resolves to the console (DNS rebinding) is not answered.
+        let port = served.url.split(separator: ":").last.map(String.init) ?? ""
+        let rebound = try await served.curl("/login", jar: "none", host: "evil.example:\(port)")
+        #expect(rebound.status == 421, "\(rebound)")
+
         // Signed out: every page sends to the sign-in page; a wrong password is refused.
         #expect(try await served.curl("/device/phone-1", jar: "none").status == 303)
         let wrong = try await served.curl(
@@ -164,7 +186,7 @@ import Testing
         #expect(wrong.status == 401)
 
         // The viewer: the reminder, its rule in words, the hostile body as text; no action.
-        let viewerCSRF = try await served.signIn("vic", "viewer words", jar: "vic")
+        let viewerCSRF = try await served.signIn("vic", "a viewer's words", jar: "vic")
         let page = try await served.curl("/device/phone-1", jar: "vic")
         #expect(page.status == 200)
         #expect(page.body.contains("Monday to Friday at 18:00, Asia/Shanghai"))
@@ -205,8 +227,9 @@ import Testing
 
         // The audit log (standard output): who did what, from where.
         let audit = served.console.standardOutputLines.compactMap { (try? JSON(parsing: $0))?.objectValue }
-        let pause = audit.first { $0["action"] == "pause" }
-        #expect(pause?["who"] == "ana" && pause?["device"] == "phone-1" && pause?["outcome"] == "ok", "\(audit)")
+        let pause = audit.first { $0["action"] == "pause" && $0["outcome"] == "ok" }
+        #expect(pause?["who"] == "ana" && pause?["device"] == "phone-1", "\(audit)")
+        #expect(audit.contains { $0["action"] == "pause" && $0["who"] == "ana" && $0["outcome"] == "refused" })
         #expect(audit.contains { $0["action"] == "cancel" && $0["who"] == "vic" && $0["outcome"] == "forbidden" })
 
         // The fleet page shows the worker.
@@ -252,5 +275,44 @@ import Testing
             html.contains(#"<label for="username">"#)
                 && html.contains(#"<form class="stack" method="post" action="/login""#)
         )
+    }
+
+    /// What the console keeps of the workers' topics: each worker by its topic's id, whatever its
+    /// payload says, and no message over the bound.
+    @Test func workersAreKeptByTheirTopicsIdAndLargeMessagesAreIgnored() {
+        let heard = ConsoleMQTTData.Heard(topics: Topics(prefix: "chime"))
+        func message(_ topic: String, _ json: String) -> MQTTMessage {
+            MQTTMessage(topic: topic, payload: Array(json.utf8), qos: 1, retain: true)
+        }
+        heard.take(message("chime/$worker/w1/status", #"{"state":"online","workerId":"w2"}"#))
+        heard.take(message("chime/$worker/w1/stats", #"{"workerId":"w2","pending":7}"#))
+        #expect(heard.fleet.map(\.id) == ["w1"])
+        #expect(heard.fleet.first?.pending == 7)
+        let padding = String(repeating: " ", count: ConsoleMQTTData.maximumMessageBytes)
+        heard.take(message("chime/$worker/w1/stats", #"{"pending":8}"# + padding))
+        heard.take(message("chime/$worker/w3/status", #"{"state":"online"}"# + padding))
+        #expect(heard.fleet.map(\.id) == ["w1"] && heard.fleet.first?.pending == 7)
+        #expect(ConsoleMQTTData.maximumMessageBytes == 64 * 1024)
+    }
+
+    /// A confirmed action on the most notifications one action may name, as the browser posts it.
+    @Test func theConsoleTakesAFormOfTheMostIds() throws {
+        let fields =
+            [("csrf", "t"), ("action", "snooze"), ("minutes", "10"), ("confirm", "yes")]
+            + (0..<ConsoleApp.maximumIds).map { ("ids", "reminder-\($0)") }
+        func post(_ fields: [(String, String)]) -> HTTPRequest {
+            HTTPRequest(
+                method: "POST",
+                path: "/device/phone-1/act",
+                headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Host", "127.0.0.1:8080")],
+                body: Array(HTTPForm.encode(fields).utf8)
+            )
+        }
+        let request = try #require(ChimeCLI.ConsoleCommand.consoleRequest(post(fields)))
+        #expect(request.form.filter { $0.name == "ids" }.count == ConsoleApp.maximumIds)
+        #expect(request.form.contains { $0 == ("confirm", "yes") })
+        #expect(post(fields).body.count <= ChimeCLI.ConsoleCommand.maxBodyBytes)
+        let tooMany = fields + (0...ConsoleApp.maximumFormFields).map { ("x", "\($0)") }
+        #expect(ChimeCLI.ConsoleCommand.consoleRequest(post(tooMany)) == nil)
     }
 }

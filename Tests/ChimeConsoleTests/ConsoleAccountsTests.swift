@@ -112,6 +112,29 @@ enum TestAccounts {
         }
     }
 
+    @Test(arguments: [IndependentHashes.costlyYescrypt, IndependentHashes.bcrypt13])
+    func refusesAHashCostlierThanTheConsoleChecksWithItsLine(hash: String) throws {
+        let text = "# accounts\nalice:operator:\(IndependentHashes.yescrypt)\nbob:viewer:\(hash)\n"
+        #expect(throws: ConsoleAccountsError(.costlyHash)) { try ConsoleAccounts(parsing: text) }
+        do {
+            _ = try ConsoleAccounts(parsing: text)
+        } catch {
+            #expect(error.line == 3)
+            #expect(error.description.hasPrefix("line 3: the hash of bob costs more to check than the console allows"))
+            #expect(!error.description.contains(hash))
+        }
+        let files = try TemporaryDirectory(prefix: "chime-accounts-cost")
+        let path = files.appending("console.passwd")
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(text.utf8)))
+        chmod(path, 0o600)
+        #expect(throws: ConsoleAccountsError(.costlyHash)) { try ConsoleAccounts.load(path: path) }
+        #expect(throws: ConsoleAccountsError(.costlyHash)) {
+            try ConsoleAccounts().adding(name: "bob", role: .viewer, passwordHash: hash)
+        }
+        // Locked, it is kept: it is never checked.
+        #expect(try ConsoleAccounts(parsing: "bob:viewer:!\(hash)\n").count == 1)
+    }
+
     @Test func holdsTenThousandAccountsAndNoMore() throws {
         #expect(try ConsoleAccounts(parsing: TestAccounts.many(ConsoleAccounts.maximumAccounts)).count == 10_000)
         do {
@@ -136,13 +159,17 @@ enum TestAccounts {
     }
 
     @Test func addsAndRemovesAccountsKeepingTheRest() throws {
-        let added = try TestAccounts.accounts.adding(name: "dave.smith@example-1_2", role: .viewer, password: "dave's")
+        let added = try TestAccounts.accounts.adding(
+            name: "dave.smith@example-1_2",
+            role: .viewer,
+            password: "dave's long password"
+        )
         #expect(added.count == 4)
-        #expect(added.authenticate(name: "dave.smith@example-1_2", password: "dave's")?.role == .viewer)
+        #expect(added.authenticate(name: "dave.smith@example-1_2", password: "dave's long password")?.role == .viewer)
         #expect(added.text.hasPrefix(TestAccounts.text))
         #expect(added.text.hasSuffix("\n"))
         let reread = try ConsoleAccounts(parsing: added.text)
-        #expect(reread.authenticate(name: "dave.smith@example-1_2", password: "dave's") != nil)
+        #expect(reread.authenticate(name: "dave.smith@example-1_2", password: "dave's long password") != nil)
 
         let removed = try added.removing(name: "alice")
         #expect(removed["alice"] == nil)
@@ -167,8 +194,20 @@ enum TestAccounts {
             try accounts.adding(name: "dave", role: .viewer, password: "")
         }
         #expect(throws: ConsoleAccountsError(.invalidPassword)) {
-            try accounts.adding(name: "dave", role: .viewer, password: "a\u{0}b")
+            try accounts.adding(name: "dave", role: .viewer, password: "a\u{0}b" + String(repeating: "c", count: 12))
         }
+        // Shorter than 12 characters, however many bytes: refused, with the rule.
+        for short in ["elevenchars", "ééééééééééé", "a b c d e f"] {
+            do {
+                _ = try accounts.adding(name: "dave", role: .viewer, password: short)
+                Issue.record("took \(short)")
+            } catch {
+                #expect(error.code == .invalidPassword)
+                #expect(error.description.hasPrefix("the password is shorter than 12 characters: choose a longer one"))
+            }
+        }
+        #expect((try? accounts.adding(name: "dave", role: .viewer, password: "twelve chars"))?.count == 4)
+        #expect(ConsoleAccounts.minimumPasswordLength == 12)
         #expect(throws: ConsoleAccountsError(.malformed)) {
             try accounts.adding(name: "dave", role: .viewer, passwordHash: "$6$abc$x")
         }

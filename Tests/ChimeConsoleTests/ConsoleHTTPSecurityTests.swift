@@ -22,55 +22,69 @@ import Testing
         }
         #expect(
             ConsoleSessions.setCookie(session)
-                == "chime_console=\(session.id); Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=43200"
+                == "__Host-chime_console=\(session.id); Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=43200"
         )
-        #expect(ConsoleSessions.clearCookie == "chime_console=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0")
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: "chime_console=\(session.id)") == session.id)
+        #expect(
+            ConsoleSessions.clearCookie
+                == "__Host-chime_console=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0"
+        )
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: "__Host-chime_console=\(session.id)") == [session.id])
+        // What the __Host- prefix asks of the cookie: Secure, Path=/, no Domain.
+        let attributes = ConsoleSessions.setCookie(session).split(separator: ";").map {
+            $0.drop { $0 == " " }.lowercased()
+        }
+        #expect(attributes.contains("secure") && attributes.contains("path=/"))
+        #expect(!attributes.contains { $0.hasPrefix("domain") })
     }
 
     @Test(
         arguments: [
-            ("chime_console=\(id)", id),
-            ("theme=dark; chime_console=\(id); lang=en", id),
-            ("  chime_console \t=  \(id)  ;x=y", id),
-            ("chime_console=\"\(id)\"", id),
-            // The first wins.
-            ("chime_console=\(id); chime_console=\(other)", id),
-            ("chime_console=\(other); chime_console=\(id)", other),
+            ("__Host-chime_console=\(id)", [id]),
+            ("theme=dark; __Host-chime_console=\(id); lang=en", [id]),
+            ("  __Host-chime_console \t=  \(id)  ;x=y", [id]),
+            ("__Host-chime_console=\"\(id)\"", [id]),
+            // Every one, in order.
+            ("__Host-chime_console=\(id); __Host-chime_console=\(other)", [id, other]),
+            ("__Host-chime_console=\(other); __Host-chime_console=\(id)", [other, id]),
             // Malformed pairs and values are passed over.
-            ("garbage; ;;=; chime_console; chime_console=short; chime_console=\(id)", id),
-            ("chime_console=\(id)x; chime_console=\(other)", other),
-            ("chime_console=\(id.dropLast())+", nil),
-            ("chime_console=\"\(id)", nil),
-            // Not the name: case, prefixes, suffixes.
-            ("Chime_Console=\(id)", nil),
-            ("xchime_console=\(id)", nil),
-            ("chime_console_old=\(id)", nil),
-            ("", nil),
-            ("chime_console=", nil),
-        ] as [(String, String?)]
+            ("garbage; ;;=; __Host-chime_console; __Host-chime_console=short; __Host-chime_console=\(id)", [id]),
+            ("__Host-chime_console=\(id)x; __Host-chime_console=\(other)", [other]),
+            ("__Host-chime_console=\(id.dropLast())+", []),
+            ("__Host-chime_console=\"\(id)", []),
+            // Not the name: case, prefixes, suffixes, the name without its prefix.
+            ("__host-chime_console=\(id)", []),
+            ("x__Host-chime_console=\(id)", []),
+            ("__Host-chime_console_old=\(id)", []),
+            ("chime_console=\(id)", []),
+            ("__Secure-chime_console=\(id)", []),
+            ("", []),
+            ("__Host-chime_console=", []),
+        ] as [(String, [String])]
     )
-    func findsTheSessionIdInACookieHeader(header: String, id: String?) {
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: header) == id)
+    func findsTheSessionIdsInACookieHeader(header: String, ids: [String]) {
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: header) == ids)
     }
 
     @Test func readsOnlyTheFirstFourKilobytesOfAHugeHeader() {
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: nil) == nil)
-        let cookie = "chime_console=\(Self.id)"
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: nil).isEmpty)
+        let cookie = "__Host-chime_console=\(Self.id)"
         // 10,000 other cookies first: the session's is past 4 KiB, so not read.
         let many = (0..<10_000).map { "c\($0)=v" }.joined(separator: "; ")
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: many + "; " + cookie) == nil)
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: cookie + "; " + many) == Self.id)
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: many + "; " + cookie).isEmpty)
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: cookie + "; " + many) == [Self.id])
         // One megabyte in one cookie.
         let huge = "big=" + String(repeating: "x", count: 1 << 20)
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: huge + "; " + cookie) == nil)
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: huge + "; " + cookie).isEmpty)
         // Cut at the limit: a value cut short is not an id.
         let padding = String(repeating: "p", count: ConsoleSessions.maximumCookieHeaderBytes - cookie.utf8.count - 3)
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: "a=\(padding);" + cookie) == Self.id)
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: "a=\(padding)p;" + cookie) == nil)
-        // Many session cookies: the first well-formed one.
-        let sessions = String(repeating: "chime_console=bad; ", count: 100) + cookie
-        #expect(ConsoleSessions.sessionId(fromCookieHeader: sessions) == Self.id)
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: "a=\(padding);" + cookie) == [Self.id])
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: "a=\(padding)p;" + cookie).isEmpty)
+        // Many session cookies: the well-formed ones, at most eight.
+        let sessions = String(repeating: "__Host-chime_console=bad; ", count: 100) + cookie
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: sessions) == [Self.id])
+        let ids = String(repeating: cookie + "; ", count: 20)
+        #expect(ConsoleSessions.sessionIds(fromCookieHeader: ids).count == ConsoleSessions.maximumSessionCandidates)
+        #expect(ConsoleSessions.maximumSessionCandidates == 8)
     }
 }
 
@@ -125,6 +139,77 @@ import Testing
     )
     func allowsOnlyTheConsoleOwnOrigin(origin: String?, referer: String?, host: String?, allowed: Bool) {
         #expect(ConsoleSessions.originAllowed(origin: origin, referer: referer, host: host) == allowed)
+    }
+}
+
+@Suite struct ConsoleOriginsTests {
+    @Test func allowsTheListenAddressAndLoopbackNamesOnItsPort() {
+        let loopback = ConsoleOrigins(listenHost: "127.0.0.1", port: 8080, secure: false)
+        #expect(loopback.allowed == ["http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080"])
+        #expect(
+            ConsoleOrigins(listenHost: "::1", port: 9, secure: true).allowed
+                == ["https://[::1]:9", "https://localhost:9", "https://127.0.0.1:9"]
+        )
+        #expect(
+            ConsoleOrigins(listenHost: "0.0.0.0", port: 80, secure: false).allowed
+                == ["http://localhost:80", "http://127.0.0.1:80", "http://[::1]:80"]
+        )
+        #expect(ConsoleOrigins(listenHost: "10.1.2.3", port: 443, secure: true).allowed == ["https://10.1.2.3:443"])
+        #expect(
+            ConsoleOrigins(listenHost: "Console.Internal", port: 8080, secure: false).allowed == [
+                "http://console.internal:8080"
+            ]
+        )
+    }
+
+    @Test(
+        arguments: [
+            ("127.0.0.1:8080", true), ("localhost:8080", true), ("LOCALHOST:8080", true), ("[::1]:8080", true),
+            ("console.example.com", true), ("console.example.com:443", true),
+            ("evil.example:8080", false), ("evil.example", false), ("127.0.0.1", false), ("127.0.0.1:8081", false),
+            ("localhost", false), ("console.example.com:8080", false), ("console.example.com:80", false),
+            ("127.0.0.2:8080", false), ("", false), ("127.0.0.1:8080 ", false), ("user@127.0.0.1:8080", false),
+        ] as [(String, Bool)]
+    )
+    func allowsOnlyItsOwnHosts(host: String, allowed: Bool) throws {
+        let origins = try #require(
+            ConsoleOrigins(listenHost: "127.0.0.1", port: 8080, secure: false)
+                .adding(origin: "https://console.example.com/")
+        )
+        #expect(origins.allowsHost(host) == allowed)
+        #expect(!origins.allowsHost(nil))
+    }
+
+    @Test func takesPostsOnlyFromItsOriginsSchemeIncluded() throws {
+        let origins = try #require(
+            ConsoleOrigins(listenHost: "127.0.0.1", port: 8080, secure: false)
+                .adding(origin: "https://console.example.com")
+        )
+        #expect(origins.allowsSource(origin: "http://127.0.0.1:8080", referer: nil))
+        #expect(origins.allowsSource(origin: "https://console.example.com", referer: nil))
+        #expect(origins.allowsSource(origin: "https://console.example.com:443", referer: nil))
+        #expect(origins.allowsSource(origin: nil, referer: "https://console.example.com/device/d1?x=1"))
+        #expect(!origins.allowsSource(origin: "http://console.example.com", referer: nil))
+        #expect(!origins.allowsSource(origin: "https://127.0.0.1:8080", referer: nil))
+        #expect(!origins.allowsSource(origin: "http://evil.example:8080", referer: nil))
+        #expect(!origins.allowsSource(origin: "null", referer: "http://127.0.0.1:8080/"))
+        #expect(!origins.allowsSource(origin: nil, referer: nil))
+    }
+
+    @Test(arguments: [
+        "https://console.example.com", "https://console.example.com/", "http://10.0.0.1:8080", "https://[::1]:8443",
+    ])
+    func takesAnOrigin(text: String) {
+        #expect(ConsoleOrigins.isOrigin(text))
+    }
+
+    @Test(arguments: [
+        "console.example.com", "https://console.example.com/console", "https://console.example.com?x",
+        "ftp://console.example.com", "https://user@console.example.com", "https://", "null", "",
+        "https://console.example.com:0", "https://console.example.com:70000",
+    ])
+    func refusesWhatIsNotAnOrigin(text: String) {
+        #expect(!ConsoleOrigins.isOrigin(text))
     }
 }
 

@@ -111,6 +111,7 @@ enum PageSamples {
         let id = text ?? "phone-1"
         let tag = text.map { (key: $0, value: $0) }
         let worker = FleetWorker(
+            id: text ?? "w1",
             status: status(text ?? "w1", version: text),
             stats: stats(text ?? "w1", at: "2026-12-07T09:59:50Z", commands: 500, deliveries: 300),
             previousStats: stats(text ?? "w1", at: "2026-12-07T09:59:40Z", commands: 400, deliveries: 250)
@@ -145,6 +146,21 @@ enum PageSamples {
                     inbox: [],
                     history: [],
                     tagFilter: tag,
+                    signedIn: session
+                )
+            ),
+            (
+                "device unavailable",
+                ConsolePages.device(
+                    id: id,
+                    device: device(zone: text ?? "UTC"),
+                    notifications: [],
+                    inbox: [],
+                    history: [],
+                    unavailable: [
+                        .notifications: text ?? "The worker refused the list (error rate_limited).",
+                        .inbox: text ?? "No worker answered the inbox.", .history: text ?? "The history failed.",
+                    ],
                     signedIn: session
                 )
             ),

@@ -140,7 +140,11 @@ struct PagesTests {
             inside.filter { $0.name == "button" }.compactMap { $0.attributes["value"] }
                 == ["pause", "resume", "snooze", "cancel"]
         )
-        #expect(inside.contains { $0.attributes["name"] == "minutes" })
+        let minutes = inside.first { $0.attributes["name"] == "minutes" }
+        // The browser offers what the console takes: a minute to a week.
+        #expect(minutes?.attributes["min"] == String(ConsoleApp.snoozeMinutes.lowerBound))
+        #expect(minutes?.attributes["max"] == String(ConsoleApp.snoozeMinutes.upperBound))
+        #expect(ConsoleApp.snoozeMinutes.upperBound == 10_080)
         #expect(!inside.contains { $0.attributes["name"] == "confirm" })
         let refused = viewer.first { $0.name == "confirm" }!.html
         #expect(refused.contains("Your account is a viewer&#39;s: it may not change notifications. Ask an operator."))

@@ -14,6 +14,15 @@ enum IndependentHashes {
     /// Python's `bcrypt` 5.0.0 (pyca: its own implementation, not libcrypt's), cost 5.
     static let bcrypt = "$2b$05$u9kmBWgfyOg0hoOVDVPFn.X20oJX5nVnEyKi8pXN93fpl.sTB.2MG"
     static let bcryptPassword = "correct horse battery staple"
+    /// `mkpasswd -m yescrypt -R 7`: N = 16384, four times the default's cost.
+    static let costlyYescrypt = "$y$jBT$VnKSpeF2aHU2.1ppN/qz61$AarvSj9G5SYC/mlK8Eohqk2H/tJRAgol8hBFde9mY96"
+    /// `mkpasswd -m yescrypt -R 3`: N = 1024, a quarter of the default's.
+    static let cheapYescrypt = "$y$j7T$BAOgHjpTUtruu85cPpw1n0$nx66Vj4ck1quEdm95ccPHx9SQsIboPYT8qOTprpN1V1"
+    /// `mkpasswd -m bcrypt -R 12` and `-R 13`.
+    static let bcrypt12 = "$2b$12$7ii.toViJssDNH5lM5PXq.QpIboExqi3WkKdl60QzjNJaWPdn6jW."
+    static let bcrypt13 = "$2b$13$3JNLf8GySJ0g6ruhce0ieO6na3r49ym/PZOSvNt.K22EpKSlSJ0aS"
+    /// The password of the four above.
+    static let costPassword = "correct horse battery staple"
 }
 
 @Suite struct PasswordHashTests {
@@ -102,6 +111,33 @@ enum IndependentHashes {
         for password in ["pw", "U*U", "correct horse battery staple", ""] {
             #expect(!PasswordHash.verify(password, against: hash))
         }
+    }
+
+    @Test func checksHashesUpToTheDefaultCostOnly() {
+        // Within the bounds: verified.
+        for hash in [IndependentHashes.cheapYescrypt, IndependentHashes.bcrypt12, IndependentHashes.yescrypt] {
+            #expect(PasswordHash.isSupported(hash) && !PasswordHash.isTooCostly(hash), "\(hash)")
+            #expect(PasswordHash.verify(IndependentHashes.costPassword, against: hash), "\(hash)")
+        }
+        // Past them: refused without hashing, the right password too.
+        let costly = [
+            IndependentHashes.costlyYescrypt, IndependentHashes.bcrypt13,
+            // bcrypt at its largest cost (2³¹ rounds: minutes), and yescrypt with N = 2³⁰, with r = 2³⁰,
+            // with p = 2 (the optional parameters), and of another flavour: none is hashed.
+            "$2b$31$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW",
+            "$y$jtT$VnKSpeF2aHU2.1ppN/qz61$AarvSj9G5SYC/mlK8Eohqk2H/tJRAgol8hBFde9mY96",
+            "$y$j9zzzzz$VnKSpeF2aHU2.1ppN/qz61$AarvSj9G5SYC/mlK8Eohqk2H/tJRAgol8hBFde9mY96",
+            "$y$j9T/$VnKSpeF2aHU2.1ppN/qz61$AarvSj9G5SYC/mlK8Eohqk2H/tJRAgol8hBFde9mY96",
+            "$y$i9T$VnKSpeF2aHU2.1ppN/qz61$AarvSj9G5SYC/mlK8Eohqk2H/tJRAgol8hBFde9mY96",
+        ]
+        for hash in costly {
+            #expect(!PasswordHash.isSupported(hash), "\(hash)")
+            #expect(!PasswordHash.verify(IndependentHashes.costPassword, against: hash), "\(hash)")
+        }
+        #expect(PasswordHash.isTooCostly(IndependentHashes.costlyYescrypt))
+        #expect(PasswordHash.isTooCostly(IndependentHashes.bcrypt13))
+        #expect(!PasswordHash.isTooCostly("*") && !PasswordHash.isTooCostly("$2b$13$short"))
+        #expect(PasswordHash.maximumBcryptCost == 12 && PasswordHash.maximumYescryptBlocks == 4096 * 32)
     }
 
     @Test func refusesPasswordsLibcryptCannotHashAsGiven() {

@@ -46,6 +46,20 @@ import Testing
         #expect(HTTPForm.decode(Array(sparse.utf8))?.count == HTTPForm.maxFields)
     }
 
+    @Test func aCallerMayTakeMoreFields() {
+        let fields = (0..<1100).map { "ids=\($0)" }.joined(separator: "&")
+        #expect(HTTPForm.decode(Array(fields.utf8)) == nil)
+        #expect(HTTPForm.decode(Array(fields.utf8), maxFields: 1100)?.count == 1100)
+        #expect(HTTPForm.decode(Array((fields + "&x=1").utf8), maxFields: 1100) == nil)
+        let request = HTTPRequest(
+            method: "POST",
+            path: "/",
+            headers: [("Content-Type", "application/x-www-form-urlencoded")],
+            body: Array(fields.utf8)
+        )
+        #expect(request.form == nil && request.form(maxFields: 1100)?.count == 1100)
+    }
+
     @Test func encodeGivesBackWhatDecodeReads() {
         let fields = [
             ("a b", "c+d"), ("&=%", "?#/"), ("é€😀", "\r\n\t"), ("", ""), ("plain", "A-Z_a.z*0~9"),

@@ -12,7 +12,7 @@ struct ConsoleCommand: Command {
     static let name = "console"
     static let summary = "serve the web console for operators and support staff, or manage its accounts"
     static let synopsis = """
-        chime console [--listen HOST:PORT] --accounts FILE [--tls-cert FILE --tls-key FILE] [options]
+        chime console [--listen HOST:PORT] --accounts FILE [--tls-cert FILE --tls-key FILE] [--origin URL] [options]
                chime console add NAME --role viewer|operator --accounts FILE
                chime console remove NAME --accounts FILE
                chime console list --accounts FILE
@@ -27,8 +27,9 @@ struct ConsoleCommand: Command {
         reads the password from standard input (without echo on a terminal). Sign-ins are limited
         per address; sessions are cookies (HttpOnly, Secure, SameSite=Strict) that end after 30
         minutes unused or 12 hours. Browsers send Secure cookies over plain HTTP only to localhost:
-        elsewhere serve HTTPS with --tls-cert and --tls-key, or put a TLS proxy in front
-        (docs/console.md). Runs until Ctrl-C or SIGTERM; SIGHUP reads the accounts file again.
+        elsewhere serve HTTPS with --tls-cert and --tls-key, or put a TLS proxy in front and name
+        its origin with --origin (docs/console.md): the console answers only requests for its own
+        host names. Runs until Ctrl-C or SIGTERM; SIGHUP reads the accounts file again.
         """
     static let specs: [Flags.Spec] =
         [
@@ -37,6 +38,14 @@ struct ConsoleCommand: Command {
             .init("role", env: false, "with add: viewer (reads) or operator (may also act)"),
             .init("tls-cert", env: false, "PEM certificate chain: serve HTTPS (with --tls-key)"),
             .init("tls-key", env: false, "PEM private key of --tls-cert, not encrypted"),
+            .init(
+                "origin",
+                env: false,
+                repeatable: true,
+                placeholder: "URL",
+                "an origin the console is also served at, such as https://console.example.com behind a proxy "
+                    + "(repeatable)"
+            ),
         ] + ConnectionOptions.specs
     static let examples: [(comment: String, command: String)] = [
         (
@@ -57,6 +66,8 @@ struct ConsoleCommand: Command {
     let accountsFile: String
     let listen: String
     let tls: (certificate: String, key: String)?
+    /// The `--origin` URLs, each checked.
+    let publicOrigins: [String]
     let connection: ConnectionOptions?
 
     init(_ flags: Flags) throws(UsageError) {
@@ -100,7 +111,23 @@ struct ConsoleCommand: Command {
         case (let certificate?, let key?): tls = (certificate, key)
         default: throw UsageError("--tls-cert and --tls-key go together")
         }
+        publicOrigins = flags.all("origin")
+        for origin in publicOrigins where !ConsoleOrigins.isOrigin(origin) {
+            throw UsageError(
+                "--origin: \"\(origin)\" is not an origin: a scheme, a host and a port if not the default, "
+                    + "such as https://console.example.com"
+            )
+        }
         connection = action == .serve ? try ConnectionOptions(flags) : nil
+    }
+
+    /// Where the console is served once it listens on `port`: the --listen address's origins and
+    /// every --origin.
+    func origins(port: UInt16) -> ConsoleOrigins {
+        let host = (try? HTTPServer.parse(listen: listen).host) ?? ""
+        var origins = ConsoleOrigins(listenHost: host, port: Int(port), secure: tls != nil)
+        for origin in publicOrigins { origins = origins.adding(origin: origin) ?? origins }
+        return origins
     }
 
     func run(_ console: Console) async throws(CLIFailure) {
@@ -202,12 +229,9 @@ extension ConsoleCommand {
         }
         let broker = try await Connection.open(connection)
         let data = try await ConsoleMQTTData(broker)
-        let app = ConsoleApp(
-            sessions: ConsoleSessions(accounts: accounts),
-            data: data,
-            audit: { entry in console.exact(entry.line) },
-            now: { wallClock() }
-        )
+        // The app is made once the server has its port (--listen may ask for any): until then a
+        // request is answered 503.
+        let slot = AppSlot()
         var limits = HTTPServer.Limits()
         limits.maxBodyBytes = Self.maxBodyBytes
         limits.requestTime = .seconds(30)
@@ -217,12 +241,23 @@ extension ConsoleCommand {
                 try HTTPServer.TLS(certificateFile: files.certificate, keyFile: files.key)
             }
             server = try HTTPServer(listen: listen, limits: limits, methods: ["GET", "HEAD", "POST"], tls: tls) {
-                Self.answer($0, app)
+                guard let app = slot.app.withLock({ $0 }) else {
+                    return HTTPResponse(status: 503, "The console is starting. Reload in a moment.")
+                }
+                return Self.answer($0, app)
             }
         } catch {
             data.stop()
             throw CLIFailure(.failed, "cannot serve the console on \(listen): \(error.message)")
         }
+        let app = ConsoleApp(
+            sessions: ConsoleSessions(accounts: accounts),
+            data: data,
+            audit: { entry in console.exact(entry.line) },
+            now: { wallClock() },
+            origins: origins(port: server.port)
+        )
+        slot.app.withLock { $0 = app }
         let scheme = tls == nil ? "http" : "https"
         console.err(
             "chime console: serving on \(scheme)://\(Self.host(listen)):\(server.port) (accounts \(accountsFile), broker \(Connection.redacted(broker.options.brokerURL)))"
@@ -254,6 +289,11 @@ extension ConsoleCommand {
         return host.contains(":") ? "[\(host)]" : host
     }
 
+    /// The app, once there is one, as the server's handler finds it.
+    final class AppSlot: Sendable {
+        let app = Mutex<ConsoleApp?>(nil)
+    }
+
     /// A response handed from the console's task to the server's thread.
     final class Answer: Sendable {
         let response = Mutex<ConsoleResponse?>(nil)
@@ -261,24 +301,16 @@ extension ConsoleCommand {
     }
 
     /// The HTTP server's request as the console's, answered on the server's thread: the console's
-    /// work is async (MQTT requests), so the thread waits for it.
+    /// work is async (MQTT requests), so the thread waits for it, at most the app's deadline
+    /// (``ConsoleApp/defaultDeadline``).
     static func answer(_ request: HTTPRequest, _ app: ConsoleApp) -> HTTPResponse {
-        let query = request.queryItems
-        let form = request.method == "POST" ? request.form : []
-        guard let query, let form else {
-            return HTTPResponse(status: 400, "A form or query that is not valid UTF-8 form encoding.")
+        guard let consoleRequest = consoleRequest(request) else {
+            return HTTPResponse(
+                status: 400,
+                "A form or query that is not valid UTF-8 form encoding, or has more than "
+                    + "\(ConsoleApp.maximumFormFields) fields."
+            )
         }
-        let consoleRequest = ConsoleRequest(
-            method: request.method,
-            path: request.path,
-            query: query.map { (name: $0.0, value: $0.1) },
-            form: form.map { (name: $0.0, value: $0.1) },
-            cookie: request.header("Cookie"),
-            origin: request.header("Origin"),
-            referer: request.header("Referer"),
-            host: request.header("Host"),
-            address: request.remoteAddress
-        )
         let answered = Answer()
         Task {
             let response = await app.respond(to: consoleRequest)
@@ -292,6 +324,26 @@ extension ConsoleCommand {
             contentType: response.contentType,
             headers: ConsoleSessions.securityHeaders + response.headers.map { ($0.name, $0.value) },
             body: response.body
+        )
+    }
+
+    /// The HTTP server's request as the console's: its query and, for a `POST`, its form decoded
+    /// (up to ``ConsoleApp/maximumFormFields`` fields: an action on 1,000 notifications has more
+    /// than ``HTTPForm/maxFields``); nil when either is malformed or too long.
+    static func consoleRequest(_ request: HTTPRequest) -> ConsoleRequest? {
+        let query = request.queryItems
+        let form = request.method == "POST" ? request.form(maxFields: ConsoleApp.maximumFormFields) : []
+        guard let query, let form else { return nil }
+        return ConsoleRequest(
+            method: request.method,
+            path: request.path,
+            query: query.map { (name: $0.0, value: $0.1) },
+            form: form.map { (name: $0.0, value: $0.1) },
+            cookie: request.header("Cookie"),
+            origin: request.header("Origin"),
+            referer: request.header("Referer"),
+            host: request.header("Host"),
+            address: request.remoteAddress
         )
     }
 }

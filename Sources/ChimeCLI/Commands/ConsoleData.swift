@@ -10,8 +10,8 @@ final class ConsoleMQTTData: ConsoleData {
     /// Workers remembered, at most: a broker that lets anyone write `P/$worker/...` cannot grow the
     /// console's memory without bound.
     static let maximumWorkers = 1000
-    /// A status or stats message larger than this is ignored.
-    static let maximumMessageBytes = 256 * 1024
+    /// A status or stats message larger than this is ignored: a worker's are a few KiB.
+    static let maximumMessageBytes = 64 * 1024
 
     /// What each worker published: its status, its latest stats and the stats before them.
     final class Heard: Sendable {
@@ -46,6 +46,16 @@ final class ConsoleMQTTData: ConsoleData {
                 workers[id] = worker
             }
         }
+
+        /// Every worker that has a status, by id, each named by the id in its topics, which the
+        /// broker's ACL ties to the worker's account: a payload's `workerId` could name another.
+        var fleet: [FleetWorker] {
+            workers.withLock { $0 }.sorted { $0.key < $1.key }.compactMap { id, worker in
+                worker.status.map {
+                    FleetWorker(id: id, status: $0, stats: worker.stats, previousStats: worker.previousStats)
+                }
+            }
+        }
     }
 
     let connection: Connection
@@ -71,9 +81,7 @@ final class ConsoleMQTTData: ConsoleData {
     }
 
     func fleet() async -> [FleetWorker] {
-        heard.workers.withLock { $0 }.sorted { $0.key < $1.key }.compactMap { _, worker in
-            worker.status.map { FleetWorker(status: $0, stats: worker.stats, previousStats: worker.previousStats) }
-        }
+        heard.fleet
     }
 
     func send(_ op: Operation, device: String, _ payload: JSONObject) async -> Result<JSONObject, ConsoleDataError> {

@@ -2,6 +2,14 @@ import ChimeProtocol
 import ChimeTime
 
 extension ConsolePages {
+    /// The parts of a device's page that each come from a command of their own (`list`, `inbox`,
+    /// `history`), so that one may be unavailable while the others show.
+    public enum DeviceSection: String, Sendable, Hashable, CaseIterable {
+        case notifications
+        case inbox
+        case history
+    }
+
     /// One device: its settings, every notification with its state, its rule in words and its next
     /// occurrences, its inbox, and its delivery history with each outcome ("did it reach the device,
     /// and when"). Times are in the device's zone, with UTC on hover and in the markup.
@@ -18,6 +26,9 @@ extension ConsolePages {
     ///   - inbox: the `inbox` deliveries.
     ///   - history: the `history` rows, newest first.
     ///   - tagFilter: the `userInfo` key and value the notifications were selected by.
+    ///   - unavailable: the sections whose command failed, each with what happened and what to do:
+    ///     shown as an error in the section's place, never as its empty state (which would say
+    ///     something false, such as "No notifications").
     public static func device(
         id: String,
         device: JSONObject,
@@ -26,18 +37,31 @@ extension ConsolePages {
         inbox: [JSONObject],
         history: [JSONObject],
         tagFilter: (key: String, value: String)? = nil,
+        unavailable: [DeviceSection: String] = [:],
         signedIn: SignedIn
     ) -> String {
         let zoneName = device["timeZone"]?.stringValue
         let zone = ConsoleTime.zone(named: zoneName)
+        let notificationsHTML =
+            unavailable[.notifications].map { unavailableSection("notifications", "Notifications", $0) }
+            ?? notificationsSection(id, notifications, previews, zone, deviceZone: zoneName, tagFilter, signedIn)
+        let inboxHTML =
+            unavailable[.inbox].map { unavailableSection("inbox", "Inbox", $0) }
+            ?? inboxSection(inbox, receipts: device["receipts"] == .bool(true), zone)
+        let historyHTML =
+            unavailable[.history].map { unavailableSection("history", "Delivery history", $0) }
+            ?? historySection(history, keepsHistory: device["history"] != .bool(false), zone)
         let main: HTML = """
             <h1>Device <code>\(id)</code></h1>
             \(deviceSettings(device, zoneName: zoneName, zone: zone))\
-            \(notificationsSection(id, notifications, previews, zone, deviceZone: zoneName, tagFilter, signedIn))\
-            \(inboxSection(inbox, receipts: device["receipts"] == .bool(true), zone))\
-            \(historySection(history, keepsHistory: device["history"] != .bool(false), zone))
+            \(notificationsHTML)\(inboxHTML)\(historyHTML)
             """
         return document(title: "Device \(id)", section: nil, signedIn: signedIn, main: main)
+    }
+
+    /// A section whose command failed: its heading, without a count, and `problem` as an alert.
+    static func unavailableSection(_ id: String, _ title: String, _ problem: String) -> HTML {
+        "<h2 id=\"\(id)-heading\">\(title)</h2>\n" + alert(problem)
     }
 
     /// The settings as a description list.
@@ -156,7 +180,8 @@ extension ConsolePages {
             \(csrfField(signedIn.csrf))
             <fieldset class="actions"><legend>Act on the selected notifications (you confirm on the next page)</legend>
             <p><label for="snooze-minutes">Snooze for (minutes)</label>
-            <input id="snooze-minutes" name="minutes" type="number" min="1" max="5256000" value="10" \
+            <input id="snooze-minutes" name="minutes" type="number" min="\(ConsoleApp.snoozeMinutes.lowerBound)" \
+            max="\(ConsoleApp.snoozeMinutes.upperBound)" value="10" \
             inputmode="numeric"></p>
             <p class="buttons">\(HTML.join(buttons, separator: " "))</p>
             </fieldset>

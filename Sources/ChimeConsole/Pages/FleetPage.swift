@@ -43,7 +43,7 @@ extension ConsolePages {
         let online = workers.filter(\.isOnline)
         func sum(_ value: (FleetWorker) -> Int64?) -> String {
             let values = online.compactMap(value)
-            return values.isEmpty ? "—" : String(values.reduce(0, +))
+            return values.isEmpty ? "—" : String(values.saturatingSum())
         }
         func rate(_ value: (FleetWorker) -> Double?) -> String {
             let values = online.compactMap(value)
@@ -105,9 +105,10 @@ extension ConsolePages {
         func rate(_ value: Double?) -> HTML { HTML(text: value.map(HistogramSummary.format) ?? "—") }
         let up: HTML
         if w.isOnline, let started = w.startedAt {
+            let elapsed = now.milliseconds.saturatingSubtract(started.milliseconds)
             up = """
                 <span title="since \(started.rfc3339()) UTC">\
-                \(ConsoleTime.duration(milliseconds: now.milliseconds - started.milliseconds))</span>
+                \(ConsoleTime.duration(milliseconds: elapsed))</span>
                 """
         } else {
             up = "—"

@@ -4,7 +4,12 @@ import ChimeTime
 /// What the fleet page shows of one worker: its retained status (`P/$worker/{id}/status`,
 /// PROTOCOL.md section 1) and its latest stats message (section 7, "Worker"), with rates from the
 /// stats message before it when there is one.
+///
+/// Every number comes from a message anyone who may publish on those topics can write, so none is
+/// trusted: sums and differences clamp to `Int64`'s range rather than trap.
 public struct FleetWorker: Sendable, Hashable {
+    /// The worker's id, from the topic its status came on (not from the payload, which could name
+    /// another worker).
     public var id: String
     /// `online`, `offline`, or what the status said.
     public var state: String
@@ -34,11 +39,12 @@ public struct FleetWorker: Sendable, Hashable {
     public var loopStep: HistogramSummary?
 
     /// - Parameters:
+    ///   - id: the worker's id in the topics its status and stats came on (`P/$worker/{id}/...`).
     ///   - status: the worker's retained status.
     ///   - stats: its latest stats message, nil when none was heard.
     ///   - previousStats: the one before, for rates.
-    public init(status: JSONObject, stats: JSONObject? = nil, previousStats: JSONObject? = nil) {
-        id = status["workerId"]?.stringValue ?? stats?["workerId"]?.stringValue ?? "unknown"
+    public init(id: String, status: JSONObject, stats: JSONObject? = nil, previousStats: JSONObject? = nil) {
+        self.id = id
         state = status["state"]?.stringValue ?? "unknown"
         partition = status["partition"]?.stringValue
         slotCount = status["slots"].flatMap(HistogramSummary.integer)
@@ -59,21 +65,21 @@ public struct FleetWorker: Sendable, Hashable {
         loopStep = stats["loopStep"]?.objectValue.map(HistogramSummary.init(json:))
         guard let previousStats, let statsAt,
             let before = previousStats["at"]?.stringValue.flatMap(ConsoleTime.instant),
-            statsAt.milliseconds - before.milliseconds >= 100
+            statsAt.milliseconds.saturatingSubtract(before.milliseconds) >= 100
         else { return }
-        let seconds = Double(statsAt.milliseconds - before.milliseconds) / 1000
+        let seconds = Double(statsAt.milliseconds.saturatingSubtract(before.milliseconds)) / 1000
         func rate(_ now: Int64?, _ then: Int64?) -> Double? {
             guard let now, let then, now >= then else { return nil }  // a restart resets the counters
-            return Double(now - then) / seconds
+            return Double(now.saturatingSubtract(then)) / seconds
         }
         commandsPerSecond = rate(commands, Self.commandTotal(previousStats))
         deliveriesPerSecond = rate(deliveries, previousStats["deliveries"].flatMap(HistogramSummary.integer))
     }
 
-    /// The sum of the `commands` object's counts by op.
+    /// The sum of the `commands` object's counts by op, clamped to `Int64`'s range.
     static func commandTotal(_ stats: JSONObject) -> Int64? {
         guard case .object(let byOp)? = stats["commands"] else { return nil }
-        return byOp.reduce(0) { $0 + (HistogramSummary.integer($1.value) ?? 0) }
+        return byOp.map { HistogramSummary.integer($0.value) ?? 0 }.saturatingSum()
     }
 
     /// What it serves: `partition 0/1`, `slots 0-3,7 of 16`, `none of 16 slots`.

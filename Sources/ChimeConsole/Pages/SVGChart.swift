@@ -19,36 +19,42 @@ public struct HistogramSummary: Sendable, Hashable {
     /// the console's tests check they agree). A stats message only has the buckets that hold values.
     public static let bounds: [Int64] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 60000]
 
+    /// The keys of the buckets exactly as the worker writes them, in the order of ``bounds``, then
+    /// `inf`: `le1`, `le2`, ... `le60000`, `inf`. No other spelling is read (`le01`, `LE1`).
+    public static let bucketKeys: [String] = bounds.map { "le\($0)" } + ["inf"]
+
+    /// The index in ``bucketKeys`` of each key.
+    private static let bucketIndex: [String: Int] = Dictionary(
+        uniqueKeysWithValues: bucketKeys.enumerated().map { ($0.element, $0.offset) }
+    )
+
     public var count: Int64
     public var p50: Double?
     public var p99: Double?
     public var max: Double?
     public var mean: Double?
-    /// Every bucket of ``bounds`` and `inf`, empty ones included, in order; a bound the stats name
-    /// that ``bounds`` lacks gets its place among them.
+    /// One bucket for each of ``bucketKeys``, empty ones included, in order: always 15, whatever
+    /// the message holds.
     public var buckets: [Bucket]
 
-    /// Reads a histogram object; members that are missing or not numbers read as absent (0 for counts).
+    /// Reads a histogram object; members that are missing or not numbers read as absent (0 for
+    /// counts). Buckets under keys other than ``bucketKeys`` are ignored, so a message cannot add
+    /// bars; a count below 0 reads as 0, and one past `Int64.max` stops there.
     public init(json: JSONObject) {
         count = json["count"].flatMap(Self.integer) ?? 0
         p50 = json["p50"].flatMap(Self.number)
         p99 = json["p99"].flatMap(Self.number)
         max = json["max"].flatMap(Self.number)
         mean = json["mean"].flatMap(Self.number)
-        var counts: [Int64?: Int64] = Dictionary(uniqueKeysWithValues: Self.bounds.map { ($0, 0) })
-        counts[nil] = 0
+        var counts = [Int64](repeating: 0, count: Self.bucketKeys.count)
         if case .object(let given)? = json["buckets"] {
             for (key, value) in given {
-                let n = Self.integer(value) ?? 0
-                if key == "inf" {
-                    counts[nil, default: 0] += n
-                } else if key.hasPrefix("le"), let bound = Int64(key.dropFirst(2)) {
-                    counts[bound, default: 0] += n
-                }
+                guard let index = Self.bucketIndex[key], let n = Self.integer(value), n > 0 else { continue }
+                counts[index] = counts[index].saturatingAdd(n)
             }
         }
-        buckets = counts.map { Bucket(upperBound: $0.key, count: $0.value) }.sorted {
-            ($0.upperBound ?? .max) < ($1.upperBound ?? .max)
+        buckets = counts.enumerated().map { index, count in
+            Bucket(upperBound: index < Self.bounds.count ? Self.bounds[index] : nil, count: count)
         }
     }
 

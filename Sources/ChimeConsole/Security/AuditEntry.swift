@@ -20,7 +20,8 @@ public struct AuditEntry: Sendable, Hashable {
         case failed
     }
 
-    /// The account name; for a refused sign-in, the name that was typed.
+    /// The account name; for a refused sign-in, the name that was typed when it could be an
+    /// account's (``ConsoleAccounts/isValidName(_:)``), else ``ConsoleApp/invalidNameInAudit``.
     public var who: String
     /// The account's role, when it is signed in.
     public var role: ConsoleRole?

@@ -65,6 +65,9 @@ public struct ConsoleAccounts: Sendable {
     public static let maximumFileBytes = 1 << 20
     /// The longest name, in characters (all ASCII).
     public static let maximumNameLength = 64
+    /// The shortest password ``adding(name:role:password:)`` takes, in characters: a few words
+    /// make one (`correct horse battery staple`).
+    public static let minimumPasswordLength = 12
 
     /// A line of the file: kept text (a comment or a blank line), or an account by its name.
     private enum Line: Sendable {
@@ -81,8 +84,9 @@ public struct ConsoleAccounts: Sendable {
     }
 
     /// Reads accounts from the text of an accounts file.
-    /// - Throws: ``ConsoleAccountsError`` `.malformed`, `.duplicateName` or `.tooManyAccounts`
-    ///   with the line, `.tooLarge` for text over ``maximumFileBytes``.
+    /// - Throws: ``ConsoleAccountsError`` `.malformed`, `.costlyHash` (``PasswordHash/isTooCostly(_:)``),
+    ///   `.duplicateName` or `.tooManyAccounts` with the line, `.tooLarge` for text over
+    ///   ``maximumFileBytes``.
     public init(parsing text: String) throws(ConsoleAccountsError) {
         try self.init(bytes: Array(text.utf8), path: nil)
     }
@@ -235,7 +239,8 @@ public struct ConsoleAccounts: Sendable {
 
     /// These accounts and a new one, whose password is hashed with yescrypt (``PasswordHash/make(_:)``).
     /// - Throws: ``ConsoleAccountsError`` `.malformed` for an invalid name, `.duplicateName`,
-    ///   `.tooManyAccounts`, `.invalidPassword` for a password that cannot be hashed.
+    ///   `.tooManyAccounts`, `.invalidPassword` for a password shorter than
+    ///   ``minimumPasswordLength`` or that cannot be hashed.
     public func adding(
         name: String,
         role: ConsoleRole,
@@ -243,6 +248,13 @@ public struct ConsoleAccounts: Sendable {
     ) throws(ConsoleAccountsError) -> ConsoleAccounts {
         // The cheap checks first: hashing takes tens of milliseconds.
         try checkAddable(name)
+        guard password.count >= Self.minimumPasswordLength else {
+            throw ConsoleAccountsError(
+                .invalidPassword,
+                "the password is shorter than \(Self.minimumPasswordLength) characters: choose a longer one "
+                    + "(a few words make a good one)"
+            )
+        }
         let hash: String
         do {
             hash = try PasswordHash.make(password)
@@ -320,6 +332,16 @@ public struct ConsoleAccounts: Sendable {
         guard let role = ConsoleRole(rawValue: role) else {
             return .failure(
                 ConsoleAccountsError(.malformed, "the role \(quoted(role)) is neither viewer nor operator")
+            )
+        }
+        if PasswordHash.isTooCostly(hash) {
+            return .failure(
+                ConsoleAccountsError(
+                    .costlyHash,
+                    "the hash of \(name) costs more to check than the console allows (bcrypt over cost "
+                        + "\(PasswordHash.maximumBcryptCost), or yescrypt costlier than libcrypt's default): "
+                        + "make it again with chime console remove and add"
+                )
             )
         }
         guard PasswordHash.isSupported(hash) || isLocked(hash) else {

@@ -18,6 +18,7 @@ public struct ConsoleAccountsError: Error, Hashable, Sendable, CustomStringConve
             case tooManyAccounts
             case unknownAccount
             case invalidPassword
+            case costlyHash
         }
 
         private let kind: Kind
@@ -42,6 +43,9 @@ public struct ConsoleAccountsError: Error, Hashable, Sendable, CustomStringConve
         public static let unknownAccount = Code(.unknownAccount)
         /// A password that cannot be hashed (empty, too long, with a NUL).
         public static let invalidPassword = Code(.invalidPassword)
+        /// A well-formed hash that costs more to check than the console allows
+        /// (``PasswordHash/isTooCostly(_:)``): each sign-in would take the server seconds.
+        public static let costlyHash = Code(.costlyHash)
 
         public var description: String {
             switch kind {
@@ -53,6 +57,7 @@ public struct ConsoleAccountsError: Error, Hashable, Sendable, CustomStringConve
             case .tooManyAccounts: "tooManyAccounts"
             case .unknownAccount: "unknownAccount"
             case .invalidPassword: "invalidPassword"
+            case .costlyHash: "costlyHash"
             }
         }
     }

@@ -1,15 +1,22 @@
 /// The console's protections at the HTTP level: the session cookie, the `Origin` check of
 /// state-changing requests, and the headers every answer carries.
 extension ConsoleSessions {
-    /// The session cookie's name.
-    public static let cookieName = "chime_console"
+    /// The session cookie's name. The `__Host-` prefix makes browsers take it only when it is
+    /// `Secure`, has `Path=/` and no `Domain`, from the console's own origin: a page of a sibling
+    /// domain, or one served over plain HTTP on the network, cannot set a cookie of this name to
+    /// plant a session of its own.
+    public static let cookieName = "__Host-chime_console"
 
-    /// The most bytes of a `Cookie` header that ``sessionId(fromCookieHeader:)`` reads.
+    /// The most bytes of a `Cookie` header that ``sessionIds(fromCookieHeader:)`` reads.
     public static let maximumCookieHeaderBytes = 4096
+
+    /// The most session cookies of one request that are looked up.
+    public static let maximumSessionCandidates = 8
 
     /// The `Set-Cookie` value that gives the browser `session`'s id: `HttpOnly` (no script reads
     /// it), `Secure` (only over HTTPS, or to loopback), `SameSite=Strict` (no other site's page
-    /// sends it), for the session's absolute lifetime (``absoluteTimeoutMilliseconds``).
+    /// sends it), `Path=/` and no `Domain` (as the `__Host-` prefix requires), for the session's
+    /// absolute lifetime (``absoluteTimeoutMilliseconds``).
     public static func setCookie(_ session: Session) -> String {
         "\(cookieName)=\(session.id); \(cookieAttributes); Max-Age=\(absoluteTimeoutMilliseconds / 1000)"
     }
@@ -19,15 +26,18 @@ extension ConsoleSessions {
 
     private static let cookieAttributes = "Path=/; HttpOnly; Secure; SameSite=Strict"
 
-    /// The session id in a request's `Cookie` header: the value of its first `chime_console`
-    /// cookie that has the shape of an id (43 characters of base64url, or the same in double
-    /// quotes). Reads at most ``maximumCookieHeaderBytes`` bytes of the header; pairs without `=`,
-    /// other cookies, and `chime_console` cookies of another shape are passed over.
-    /// - Returns: the id to look up with ``session(id:now:)``, or nil.
-    public static func sessionId(fromCookieHeader header: String?) -> String? {
-        guard let header else { return nil }
+    /// The session ids in a request's `Cookie` header, in order: the values of its ``cookieName``
+    /// cookies that have the shape of an id (43 characters of base64url, or the same in double
+    /// quotes), at most ``maximumSessionCandidates`` of them. A browser may send several cookies of
+    /// one name (set for other paths, or left over), so each is tried until one is a live session
+    /// (``session(id:now:)``). Reads at most ``maximumCookieHeaderBytes`` bytes of the header;
+    /// pairs without `=`, other cookies, and session cookies of another shape are passed over.
+    public static func sessionIds(fromCookieHeader header: String?) -> [String] {
+        guard let header else { return [] }
         let bytes = Array(header.utf8.prefix(maximumCookieHeaderBytes))
+        var ids: [String] = []
         for pair in bytes.split(separator: UInt8(ascii: ";"), omittingEmptySubsequences: true) {
+            guard ids.count < maximumSessionCandidates else { break }
             guard let equals = pair.firstIndex(of: UInt8(ascii: "=")) else { continue }
             guard pair[..<equals].trimmingBlanks.elementsEqual(cookieName.utf8) else { continue }
             var value = pair[pair.index(after: equals)...].trimmingBlanks
@@ -35,9 +45,9 @@ extension ConsoleSessions {
                 value = value.dropFirst().dropLast()
             }
             let text = String(decoding: value, as: UTF8.self)
-            if isToken(text) { return text }
+            if isToken(text) { ids.append(text) }
         }
-        return nil
+        return ids
     }
 
     /// Whether a state-changing request comes from the console's own pages, by where the browser
@@ -54,16 +64,9 @@ extension ConsoleSessions {
     ///   - referer: the `Referer` header, nil when absent.
     ///   - host: the `Host` header, nil when absent.
     public static func originAllowed(origin: String?, referer: String?, host: String?) -> Bool {
-        guard let host, let expected = WebOrigin.authority(Substring(host)) else { return false }
-        let source: WebOrigin?
-        if let origin {
-            source = WebOrigin(origin: origin)
-        } else if let referer {
-            source = WebOrigin(url: referer)
-        } else {
-            return false
-        }
-        guard let source else { return false }
+        guard let host, let expected = WebOrigin.authority(Substring(host)),
+            let source = WebOrigin.source(origin: origin, referer: referer)
+        else { return false }
         return source.host == expected.host && source.port == (expected.port ?? source.defaultPort)
     }
 
@@ -85,7 +88,7 @@ extension ConsoleSessions {
 
 /// A web origin's scheme, host and port, as ``ConsoleSessions/originAllowed(origin:referer:host:)``
 /// compares them.
-struct WebOrigin: Equatable {
+struct WebOrigin: Hashable, Sendable {
     /// `http` or `https`.
     var scheme: String
     /// The host in lower case; an IPv6 address with its brackets.
@@ -95,6 +98,20 @@ struct WebOrigin: Equatable {
 
     /// The port of the scheme when none is written.
     var defaultPort: Int { scheme == "https" ? 443 : 80 }
+
+    init(scheme: String, host: String, port: Int) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+    }
+
+    /// Where a request says it comes from: its `Origin`, or without one its `Referer`'s origin;
+    /// nil without either, for `Origin: null`, and for what is not an origin.
+    static func source(origin: String?, referer: String?) -> WebOrigin? {
+        if let origin { return WebOrigin(origin: origin) }
+        if let referer { return WebOrigin(url: referer) }
+        return nil
+    }
 
     /// An `Origin` header's value: `scheme://host[:port]` and nothing more (not `null`).
     init?(origin: String) {

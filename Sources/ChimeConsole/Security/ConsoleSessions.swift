@@ -20,7 +20,7 @@ public struct ConsoleSessions: Sendable {
     /// A signed-in account's session.
     public struct Session: Sendable, Hashable {
         /// The session's id: 32 random bytes in base64url without padding (43 characters), the
-        /// value of the `chime_console` cookie. A bearer secret: never log it.
+        /// value of the `__Host-chime_console` cookie. A bearer secret: never log it.
         public let id: String
         /// The token every state-changing request must carry (a hidden form field): 32 random
         /// bytes in base64url, other than the id, so that a page may show it without the cookie.
