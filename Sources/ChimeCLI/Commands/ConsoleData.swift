@@ -75,6 +75,13 @@ final class ConsoleMQTTData: ConsoleData {
         do {
             try await connection.requester.subscribe(topics.workerStatus("+"), qos: 1, timeout: connection.waitLimit)
             try await connection.requester.subscribe(topics.workerStats("+"), qos: 0, timeout: connection.waitLimit)
+            // One subscription for the replies of every device the console asks: the requester
+            // then subscribes to no device's reply topic of its own.
+            try await connection.requester.subscribe(
+                connection.options.replyTopic(for: "+"),
+                qos: 1,
+                timeout: connection.waitLimit
+            )
         } catch {
             throw CLIFailure(.unreachable, "cannot subscribe to the worker topics: \(error.message)")
         }
