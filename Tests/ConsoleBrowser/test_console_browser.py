@@ -330,11 +330,11 @@ class Session:
 
 def session_of(driver: WebDriver) -> Session:
     """The browser's session cookie and the CSRF token of its pages' forms (the sign-out form)."""
-    cookie = driver.get_cookie("chime_console")
+    cookie = driver.get_cookie("__Host-chime_console")
     assert cookie is not None, f"no session cookie: {driver.get_cookies()}"
     csrf = driver.find_element(By.CSS_SELECTOR, "input[name=csrf]").get_attribute("value") or ""
     assert len(csrf) >= 16
-    return Session(f"chime_console={cookie['value']}", csrf)
+    return Session(f"__Host-chime_console={cookie['value']}", csrf)
 
 
 def post(world: World, path: str, fields: list[tuple[str, str]], session: Session | None,
