@@ -12,7 +12,7 @@ struct ConsoleCommand: Command {
     static let name = "console"
     static let summary = "serve the web console for operators and support staff, or manage its accounts"
     static let synopsis = """
-        chime console [--listen HOST:PORT] --accounts FILE [--tls-cert FILE --tls-key FILE] [--origin URL] [options]
+        chime console [--listen HOST:PORT] --accounts FILE [--origin URL] [--tls-cert F --tls-key F]
                chime console add NAME --role viewer|operator --accounts FILE
                chime console remove NAME --accounts FILE
                chime console list --accounts FILE
