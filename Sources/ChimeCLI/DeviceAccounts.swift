@@ -227,56 +227,38 @@ struct AccountFiles: Sendable {
     /// renamed over it, keeping its mode; 0644 for a new one), so that the broker never reads half
     /// of it. Returns what `change` returned.
     func updateDenyList<R>(_ change: (inout DenyList) throws(AccountsError) -> R) throws(AccountsError) -> R {
-        let lock = open(denyFile + ".lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
-        guard lock >= 0 else {
-            throw AccountsError(.fileFailure, "cannot open \(denyFile).lock: \(String(cString: strerror(errno)))")
+        try ReplacedFile.locked(denyFile, Self.accountsError) { () throws(AccountsError) -> R in
+            var list = try readDenyList()
+            let before = list
+            let result = try change(&list)
+            guard list != before else { return result }
+            var mode: mode_t = 0o644
+            var status = stat()
+            if stat(denyFile, &status) == 0 { mode = status.st_mode & 0o7777 }
+            try Self.replace(denyFile, contents: list.text, mode: mode)
+            return result
         }
-        defer { close(lock) }
-        guard flock(lock, LOCK_EX) == 0 else {
-            throw AccountsError(.fileFailure, "cannot lock \(denyFile).lock: \(String(cString: strerror(errno)))")
+    }
+
+    /// Replaces `path` whole, as ``ReplacedFile/replace(_:contents:mode:)`` does.
+    private static func replace(_ path: String, contents: String, mode: mode_t) throws(AccountsError) {
+        do {
+            try ReplacedFile.replace(path, contents: contents, mode: mode)
+        } catch {
+            throw accountsError(error)
         }
-        var list = try readDenyList()
-        let before = list
-        let result = try change(&list)
-        guard list != before else { return result }
-        var mode: mode_t = 0o644
-        var status = stat()
-        if stat(denyFile, &status) == 0 { mode = status.st_mode & 0o7777 }
-        let temporary = denyFile + ".new"
-        unlink(temporary)
-        try Self.create(temporary, contents: list.text, mode: mode)
-        guard rename(temporary, denyFile) == 0 else {
-            let why = String(cString: strerror(errno))
-            unlink(temporary)
-            throw AccountsError(.fileFailure, "cannot replace \(denyFile): \(why)")
-        }
-        return result
     }
 
     /// Writes a new file with `mode` (never replacing one), synced to disk.
     private static func create(_ path: String, contents: String, mode: mode_t) throws(AccountsError) {
-        let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode)
-        guard fd >= 0 else {
-            let why = errno == EEXIST ? "it exists already" : String(cString: strerror(errno))
-            throw AccountsError(errno == EEXIST ? .refused : .fileFailure, "cannot create \(path): \(why)")
+        do {
+            try ReplacedFile.create(path, contents: contents, mode: mode)
+        } catch {
+            throw accountsError(error)
         }
-        defer { close(fd) }
-        fchmod(fd, mode)  // whatever the umask took away
-        var bytes = Array(contents.utf8)
-        defer {
-            for index in bytes.indices { bytes[index] = 0 }
-        }
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else {
-                throw AccountsError(.fileFailure, "cannot write \(path): \(String(cString: strerror(errno)))")
-            }
-            offset += written
-        }
-        guard fsync(fd) == 0 else {
-            throw AccountsError(.fileFailure, "cannot sync \(path): \(String(cString: strerror(errno)))")
-        }
+    }
+
+    private static func accountsError(_ failure: ReplacedFile.Failure) -> AccountsError {
+        AccountsError(failure.exists ? .refused : .fileFailure, failure.message)
     }
 }

@@ -143,27 +143,36 @@ struct ConsoleCommand: Command {
                 )
             }
         case .add(let name, let role):
-            let existing =
-                FileManager.default.fileExists(atPath: accountsFile) ? try Self.load(accountsFile) : ConsoleAccounts()
             let password = try PasswordPrompt.read("password for \(name): ")
-            let accounts: ConsoleAccounts
-            do {
-                accounts = try existing.adding(name: name, role: role, password: password)
-            } catch {
-                throw CLIFailure(.failed, "\(error)")
+            try update { (accounts) throws(ConsoleAccountsError) in
+                try accounts.adding(name: name, role: role, password: password)
             }
-            try Self.save(accounts, to: accountsFile)
             console.err("chime console: added \(role.rawValue) \(name) to \(accountsFile)")
         case .remove(let name):
-            let loaded = try Self.load(accountsFile)
-            let accounts: ConsoleAccounts
+            try update { (accounts) throws(ConsoleAccountsError) in try accounts.removing(name: name) }
+            console.err("chime console: removed \(name) from \(accountsFile)")
+        }
+    }
+
+    /// Changes the accounts file under its lock (so that two commands at once do not lose each
+    /// other's change) and replaces it whole, mode 0600; a missing file is an empty one.
+    func update(
+        _ change: (ConsoleAccounts) throws(ConsoleAccountsError) -> ConsoleAccounts
+    ) throws(CLIFailure) {
+        let path = accountsFile
+        try ReplacedFile.locked(path, { CLIFailure(.failed, $0.message) }) { () throws(CLIFailure) in
+            let existing = FileManager.default.fileExists(atPath: path) ? try Self.load(path) : ConsoleAccounts()
+            let changed: ConsoleAccounts
             do {
-                accounts = try loaded.removing(name: name)
+                changed = try change(existing)
             } catch {
                 throw CLIFailure(.failed, "\(error)")
             }
-            try Self.save(accounts, to: accountsFile)
-            console.err("chime console: removed \(name) from \(accountsFile)")
+            do {
+                try ReplacedFile.replace(path, contents: changed.text, mode: 0o600)
+            } catch {
+                throw CLIFailure(.failed, "\(error)")
+            }
         }
     }
 
@@ -172,24 +181,6 @@ struct ConsoleCommand: Command {
             return try ConsoleAccounts.load(path: path)
         } catch {
             throw CLIFailure(.failed, "\(error)")
-        }
-    }
-
-    /// Writes the accounts file whole: a new file of mode 0600 beside it, synced, then renamed over it.
-    static func save(_ accounts: ConsoleAccounts, to path: String) throws(CLIFailure) {
-        let temporary = path + ".new-\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw CLIFailure(.failed, "cannot create \(temporary): \(String(cString: strerror(errno)))")
-        }
-        let bytes = Array(accounts.text.utf8)
-        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard written == bytes.count, synced, rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw CLIFailure(.failed, "cannot write \(path): \(reason)")
         }
     }
 }
