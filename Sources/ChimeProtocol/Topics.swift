@@ -53,6 +53,21 @@ public struct Topics: Hashable, Sendable {
     public func workerStatus(_ workerId: String) -> String { "\(prefix)/$worker/\(workerId)/status" }
     public func workerStats(_ workerId: String) -> String { "\(prefix)/$worker/\(workerId)/stats" }
 
+    /// What a worker publishes about itself.
+    public enum WorkerTopic: String, Hashable, Sendable {
+        case status, stats
+    }
+
+    /// `P/$worker/{workerId}/status` or `P/$worker/{workerId}/stats` taken apart; nil for any other
+    /// topic.
+    public func parseWorkerTopic(_ topic: String) -> (workerId: String, kind: WorkerTopic)? {
+        let base = prefix + "/$worker/"
+        guard topic.hasPrefix(base) else { return nil }
+        let parts = topic.dropFirst(base.count).split(separator: "/")
+        guard parts.count == 2, let kind = WorkerTopic(rawValue: String(parts[1])) else { return nil }
+        return (String(parts[0]), kind)
+    }
+
     /// A command topic taken apart. `deviceId` and `op` are what the topic says, valid or not, so
     /// that an error can still be addressed; `problem` says what is wrong with them, if anything.
     public struct CommandAddress: Hashable, Sendable {

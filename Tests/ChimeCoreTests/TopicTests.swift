@@ -12,6 +12,16 @@ import Testing
         #expect(topics.parseCommand("chime/a/b/cmd/schedule") == nil)
     }
 
+    @Test func parsesWorkerTopics() {
+        #expect(topics.parseWorkerTopic("chime/$worker/w-1/status")! == ("w-1", .status))
+        #expect(topics.parseWorkerTopic("chime/$worker/w-1/stats")! == ("w-1", .stats))
+        for topic in [
+            "chime/$worker/w-1/other", "chime/$worker/w-1", "chime/$worker/a/b/stats", "other/$worker/w/stats",
+        ] {
+            #expect(topics.parseWorkerTopic(topic) == nil, "\(topic)")
+        }
+    }
+
     /// Routing by slot: a forwarded command keeps its device and op and names its slot; a `$slot`
     /// segment that is not one is a device id like any other (invalid: it starts with `$`).
     @Test func parsesForwardedCommandTopics() {

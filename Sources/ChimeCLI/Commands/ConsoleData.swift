@@ -27,17 +27,15 @@ final class ConsoleMQTTData: ConsoleData {
         init(topics: Topics) { self.topics = topics }
 
         func take(_ message: MQTTMessage) {
-            let base = topics.prefix + "/$worker/"
-            guard message.topic.hasPrefix(base), message.payload.count <= maximumMessageBytes else { return }
-            let parts = message.topic.dropFirst(base.count).split(separator: "/")
-            guard parts.count == 2, parts[1] == "status" || parts[1] == "stats" else { return }
-            let id = String(parts[0])
+            guard message.payload.count <= maximumMessageBytes,
+                let (id, kind) = topics.parseWorkerTopic(message.topic)
+            else { return }
             // An empty retained message clears a worker's status.
             let object = (try? JSON(parsing: message.payload))?.objectValue
             workers.withLock { workers in
                 guard workers[id] != nil || workers.count < maximumWorkers else { return }
                 var worker = workers[id] ?? Worker()
-                if parts[1] == "status" {
+                if kind == .status {
                     worker.status = object
                 } else if let object {
                     worker.previousStats = worker.stats

@@ -233,23 +233,19 @@ struct StatusCommand: Command {
         init(topics: Topics) { self.topics = topics }
 
         func take(_ message: MQTTMessage) {
-            let base = topics.prefix + "/$worker/"
-            guard message.topic.hasPrefix(base) else { return }
-            let parts = message.topic.dropFirst(base.count).split(separator: "/")
-            guard parts.count == 2, case .object(let object)? = try? JSON(parsing: message.payload) else { return }
-            let id = String(parts[0])
+            guard let (id, kind) = topics.parseWorkerTopic(message.topic),
+                case .object(let object)? = try? JSON(parsing: message.payload)
+            else { return }
             let now = ContinuousClock.now
             workers.withLock { workers in
                 var heard = workers[id] ?? Heard()
-                switch parts[1] {
-                case "status":
+                switch kind {
+                case .status:
                     heard.status = object
-                case "stats":
+                case .stats:
                     if heard.first == nil { heard.first = (now, object) }
                     heard.latest = (now, object)
                     heard.sampleCount += 1
-                default:
-                    return
                 }
                 workers[id] = heard
             }
