@@ -256,3 +256,33 @@ final class Shared<Value: Sendable>: Sendable {
     func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
     var value: Value { mutex.withLock { $0 } }
 }
+
+extension CommandClient {
+    /// Slot mode: the slots each worker said it served in its latest stats (every second), by the
+    /// stats' `workerId`.
+    func slotsServed() -> [String: Set<Int>] {
+        var latest: [String: Set<Int>] = [:]
+        for stats in received.withLock({ $0.filter { $0.topic.hasSuffix("/stats") } }) {
+            guard case .object(let o)? = try? JSON(parsing: stats.payload), let id = o["workerId"]?.stringValue
+            else { continue }
+            latest[id] = Set(
+                (o["slots"]?.arrayValue ?? []).compactMap { slot -> Int? in
+                    if case .int(let n) = slot { Int(n) } else { nil }
+                }
+            )
+        }
+        return latest
+    }
+
+    /// Waits until the latest stats of the workers `names` show each of `slots` slots served by one
+    /// of them, in shares that differ by one at most.
+    func waitUntilBalanced(among names: Set<String>, slots: Int, timeout: Duration) async -> Bool {
+        await eventually(timeout: timeout, every: .milliseconds(250)) {
+            let served = self.slotsServed().filter { names.contains($0.key) }
+            let all = served.values.reduce(into: [Int]()) { $0 += $1 }
+            let shares = served.values.map(\.count).sorted()
+            return served.count == names.count && all.count == slots && Set(all).count == slots
+                && shares.last! - shares.first! <= 1
+        }
+    }
+}

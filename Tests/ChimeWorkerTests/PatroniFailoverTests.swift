@@ -137,30 +137,12 @@ import Testing
         }
 
         /// The slots each worker said it served in its latest stats (every second).
-        func served() -> [String: Set<Int>] {
-            var latest: [String: Set<Int>] = [:]
-            for stats in client.received.withLock({ $0.filter { $0.topic.hasSuffix("/stats") } }) {
-                guard case .object(let o)? = try? JSON(parsing: stats.payload), let id = o["workerId"]?.stringValue
-                else { continue }
-                latest[id] = Set(
-                    (o["slots"]?.arrayValue ?? []).compactMap { slot -> Int? in
-                        if case .int(let n) = slot { Int(n) } else { nil }
-                    }
-                )
-            }
-            return latest
-        }
+        func served() -> [String: Set<Int>] { client.slotsServed() }
 
         /// Waits until both workers' latest stats show every slot served, each by one of them,
         /// half each.
         func waitUntilBalanced(timeout: Duration) async -> Bool {
-            await eventually(timeout: timeout, every: .milliseconds(250)) {
-                let served = self.served()
-                let all = served.values.reduce(into: [Int]()) { $0 += $1 }
-                return served.count == 2 && all.count == PatroniFailoverTests.slots
-                    && Set(all).count == PatroniFailoverTests.slots
-                    && served.values.allSatisfy { $0.count == PatroniFailoverTests.slots / 2 }
-            }
+            await client.waitUntilBalanced(among: ["w1", "w2"], slots: PatroniFailoverTests.slots, timeout: timeout)
         }
 
         /// The leases as `node` holds them: slot → epoch.

@@ -61,30 +61,12 @@ import Testing
         }
 
         /// The slots each worker said it served in its latest stats (every second).
-        func served() -> [String: Set<Int>] {
-            var latest: [String: Set<Int>] = [:]
-            for stats in client.received.withLock({ $0.filter { $0.topic.hasSuffix("/stats") } }) {
-                guard case .object(let o)? = try? JSON(parsing: stats.payload), let id = o["workerId"]?.stringValue
-                else { continue }
-                latest[id] = Set(
-                    (o["slots"]?.arrayValue ?? []).compactMap { slot -> Int? in
-                        if case .int(let n) = slot { Int(n) } else { nil }
-                    }
-                )
-            }
-            return latest
-        }
+        func served() -> [String: Set<Int>] { client.slotsServed() }
 
         /// Waits until the given workers' latest stats show every slot served between them, each
         /// slot once, with even shares.
         func waitUntilBalanced(among names: Set<String>, timeout: Duration = .seconds(40)) async -> Bool {
-            await eventually(timeout: timeout, every: .milliseconds(250)) {
-                let served = self.served().filter { names.contains($0.key) }
-                let all = served.values.reduce(into: [Int]()) { $0 += $1 }
-                let shares = served.values.map(\.count).sorted()
-                return served.count == names.count && all.count == SlotWorkersTests.slots
-                    && Set(all).count == SlotWorkersTests.slots && shares.last! - shares.first! <= 1
-            }
+            await client.waitUntilBalanced(among: names, slots: SlotWorkersTests.slots, timeout: timeout)
         }
 
         /// Deliveries received for notification `id` of `device`.
