@@ -60,15 +60,18 @@ import Testing
         let f = try await WorkerFixture.start(store: store)
         defer { Task { await f.stop() } }
         try await f.subscribeDeliveries("d1")
-        // Seconds ahead, so that a loaded machine cannot let it fire before the cancel is served.
-        try await f.ok("d1", .schedule, #"{"id":"cancel-me","after":6,"userInfo":{"k":"x"}}"#)
-        try await f.ok("d1", .schedule, #"{"id":"keep-me","after":6}"#)
+        // Twenty seconds ahead: a CI machine running the whole suite at once once took more than six
+        // for these three round trips, and the notification fired before its cancel was served.
+        let start = Date()
+        try await f.ok("d1", .schedule, #"{"id":"cancel-me","after":20,"userInfo":{"k":"x"}}"#)
+        try await f.ok("d1", .schedule, #"{"id":"keep-me","after":20}"#)
         let cancelled = try await f.ok("d1", .cancel, #"{"match":{"userInfo":{"k":"x"}}}"#)
-        #expect(cancelled["cancelled"] == ["cancel-me"])
+        let served = Date().timeIntervalSince(start)
+        #expect(cancelled["cancelled"] == ["cancel-me"], "the cancel was served \(served) s after the first schedule")
         // A marker due after the cancelled one, on the same topic: deliveries come in due order, so
         // once the marker is here, the cancelled one would have come before it.
-        try await f.ok("d1", .schedule, #"{"id":"marker","after":7}"#)
-        let got = await f.waitForDeliveries("d1", count: 2, timeout: .seconds(20))
+        try await f.ok("d1", .schedule, #"{"id":"marker","after":21}"#)
+        let got = await f.waitForDeliveries("d1", count: 2, timeout: .seconds(40))
         #expect(got.compactMap { $0["id"]?.stringValue } == ["keep-me", "marker"])
     }
 
