@@ -336,7 +336,7 @@ public final class Engine {
             if let old = existing[spec.id], old.isListed { bytes -= old.storedBytes }
         }
         try checkBytesQuota(bytes)
-        if let device, resolved.contains(where: { $0.rrule != nil }) {
+        if let device, resolved.contains(where: { $0.spec.rrule != nil }) {
             // What stays of the device's rules: those replaced, by `replace` or by id, go.
             var staying = device.ruleWorkTotal
             for id in leaving.union(resolved.map(\.id)) { staying -= device.ruleWork[id] ?? 0 }
@@ -383,7 +383,7 @@ public final class Engine {
         now: Instant,
         allowance: inout RecurrenceAllowance
     ) throws(ChimeError) {
-        if spec.isRepeating || spec.exdates != nil {
+        if spec.spec.isRepeating || spec.spec.exdates != nil {
             _ = try validatedNext(spec, path: path, deviceZone: deviceZone, now: now, allowance: &allowance)
         } else {
             // A plain one-shot always fires (at once if its time has passed): only its zone
@@ -421,7 +421,7 @@ public final class Engine {
         try checkBytesQuota(device.totalStoredBytes - n.storedBytes + Self.listedBytes(resolved))
         // Encoded only for a device that pushes: most updates need no size.
         if device.push != nil { try checkPushFits(resolved.encodedOnce(), device: device, path: "") }
-        if resolved.rrule != nil { try checkRuleWork(device.ruleWorkTotal - (device.ruleWork[id] ?? 0)) }
+        if resolved.spec.rrule != nil { try checkRuleWork(device.ruleWorkTotal - (device.ruleWork[id] ?? 0)) }
         return .write(.update(deviceId: request.deviceId, at: now, notification: resolved))
     }
 
@@ -492,18 +492,19 @@ public final class Engine {
         allowance: inout RecurrenceAllowance
     ) throws(ChimeError) -> (Recurrence, Occurrence) {
         let zone = try zoneOf(spec.spec, path: path, deviceZone: deviceZone)
-        let field = path + (spec.rrule != nil ? "rrule" : spec.repeatInterval != nil ? "repeatInterval" : "fireDate")
+        let field =
+            path + (spec.spec.rrule != nil ? "rrule" : spec.spec.repeatInterval != nil ? "repeatInterval" : "fireDate")
         let recurrence: Recurrence
         do {
             recurrence = try Recurrence(
                 start: spec.fireDate,
                 zone: zone,
-                pattern: spec.pattern,
-                count: spec.count,
-                until: spec.until,
-                exdates: spec.exdates ?? []
+                pattern: spec.spec.pattern,
+                count: spec.spec.count,
+                until: spec.spec.until,
+                exdates: spec.spec.exdates ?? []
             )
-            if spec.isRepeating, let spacing = try recurrence.smallestSpacing(within: &allowance),
+            if spec.spec.isRepeating, let spacing = try recurrence.smallestSpacing(within: &allowance),
                 spacing < configuration.minRepeatSeconds
             {
                 throw ChimeError(
@@ -512,7 +513,7 @@ public final class Engine {
                     "\(field): repeats every \(spacing) s, more often than --min-repeat-seconds \(configuration.minRepeatSeconds)"
                 )
             }
-            let from = spec.isRepeating ? now.adding(milliseconds: spec.leadTime ?? 0) : Instant.distantPast
+            let from = spec.spec.isRepeating ? now.adding(milliseconds: spec.spec.leadTime ?? 0) : Instant.distantPast
             guard let first = try recurrence.first(atOrAfter: from, within: &allowance) else {
                 throw ChimeError(.neverFires, field: field, "\(field): this schedule has no occurrence from now on")
             }
@@ -667,7 +668,7 @@ public final class Engine {
             now: from,
             allowance: &allowance
         )
-        let lead = spec.leadTime ?? 0
+        let lead = spec.spec.leadTime ?? 0
         var dates: [Instant] = []
         // The occurrence's own date (not the delivery's, which the lead time may move to another day).
         var calendarDates: [String]? = recurrence.calendarDate(of: first) != nil ? [] : nil

@@ -412,7 +412,7 @@ extension Engine {
     /// its `alertBodies`, its ids, and the members every delivery has (dates, counts, flags, badge).
     static func deliveryBound(_ spec: ResolvedNotification, deviceId: String) -> Int {
         let content = spec.encoded?.content.count ?? 0
-        let longestBody = spec.alertBodies?.map { JSON.string($0).bytes.count }.max() ?? 0
+        let longestBody = spec.spec.alertBodies?.map { JSON.string($0).bytes.count }.max() ?? 0
         return content + longestBody + deviceId.utf8.count + 2 * spec.id.utf8.count + 320
     }
 
@@ -420,7 +420,7 @@ extension Engine {
     /// device has push registrations and the notification is pushed (PROTOCOL.md section 3.11). One
     /// scheduled before the device registered is checked when it fires: its pushes end `refused`.
     func checkPushFits(_ spec: ResolvedNotification, device: DeviceState?, path: String) throws(ChimeError) {
-        guard let device, device.push?.registrations.isEmpty == false, spec.channels != .mqtt else { return }
+        guard let device, device.push?.registrations.isEmpty == false, spec.spec.channels != .mqtt else { return }
         let bound = Self.deliveryBound(spec, deviceId: device.id)
         guard bound > Self.maxPushedDelivery else { return }
         throw ChimeError(

@@ -210,25 +210,43 @@ public struct NotificationSpec: Hashable, Sendable {
 /// `resolved.rrule` is `resolved.spec.rrule`.
 @dynamicMemberLookup
 public struct ResolvedNotification: Hashable, Sendable {
-    public let id: String
-    public let fireDate: DateTimeValue
+    /// The fields in one shared, immutable object: a notification passes from the decision to the
+    /// journal, the reply and the engine by value, and copying some thirty fields each time (seven
+    /// copies a `schedule`) cost more instructions than encoding it, `valgrind --tool=callgrind`.
+    private final class Storage: Sendable {
+        let id: String
+        let fireDate: DateTimeValue
+        let spec: NotificationSpec
+        let encoded: EncodedNotification?
+
+        init(id: String, fireDate: DateTimeValue, spec: NotificationSpec, encoded: EncodedNotification?) {
+            self.id = id
+            self.fireDate = fireDate
+            self.spec = spec
+            self.encoded = encoded
+        }
+    }
+
+    private let storage: Storage
+
+    public var id: String { storage.id }
+    public var fireDate: DateTimeValue { storage.fireDate }
     /// The fields as given; `id` and `fireDate` are the ones above, `after` and `alignTo` unset.
-    public private(set) var spec: NotificationSpec
+    /// (Read in place: a getter's copy of the spec retained each of its fields.)
+    public var spec: NotificationSpec { _read { yield storage.spec } }
     /// The spec written once when it is scheduled, for the byte quota, the journal and the engine
     /// (``NotificationCoding/encoded(_:)``); nil when read back. Not part of its value.
-    package var encoded: EncodedNotification?
+    package var encoded: EncodedNotification? { storage.encoded }
 
     /// - Parameters:
     ///   - spec: the fields as given; its `id`, `fireDate`, `after` and `alignTo` are replaced.
     public init(id: String, fireDate: DateTimeValue, _ spec: NotificationSpec) {
-        self.id = id
-        self.fireDate = fireDate
         var spec = spec
         spec.id = id
         spec.fireDate = fireDate
         spec.after = nil
         spec.alignTo = nil
-        self.spec = spec
+        storage = Storage(id: id, fireDate: fireDate, spec: spec, encoded: nil)
     }
 
     /// A spec that is already resolved (read from the journal); nil when its id or fire date is
@@ -238,16 +256,20 @@ public struct ResolvedNotification: Hashable, Sendable {
         self.init(id: id, fireDate: fireDate, spec)
     }
 
-    public subscript<T>(dynamicMember path: KeyPath<NotificationSpec, T>) -> T { spec[keyPath: path] }
+    /// A field of the spec. (The engine reads `spec.` fields instead: a key path's projection
+    /// copied the whole spec, some 850 instructions a read.)
+    public subscript<T>(dynamicMember path: KeyPath<NotificationSpec, T>) -> T { storage.spec[keyPath: path] }
 
     public func effectiveZone(deviceZone: Zone?) -> Zone? { spec.effectiveZone(deviceZone: deviceZone) }
 
     /// This notification with its ``encoded`` form.
     package func encodedOnce() -> ResolvedNotification {
-        var copy = self
-        copy.encoded = NotificationCoding.encoded(spec)
-        return copy
+        ResolvedNotification(
+            storage: Storage(id: id, fireDate: fireDate, spec: spec, encoded: NotificationCoding.encoded(spec))
+        )
     }
+
+    private init(storage: Storage) { self.storage = storage }
 
     public static func == (a: ResolvedNotification, b: ResolvedNotification) -> Bool {
         a.id == b.id && a.fireDate == b.fireDate && a.spec == b.spec

@@ -26,6 +26,12 @@ extension Topics {
         }
     }
 
+    /// Whether `topic` holds a wildcard (`+` or `#`), which no publication may name.
+    public static func hasWildcard(_ topic: String) -> Bool {
+        var topic = topic
+        return topic.withUTF8 { $0.contains { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") } }
+    }
+
     private static func accepts(
         _ t: UnsafeBufferPointer<UInt8>,
         prefix p: UnsafeBufferPointer<UInt8>,

@@ -870,8 +870,7 @@ public struct WorkerStateMachine {
         _ address: Topics.CommandAddress,
         slot: Int
     ) -> ReplyDestination? {
-        if let topic = message.responseTopic, !topic.isEmpty,
-            !topic.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") }),
+        if let topic = message.responseTopic, !topic.isEmpty, !Topics.hasWildcard(topic),
             policy.topics.acceptsResponseTopic(topic, forCommandOn: address.deviceId)
         {
             return ReplyDestination(topic: topic, correlationData: message.correlationData, slot: slot)
