@@ -133,43 +133,184 @@ public enum Channels: String, CaseIterable, Hashable, Sendable {
 /// notification with the fields it was scheduled with. Once the engine has accepted it, `after`
 /// and `alignTo` have been resolved into `fireDate`.
 public struct NotificationSpec: Hashable, Sendable {
-    public var id: String?
-    public var fireDate: DateTimeValue?
+    /// The fields, in one object shared by every copy until one of them changes: a spec passes
+    /// from the decoder to the engine, the journal and the reply by value, and copying its thirty
+    /// fields, each retained, cost some 900 instructions a copy, eleven copies a `schedule`
+    /// (`valgrind --tool=callgrind` on `chime-bench hot-path`).
+    private final class Storage: @unchecked Sendable {
+        // Changed only through `unique()`, on an object no other copy holds.
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private struct Fields: Hashable, Sendable {
+        var id: String?
+        var fireDate: DateTimeValue?
+        var after: Int64?
+        var alignTo: TimeOfDay?
+        var timeZone: TimeZoneSetting?
+        var repeatInterval: RepeatUnit?
+        var rrule: RecurrenceRule?
+        var count: Int?
+        var until: DateTimeValue?
+        var exdates: [DateTimeValue]?
+        var leadTime: Int64?
+        var alertTitle: String?
+        var alertBody: String?
+        var alertBodies: [String]?
+        var alertAction: String?
+        var hasAction: Bool?
+        var soundName: String?
+        var category: String?
+        var threadId: String?
+        var interruptionLevel: InterruptionLevel?
+        var badge: Badge?
+        var userInfo: JSONObject?
+        var expiresAfter: Int64?
+        var misfire: Misfire?
+        var ignoreQuietHours: Bool?
+        var enabled: Bool?
+        var keepAfterFiring: Bool?
+        var channels: Channels?
+        var seed: UInt64 = 0
+    }
+
+    private var storage = Storage(Fields())
+
+    /// The storage, copied first if another spec shares it.
+    private mutating func unique() -> Storage {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+        return storage
+    }
+
+    public static func == (a: NotificationSpec, b: NotificationSpec) -> Bool {
+        a.storage === b.storage || a.storage.fields == b.storage.fields
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(storage.fields) }
+
+    public var id: String? {
+        get { storage.fields.id }
+        set { unique().fields.id = newValue }
+    }
+    public var fireDate: DateTimeValue? {
+        get { storage.fields.fireDate }
+        set { unique().fields.fireDate = newValue }
+    }
     /// `after`, in milliseconds.
-    public var after: Int64?
-    public var alignTo: TimeOfDay?
-    public var timeZone: TimeZoneSetting?
-    public var repeatInterval: RepeatUnit?
-    public var rrule: RecurrenceRule?
-    public var count: Int?
-    public var until: DateTimeValue?
-    public var exdates: [DateTimeValue]?
+    public var after: Int64? {
+        get { storage.fields.after }
+        set { unique().fields.after = newValue }
+    }
+    public var alignTo: TimeOfDay? {
+        get { storage.fields.alignTo }
+        set { unique().fields.alignTo = newValue }
+    }
+    public var timeZone: TimeZoneSetting? {
+        get { storage.fields.timeZone }
+        set { unique().fields.timeZone = newValue }
+    }
+    public var repeatInterval: RepeatUnit? {
+        get { storage.fields.repeatInterval }
+        set { unique().fields.repeatInterval = newValue }
+    }
+    public var rrule: RecurrenceRule? {
+        get { storage.fields.rrule }
+        set { unique().fields.rrule = newValue }
+    }
+    public var count: Int? {
+        get { storage.fields.count }
+        set { unique().fields.count = newValue }
+    }
+    public var until: DateTimeValue? {
+        get { storage.fields.until }
+        set { unique().fields.until = newValue }
+    }
+    public var exdates: [DateTimeValue]? {
+        get { storage.fields.exdates }
+        set { unique().fields.exdates = newValue }
+    }
     /// `leadTime`, in milliseconds.
-    public var leadTime: Int64?
-
-    public var alertTitle: String?
-    public var alertBody: String?
-    public var alertBodies: [String]?
-    public var alertAction: String?
-    public var hasAction: Bool?
-    public var soundName: String?
-    public var category: String?
+    public var leadTime: Int64? {
+        get { storage.fields.leadTime }
+        set { unique().fields.leadTime = newValue }
+    }
+    public var alertTitle: String? {
+        get { storage.fields.alertTitle }
+        set { unique().fields.alertTitle = newValue }
+    }
+    public var alertBody: String? {
+        get { storage.fields.alertBody }
+        set { unique().fields.alertBody = newValue }
+    }
+    public var alertBodies: [String]? {
+        get { storage.fields.alertBodies }
+        set { unique().fields.alertBodies = newValue }
+    }
+    public var alertAction: String? {
+        get { storage.fields.alertAction }
+        set { unique().fields.alertAction = newValue }
+    }
+    public var hasAction: Bool? {
+        get { storage.fields.hasAction }
+        set { unique().fields.hasAction = newValue }
+    }
+    public var soundName: String? {
+        get { storage.fields.soundName }
+        set { unique().fields.soundName = newValue }
+    }
+    public var category: String? {
+        get { storage.fields.category }
+        set { unique().fields.category = newValue }
+    }
     /// Groups notifications on the device (APNs `thread-id`).
-    public var threadId: String?
-    public var interruptionLevel: InterruptionLevel?
-    public var badge: Badge?
-    public var userInfo: JSONObject?
+    public var threadId: String? {
+        get { storage.fields.threadId }
+        set { unique().fields.threadId = newValue }
+    }
+    public var interruptionLevel: InterruptionLevel? {
+        get { storage.fields.interruptionLevel }
+        set { unique().fields.interruptionLevel = newValue }
+    }
+    public var badge: Badge? {
+        get { storage.fields.badge }
+        set { unique().fields.badge = newValue }
+    }
+    public var userInfo: JSONObject? {
+        get { storage.fields.userInfo }
+        set { unique().fields.userInfo = newValue }
+    }
     /// `expiresAfter`, in milliseconds.
-    public var expiresAfter: Int64?
-    public var misfire: Misfire?
-    public var ignoreQuietHours: Bool?
-    public var enabled: Bool?
-    public var keepAfterFiring: Bool?
+    public var expiresAfter: Int64? {
+        get { storage.fields.expiresAfter }
+        set { unique().fields.expiresAfter = newValue }
+    }
+    public var misfire: Misfire? {
+        get { storage.fields.misfire }
+        set { unique().fields.misfire = newValue }
+    }
+    public var ignoreQuietHours: Bool? {
+        get { storage.fields.ignoreQuietHours }
+        set { unique().fields.ignoreQuietHours = newValue }
+    }
+    public var enabled: Bool? {
+        get { storage.fields.enabled }
+        set { unique().fields.enabled = newValue }
+    }
+    public var keepAfterFiring: Bool? {
+        get { storage.fields.keepAfterFiring }
+        set { unique().fields.keepAfterFiring = newValue }
+    }
     /// Where deliveries go: MQTT, the push registrations, or both (nil: both).
-    public var channels: Channels?
-
+    public var channels: Channels? {
+        get { storage.fields.channels }
+        set { unique().fields.channels = newValue }
+    }
     /// Seeds the pick among `alertBodies`, so that a replayed or re-sent delivery picks the same one.
-    public var seed: UInt64 = 0
+    public var seed: UInt64 {
+        get { storage.fields.seed }
+        set { unique().fields.seed = newValue }
+    }
 
     public init() {}
 
@@ -210,43 +351,25 @@ public struct NotificationSpec: Hashable, Sendable {
 /// `resolved.rrule` is `resolved.spec.rrule`.
 @dynamicMemberLookup
 public struct ResolvedNotification: Hashable, Sendable {
-    /// The fields in one shared, immutable object: a notification passes from the decision to the
-    /// journal, the reply and the engine by value, and copying some thirty fields each time (seven
-    /// copies a `schedule`) cost more instructions than encoding it, `valgrind --tool=callgrind`.
-    private final class Storage: Sendable {
-        let id: String
-        let fireDate: DateTimeValue
-        let spec: NotificationSpec
-        let encoded: EncodedNotification?
-
-        init(id: String, fireDate: DateTimeValue, spec: NotificationSpec, encoded: EncodedNotification?) {
-            self.id = id
-            self.fireDate = fireDate
-            self.spec = spec
-            self.encoded = encoded
-        }
-    }
-
-    private let storage: Storage
-
-    public var id: String { storage.id }
-    public var fireDate: DateTimeValue { storage.fireDate }
+    public let id: String
+    public let fireDate: DateTimeValue
     /// The fields as given; `id` and `fireDate` are the ones above, `after` and `alignTo` unset.
-    /// (Read in place: a getter's copy of the spec retained each of its fields.)
-    public var spec: NotificationSpec { _read { yield storage.spec } }
+    public let spec: NotificationSpec
     /// The spec written once when it is scheduled, for the byte quota, the journal and the engine
     /// (``NotificationCoding/encoded(_:)``); nil when read back. Not part of its value.
-    package var encoded: EncodedNotification? { storage.encoded }
+    package private(set) var encoded: EncodedNotification?
 
     /// - Parameters:
     ///   - spec: the fields as given; its `id`, `fireDate`, `after` and `alignTo` are replaced.
     public init(id: String, fireDate: DateTimeValue, _ spec: NotificationSpec) {
+        self.id = id
+        self.fireDate = fireDate
         var spec = spec
         spec.id = id
         spec.fireDate = fireDate
         spec.after = nil
         spec.alignTo = nil
-        storage = Storage(id: id, fireDate: fireDate, spec: spec, encoded: nil)
+        self.spec = spec
     }
 
     /// A spec that is already resolved (read from the journal); nil when its id or fire date is
@@ -256,20 +379,17 @@ public struct ResolvedNotification: Hashable, Sendable {
         self.init(id: id, fireDate: fireDate, spec)
     }
 
-    /// A field of the spec. (The engine reads `spec.` fields instead: a key path's projection
-    /// copied the whole spec, some 850 instructions a read.)
-    public subscript<T>(dynamicMember path: KeyPath<NotificationSpec, T>) -> T { storage.spec[keyPath: path] }
+    /// A field of the spec. (The engine reads `spec.` fields: a key path costs more than a field.)
+    public subscript<T>(dynamicMember path: KeyPath<NotificationSpec, T>) -> T { spec[keyPath: path] }
 
     public func effectiveZone(deviceZone: Zone?) -> Zone? { spec.effectiveZone(deviceZone: deviceZone) }
 
     /// This notification with its ``encoded`` form.
     package func encodedOnce() -> ResolvedNotification {
-        ResolvedNotification(
-            storage: Storage(id: id, fireDate: fireDate, spec: spec, encoded: NotificationCoding.encoded(spec))
-        )
+        var copy = self
+        copy.encoded = NotificationCoding.encoded(spec)
+        return copy
     }
-
-    private init(storage: Storage) { self.storage = storage }
 
     public static func == (a: ResolvedNotification, b: ResolvedNotification) -> Bool {
         a.id == b.id && a.fireDate == b.fireDate && a.spec == b.spec

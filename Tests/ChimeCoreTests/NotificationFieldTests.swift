@@ -70,9 +70,32 @@ import Testing
         #expect(Set(Self.together.flatMap(\.keys)).isSuperset(of: NotificationField.allCases.map(\.wireName)))
     }
 
+    /// The spec shares its storage between copies: a change to one copy leaves the others as they
+    /// were, and specs compare and hash by value, not by storage.
+    @Test func aCopyOfASpecChangesAlone() {
+        var a = NotificationSpec()
+        a.id = "a"
+        a.alertBody = "Take it"
+        var b = a
+        b.alertBody = "Changed"
+        b.seed = 7
+        #expect(a.alertBody == "Take it")
+        #expect(a.seed == 0)
+        #expect(b.id == "a")
+        #expect(b.alertBody == "Changed")
+        var c = NotificationSpec()
+        c.id = "a"
+        c.alertBody = "Take it"
+        #expect(a == c)
+        #expect(a.hashValue == c.hashValue)
+        #expect(a != b)
+    }
+
     /// A property added to the spec without a field (or the other way round) fails here.
-    @Test func theSpecHasAPropertyForEachFieldAndNoOther() {
-        let properties = Mirror(reflecting: NotificationSpec()).children.compactMap(\.label)
+    @Test func theSpecHasAPropertyForEachFieldAndNoOther() throws {
+        // The fields live in the spec's shared storage.
+        let fields = try #require(Mirror(reflecting: NotificationSpec()).descendant("storage", "fields"))
+        let properties = Mirror(reflecting: fields).children.compactMap(\.label)
         #expect(properties == NotificationField.allCases.map(\.wireName) + ["seed"])
         var extras = NotificationSpec()
         extras.rrule = try? RecurrenceRule(parsing: "FREQ=DAILY")
