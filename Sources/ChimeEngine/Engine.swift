@@ -155,6 +155,8 @@ public final class Engine {
     var deviceOrder: [DeviceState] = []
     /// How many in ``deviceOrder`` are dropped.
     var deviceOrderDropped = 0
+    /// The devices in id order, kept by `find` alone (``DeviceDirectory``).
+    var directory = DeviceDirectory()
     /// The snapshot being taken a part at a time (``beginSnapshot()``), if one is.
     var capture: SnapshotCapture?
     /// Flipped as each snapshot begins: a notification whose ``StoredNotification/snapshotMark``

@@ -199,6 +199,8 @@ public struct WorkerStateMachine {
         case commands
         /// Routing by slot: the commands forwarded to a slot served here.
         case slot(Int)
+        /// `find` queries across the fleet, which every worker answers (`P/$fleet/find`).
+        case fleet
 
         /// The topic filter subscribed to.
         public func filter(_ policy: Policy) -> String {
@@ -206,6 +208,7 @@ public struct WorkerStateMachine {
             case .status: policy.topics.workerStatus(policy.workerId)
             case .commands: policy.commandFilter
             case .slot(let slot): policy.topics.slotCommandFilter(slot)
+            case .fleet: policy.topics.fleetFind
             }
         }
     }
@@ -572,6 +575,7 @@ public struct WorkerStateMachine {
         log(.info, "connected", ["sessionPresent": "\(sessionPresent)"], into: &actions)
         // Subscribe on every connection: a broker that lost its sessions forgets them.
         actions.append(.subscribe(.status))
+        actions.append(.subscribe(.fleet))
         actions.append(.subscribe(.commands))
         connectedForRouting(&actions)
         for engine in engines.values { engine.setConnected(lifecycle == .running, now: now) }
@@ -731,6 +735,11 @@ public struct WorkerStateMachine {
         let engine: Engine
         switch admission(message.topic) {
         case .notACommand:
+            // Off the path of every command: the one other topic a worker subscribes to for queries.
+            if message.topic == policy.topics.fleetFind {
+                find(message, now: now, &actions)
+                return
+            }
             stats.invalidTopics += 1
             log(.debug, "ignoring a message on a topic that is not a command", ["topic": message.topic], into: &actions)
             return

@@ -237,6 +237,64 @@ import Testing
         #expect(fleet.body.contains(served.world.workerId))
     }
 
+    @Test func devicesAreFoundByPrefixAndTagAndAnOperatorEditsABodyAfterConfirming() async throws {
+        let served = try await Served()
+        defer { Task { await served.stop() } }
+        for (device, tagged) in [("phone-2", false), ("phone-1", true), ("tablet-1", true), ("phone-3", true)] {
+            var arguments = ["schedule", "--device", device, "--id", "pill", "--in", "1h", "--body", "Take it"]
+            if tagged { arguments += ["--info", "campaign=spring"] }
+            let run = try await runChime(arguments, environment: served.world.environment)
+            #expect(run.status == 0, "\(run)")
+        }
+        _ = try await served.signIn("vic", "a viewer's words", jar: "vic")
+        /// The device links of a page of devices found, in order.
+        func found(_ body: String) -> [String] {
+            body.matches(of: /<td data-label="Device"><a href="\/device\/([^"?]+)/).map { String($0.1) }
+        }
+        let byPrefix = try await served.curl("/find?go=list&device=phone-", jar: "vic")
+        #expect(byPrefix.status == 200, "\(byPrefix.body)")
+        #expect(found(byPrefix.body) == ["phone-1", "phone-2", "phone-3"], "\(byPrefix.body)")
+        let byTag = try await served.curl("/find?go=list&key=campaign&value=spring", jar: "vic")
+        #expect(found(byTag.body) == ["phone-1", "phone-3", "tablet-1"], "\(byTag.body)")
+        #expect(byTag.body.contains("<li><code>pill</code></li>"))
+        // The whole id, as before: straight to the device.
+        let open = try await served.curl("/find?device=tablet-1", jar: "vic")
+        #expect(open.status == 303 && open.headers.contains("Location: /device/tablet-1"))
+
+        // A viewer may not edit: no form, and the server refuses a forged post.
+        #expect(try await served.curl("/device/phone-1/edit?id=pill", jar: "vic").status == 403)
+        let viewerCSRF = try await served.signIn("vic", "a viewer's words", jar: "vic")
+        let forged = try await served.curl(
+            "/device/phone-1/act",
+            jar: "vic",
+            form: ["action=edit", "ids=pill", "alertBody=hacked", "confirm=yes", "csrf=\(viewerCSRF)"],
+            origin: served.url
+        )
+        #expect(forged.status == 403)
+
+        // The operator: the form, the confirmation of the change, then the update chimed applied.
+        let csrf = try await served.signIn("ana", "a long passphrase", jar: "ana")
+        let form = try await served.curl("/device/phone-1/edit?id=pill", jar: "ana")
+        #expect(form.status == 200 && form.body.contains(">Take it</textarea>"), "\(form.body)")
+        let fields = ["action=edit", "ids=pill", "alertTitle=", "alertBody=Take two", "csrf=\(csrf)"]
+        let confirm = try await served.curl("/device/phone-1/act", jar: "ana", form: fields, origin: served.url)
+        #expect(confirm.status == 200 && confirm.body.contains(#"name="alertBody" value="Take two""#))
+        let before = try await served.world.ok("list", "--device", "phone-1", "--json")
+        #expect(before.jsonLines.first?["alertBody"] == "Take it")
+        let done = try await served.curl(
+            "/device/phone-1/act",
+            jar: "ana",
+            form: ["action=edit", "ids=pill", "alertBody=Take two", "confirm=yes", "csrf=\(csrf)"],
+            origin: served.url
+        )
+        #expect(done.status == 200 && done.body.contains("Edited 1 notification"), "\(done.body)")
+        let after = try await served.world.ok("list", "--device", "phone-1", "--json")
+        #expect(after.jsonLines.first?["alertBody"] == "Take two", "\(after)")
+        let audit = served.console.standardOutputLines.compactMap { (try? JSON(parsing: $0))?.objectValue }
+        #expect(audit.contains { $0["action"] == "edit" && $0["who"] == "ana" && $0["outcome"] == "ok" }, "\(audit)")
+        #expect(audit.contains { $0["action"] == "edit" && $0["who"] == "vic" && $0["outcome"] == "forbidden" })
+    }
+
     /// The sign-in page in a real browser, under the console's own Content-Security-Policy: it
     /// renders its form and the browser reports no blocked resource.
     @Test func chromiumShowsTheSignInPageWithNothingBlocked() async throws {

@@ -37,6 +37,15 @@ import Testing
             [FleetWorker(id: "w1", status: ["state": "online", "workerId": "w1", "partition": "0/1"])]
         }
 
+        /// `find`'s answers by worker; the queries asked.
+        let findAnswers = Mutex<Result<FleetFindAnswers, ConsoleDataError>>(.success(FleetFindAnswers(pages: [:])))
+        let queries = Mutex<[FindQuery]>([])
+
+        func find(_ query: FindQuery) async -> Result<FleetFindAnswers, ConsoleDataError> {
+            queries.withLock { $0.append(query) }
+            return findAnswers.withLock { $0 }
+        }
+
         func send(_ op: Operation, device: String, _ payload: JSONObject) async -> Result<JSONObject, ConsoleDataError>
         {
             sent.withLock { $0.append((op, device, payload)) }
@@ -548,5 +557,124 @@ import Testing
         let page = await w.app.respond(to: Self.get("/device/phone-1", cookie))
         #expect(page.status == 504)
         #expect(String(decoding: page.body, as: UTF8.self).contains("is a worker online?"))
+    }
+
+    static func page(_ ids: [String], next: String?, examined: Int = 10) -> FindPage {
+        FindPage(
+            devices: ids.map { FoundDevice(deviceId: $0, pending: 2, matching: ["promo"], matchingCount: 1) },
+            next: next,
+            examined: examined
+        )
+    }
+
+    @Test func listingDevicesAsksTheFleetOnceAndShowsTheMergedPageWithItsNext() async throws {
+        let w = try Self.world()
+        let (cookie, _) = try await Self.signIn(w, "help", "viewer password")
+        // w1 looked at everything; w2 stopped at phone-5: phone-7 waits for the next page.
+        let answers = FleetFindAnswers(
+            pages: [
+                "w1": Self.page(["phone-1", "phone-7"], next: nil),
+                "w2": Self.page(["phone-3", "phone-5"], next: "phone-5"),
+            ],
+            silent: ["w3"]
+        )
+        w.data.findAnswers.withLock { $0 = .success(answers) }
+        let query: [(name: String, value: String)] = [
+            ("device", "phone-"), ("key", "campaign"), ("value", "spring"), ("go", "list"),
+        ]
+        let response = await w.app.respond(to: Self.get("/find", cookie, query: query))
+        #expect(response.status == 200)
+        let html = String(decoding: response.body, as: UTF8.self)
+        let asked = try #require(w.data.queries.withLock { $0.last })
+        #expect(asked == FindQuery(prefix: "phone-", match: ["campaign": "spring"], limit: ConsoleApp.foundPerPage))
+        let links = ["phone-1", "phone-3", "phone-5"].map { "<a href=\"/device/\($0)?key=campaign&amp;value=spring\">" }
+        let places = links.compactMap { html.range(of: $0)?.lowerBound }
+        #expect(places.count == 3 && places == places.sorted(), "in id order")
+        #expect(!html.contains("phone-7"))
+        #expect(html.contains("/find?go=list&amp;device=phone-&amp;key=campaign&amp;value=spring&amp;after=phone-5"))
+        #expect(html.contains("Worker w3 did not answer in time"))
+        // The next page asks after phone-5, and is the last.
+        w.data.findAnswers.withLock {
+            $0 = .success(FleetFindAnswers(pages: ["w1": Self.page(["phone-7"], next: nil)]))
+        }
+        let next = await w.app.respond(to: Self.get("/find", cookie, query: query + [("after", "phone-5")]))
+        #expect(w.data.queries.withLock { $0.last?.after } == "phone-5")
+        let nextHTML = String(decoding: next.body, as: UTF8.self)
+        #expect(nextHTML.contains(">phone-7</a>") && !nextHTML.contains("Next devices"))
+        #expect(nextHTML.contains("First devices"))
+    }
+
+    @Test func aTagAloneSearchesTheFleetAndWhatIsNotAnIdsBeginningIsRefused() async throws {
+        let w = try Self.world()
+        let (cookie, _) = try await Self.signIn(w, "help", "viewer password")
+        let tagOnly = await w.app.respond(to: Self.get("/find", cookie, query: [("key", "campaign"), ("value", "x")]))
+        #expect(tagOnly.status == 200)
+        #expect(w.data.queries.withLock { $0.last } == FindQuery(match: ["campaign": "x"], limit: 50))
+        #expect(String(decoding: tagOnly.body, as: UTF8.self).contains("No device with a notification tagged"))
+        let bad = await w.app.respond(to: Self.get("/find", cookie, query: [("device", "a/b"), ("go", "list")]))
+        #expect(bad.status == 400)
+        #expect(w.data.queries.withLock { $0.count } == 1)
+        w.data.findAnswers.withLock {
+            $0 = .failure(ConsoleDataError(code: "unreachable", message: "no worker is online"))
+        }
+        let none = await w.app.respond(to: Self.get("/find", cookie, query: [("device", "a"), ("go", "list")]))
+        #expect(none.status == 504)
+        #expect(String(decoding: none.body, as: UTF8.self).contains("is a worker online?"))
+    }
+
+    @Test func anOperatorEditsABodyAfterConfirmingWithAnAuditLine() async throws {
+        let w = try Self.world()
+        let (cookie, csrf) = try await Self.signIn(w, "ops", "operator password")
+        let form = await w.app.respond(to: Self.get("/device/phone-1/edit", cookie, query: [("id", "pill")]))
+        #expect(form.status == 200)
+        let formHTML = String(decoding: form.body, as: UTF8.self)
+        #expect(formHTML.contains(">&lt;script&gt;alert(1)&lt;/script&gt;</textarea>"))
+        // The title stays empty (unchanged), the body changes: only the body is confirmed and sent.
+        let fields: [(name: String, value: String)] = [
+            ("action", "edit"), ("ids", "pill"), ("alertTitle", ""), ("alertBody", "Take two"), ("csrf", csrf),
+        ]
+        let confirm = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, fields))
+        #expect(confirm.status == 200)
+        let confirmHTML = String(decoding: confirm.body, as: UTF8.self)
+        #expect(confirmHTML.contains(#"<input type="hidden" name="alertBody" value="Take two">"#))
+        #expect(!confirmHTML.contains(#"name="alertTitle""#))
+        #expect(!w.data.sent.withLock { $0.contains { $0.op == .update } })
+        let confirmed: [(name: String, value: String)] = [
+            ("action", "edit"), ("ids", "pill"), ("alertBody", "Take two"), ("confirm", "yes"), ("csrf", csrf),
+        ]
+        let done = await w.app.respond(to: Self.post("/device/phone-1/act", cookie, confirmed))
+        #expect(done.status == 200)
+        let updates = w.data.sent.withLock { $0.filter { $0.op == .update } }
+        #expect(updates.count == 1)
+        #expect(updates.first?.payload == ["id": "pill", "alertBody": "Take two"])
+        let entry = try #require(w.audit.all.last)
+        #expect(entry.action == "edit" && entry.ids == ["pill"] && entry.outcome == .ok)
+        #expect(entry.detail == "changed alertBody")
+        // Nothing changed: nothing to confirm.
+        let same = await w.app.respond(
+            to: Self.post(
+                "/device/phone-1/act",
+                cookie,
+                [("action", "edit"), ("ids", "pill"), ("alertBody", "<script>alert(1)</script>"), ("csrf", csrf)]
+            )
+        )
+        #expect(same.status == 400)
+    }
+
+    @Test func aViewerMayNotEditAndTheServerRefusesTheForgedPost() async throws {
+        let w = try Self.world()
+        let (cookie, csrf) = try await Self.signIn(w, "help", "viewer password")
+        let form = await w.app.respond(to: Self.get("/device/phone-1/edit", cookie, query: [("id", "pill")]))
+        #expect(form.status == 403)
+        let forged = await w.app.respond(
+            to: Self.post(
+                "/device/phone-1/act",
+                cookie,
+                [("action", "edit"), ("ids", "pill"), ("alertBody", "x"), ("confirm", "yes"), ("csrf", csrf)]
+            )
+        )
+        #expect(forged.status == 403)
+        #expect(!w.data.sent.withLock { $0.contains { $0.op == .update } })
+        #expect(w.audit.all.last?.action == "edit" && w.audit.all.last?.outcome == .forbidden)
     }
 }

@@ -120,10 +120,49 @@ enum PageSamples {
             ("login", ConsolePages.login(error: text, username: text ?? "")),
             ("fleet", ConsolePages.fleet(workers: [worker], now: now, signedIn: session)),
             ("fleet empty", ConsolePages.fleet(workers: [], now: now, statusTopic: text ?? "c/+", signedIn: session)),
-            ("find", ConsolePages.find(query: nil, results: [], signedIn: session)),
-            ("find results", ConsolePages.find(query: id, tag: tag, results: [id, id + "2"], signedIn: session)),
-            ("find none", ConsolePages.find(query: id, results: [], signedIn: session)),
-            ("find error", ConsolePages.find(query: id, results: [], error: text ?? "bad", signedIn: session)),
+            ("find", ConsolePages.find(query: nil, signedIn: session)),
+            (
+                "find results",
+                ConsolePages.find(
+                    query: id,
+                    tag: tag,
+                    found: ConsolePages.Found(
+                        devices: [
+                            FoundDevice(deviceId: id, pending: 3, matching: [id, "pill"], matchingCount: 12),
+                            FoundDevice(deviceId: id + "2", pending: 0, matching: [], matchingCount: 0),
+                        ],
+                        next: id + "2",
+                        after: text,
+                        problems: text.map { ["Worker \($0) did not answer in time."] } ?? []
+                    ),
+                    signedIn: session
+                )
+            ),
+            (
+                "find none",
+                ConsolePages.find(query: id, found: ConsolePages.Found(devices: [], next: nil), signedIn: session)
+            ),
+            ("find error", ConsolePages.find(query: id, error: text ?? "bad", signedIn: session)),
+            (
+                "edit",
+                ConsolePages.edit(
+                    device: id,
+                    notification: notifications(text: text)[0],
+                    signedIn: session
+                )
+            ),
+            (
+                "edit confirm",
+                ConsolePages.confirmEdit(
+                    device: id,
+                    id: text ?? "pill",
+                    changes: [
+                        ConsolePages.Change(field: "alertBody", from: text ?? "Take it", to: text ?? "Take two"),
+                        ConsolePages.Change(field: "alertTitle", from: "", to: ""),
+                    ],
+                    signedIn: session
+                )
+            ),
             (
                 "device",
                 ConsolePages.device(

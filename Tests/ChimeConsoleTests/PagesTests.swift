@@ -210,8 +210,12 @@ struct PagesTests {
         #expect(bare.contains("<a href=\"/device/phone-1\">Show all</a>"))
         let fleet = ConsolePages.fleet(workers: [], now: PageSamples.now, signedIn: session)
         #expect(fleet.contains("No worker has published a status on <code>chime/$worker/+/status</code>. Check that"))
-        let none = ConsolePages.find(query: "phone-9", results: [], signedIn: session)
-        #expect(none.contains("No device found with the id “phone-9”."))
+        let none = ConsolePages.find(
+            query: "phone-9",
+            found: ConsolePages.Found(devices: [], next: nil),
+            signedIn: session
+        )
+        #expect(none.contains("No device whose id starts with <code>phone-9</code>."))
         let login = ConsolePages.login(error: "Wrong user name or password.")
         #expect(login.contains("role=\"alert\" id=\"login-error\">Wrong user name or password.</p>"))
         #expect(login.contains("aria-describedby=\"login-error\""))

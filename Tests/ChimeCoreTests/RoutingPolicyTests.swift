@@ -27,17 +27,19 @@ import Testing
         var (m, _) = Slots.worker(loaded: [0, 1], routing: .slot)
         let actions = m.handle(.connected(sessionPresent: false), now: Self.t0)
         let subscriptions = Self.subscriptions(actions)
-        #expect(subscriptions == [.status, .commands, .slot(0), .slot(1)])
+        #expect(subscriptions == [.status, .fleet, .commands, .slot(0), .slot(1)])
         #expect(
             subscriptions.map { $0.filter(m.policy) }.dropFirst() == [
-                "$share/chimed/chime/+/cmd/+", "chime/$slot/0/+/cmd/+", "chime/$slot/1/+/cmd/+",
+                "chime/$fleet/find", "$share/chimed/chime/+/cmd/+", "chime/$slot/0/+/cmd/+", "chime/$slot/1/+/cmd/+",
             ]
         )
         // Broadcast subscribes to every command, and to no slot.
         var (b, _) = Slots.worker(loaded: [0, 1])
         let connected = b.handle(.connected(sessionPresent: false), now: Self.t0)
         #expect(
-            Self.subscriptions(connected).map { $0.filter(b.policy) } == ["chime/$worker/a/status", "chime/+/cmd/+"]
+            Self.subscriptions(connected).map { $0.filter(b.policy) } == [
+                "chime/$worker/a/status", "chime/$fleet/find", "chime/+/cmd/+",
+            ]
         )
         #expect(!connected.contains { if case .publish(let p) = $0 { p.purpose == .forwardCheck } else { false } })
     }

@@ -252,6 +252,46 @@ import Testing
         #expect(worker.contains("topic readwrite chime/$slot/#"), "\(worker)")
     }
 
+    /// `find` across the fleet (PROTOCOL.md section 3.12): a device may not ask it, whether it logs
+    /// in with a password or a token, even with its own reply space as the Response Topic; a
+    /// backend may, and chimed answers it there.
+    @Test(arguments: DeviceCredentials.allCases)
+    func onlyBackendsMayAskTheFleetToFind(credentials: DeviceCredentials) async throws {
+        let d = try await SecuredDeployment.start(devices: ["phone-a"], credentials: credentials)
+        defer { Task { await d.stop() } }
+        let a = try await d.client("phone-a")
+        let own = "chime/phone-a/replies/app"
+        _ = try await a.request("chime/phone-a/cmd/schedule", #"{"id":"a1","after":3600}"#, responseTopic: own)
+            .okResult()
+        try await a.requester.subscribe("chime/$reply/phone-a/#", timeout: .seconds(10))
+        var properties = MQTTPublishProperties()
+        properties.responseTopic = "chime/$reply/phone-a/find"
+        let code = try await a.requester.publish(
+            topic: "chime/$fleet/find",
+            payload: Array(#"{"prefix":"phone-"}"#.utf8),
+            qos: 1,
+            properties: properties,
+            timeout: .seconds(10)
+        )
+        #expect(code == Self.notAuthorized, "PUBACK reason \(code)")
+        // Had chimed received it, its reply would come before the reply to this later command of
+        // the same device, on the same connection.
+        _ = try await a.request("chime/phone-a/cmd/list", "{}", responseTopic: own).okResult()
+        #expect(a.messages.filter { $0.topic.hasPrefix("chime/$reply/") }.isEmpty)
+
+        // The positive control: the backend asks, chimed (its account reads the query) answers in
+        // the backend's reply space.
+        let backend = try await d.client("backend")
+        let reply = try await backend.request(
+            "chime/$fleet/find",
+            #"{"prefix":"phone-"}"#,
+            responseTopic: "chime/$reply/backend/find-1"
+        )
+        #expect(reply["workerId"] == .string(d.workerId))
+        let devices = reply.okResult()["devices"]?.arrayValue?.compactMap { $0.objectValue?["deviceId"] }
+        #expect(devices == ["phone-a"])
+    }
+
     @Test func chimedServesUnderItsOwnAccountEndToEnd() async throws {
         let d = try await SecuredDeployment.start(devices: ["phone-b"])
         defer { Task { await d.stop() } }

@@ -427,7 +427,11 @@ import Testing
     @Test func everyConnectionSubscribesAndIsOnlineOnlyOnceTheCommandSubscriptionIsGranted() throws {
         let w = World()
         try w.step(.mqtt(.connected(sessionPresent: false)))
-        #expect(w.transport.subscriptions.map(\.filter) == [w.topics.workerStatus("w1"), w.topics.commandFilter])
+        #expect(
+            w.transport.subscriptions.map(\.filter) == [
+                w.topics.workerStatus("w1"), w.topics.fleetFind, w.topics.commandFilter,
+            ]
+        )
         #expect(w.statuses.isEmpty)
         let first = try #require(w.transport.subscriptions.last)
         // Refused (an ACL): not online, asked again after ten seconds.
@@ -436,10 +440,10 @@ import Testing
         #expect(w.machine.stats.subscriptionRefusals == 1)
         w.advance(seconds: 9)
         try w.step()
-        #expect(w.transport.subscriptions.count == 2)
+        #expect(w.transport.subscriptions.count == 3)
         w.advance(seconds: 1)
         try w.step()
-        #expect(w.transport.subscriptions.count == 4)
+        #expect(w.transport.subscriptions.count == 5)
         let second = try #require(w.transport.subscriptions.last)
         try w.step(.mqtt(.subscribed(messageId: second.messageId, grantedQoS: [1])))
         #expect(w.statuses == ["online"])
@@ -447,7 +451,7 @@ import Testing
         try w.step(.mqtt(.disconnected(reasonCode: 0)))
         #expect(!w.machine.isConnected)
         try w.step(.mqtt(.connected(sessionPresent: true)))
-        #expect(w.transport.subscriptions.count == 6)
+        #expect(w.transport.subscriptions.count == 8)
         #expect(w.machine.stats.reconnects == 2)
     }
 

@@ -7,7 +7,8 @@ The session's world: mosquitto on a free loopback port, chimed (`--worker-id w1`
 free port with an operator `ana` and a viewer `vic`, and device phone-1 (Asia/Shanghai, receipts on)
 with the Monday-to-Friday 18:00 reminder `pill`, whose body is hostile HTML, and a one-shot `hello`
 that fired a few seconds after it was scheduled and was acknowledged, so that the history shows an
-outcome.
+outcome; and phone-2 and tablet-1, each with a notification `promo` tagged campaign=spring, for
+finding devices across the fleet and editing.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ IMAGES = (
     else Path(tempfile.mkdtemp(prefix="chime-console-shots-"))
 )
 DEVICE = "phone-1"
+TAGGED = ["phone-2", "tablet-1"]  # each with `promo`, userInfo campaign=spring
+PROMO_BODY = "Spring sale"
 HOSTILE = "<script>alert(1)</script>"
 PILL_BODY = f"{HOSTILE} Take your medicine"
 PASSWORDS = {"ana": "a long passphrase", "vic": "viewer words"}
@@ -149,8 +152,8 @@ class World:
     def json_lines(self, *arguments: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.run(*arguments, "--json").splitlines() if line.strip()]
 
-    def notification(self, nid: str) -> dict[str, Any] | None:
-        return next((n for n in self.json_lines("list", "--device", DEVICE) if n["id"] == nid), None)
+    def notification(self, nid: str, device: str = DEVICE) -> dict[str, Any] | None:
+        return next((n for n in self.json_lines("list", "--device", device) if n["id"] == nid), None)
 
     def audit_entries(self) -> list[dict[str, Any]]:
         entries = []
@@ -214,6 +217,9 @@ def world() -> Iterator[World]:
                 lambda: [h for h in world.json_lines("history", "--device", DEVICE) if h["id"] == "hello"],
                 30, "hello in chime history", every=0.5)
             world.run("ack", "--device", DEVICE, fired[0]["fireId"])
+            for device in TAGGED:
+                world.run("schedule", "--device", device, "--id", "promo", "--in", "1d", "--body", PROMO_BODY,
+                          "--info", "campaign=spring")
 
             console = subprocess.Popen(
                 [chime, "console", "--listen", "127.0.0.1:0", "--accounts", str(accounts), "--broker", broker_url],
@@ -511,6 +517,87 @@ def test_a_viewer_has_no_controls_and_the_server_refuses_a_forged_action(world: 
     status, body = post(world, f"/device/{DEVICE}/act", [("action", "pause"), ("ids", "pill"),
                                                          ("csrf", session.csrf)], session, world.url)
     assert status == 403 and 'name="confirm"' not in body, body
+
+
+def list_devices(driver: WebDriver, device: str, key: str = "", value: str = "") -> list[str]:
+    """Find, the fields filled in, List devices pressed: the devices found, in the order shown."""
+    driver.find_element(By.LINK_TEXT, "Find").click()
+    wait_for_path(driver, "/find")
+    for label, text in [("Device id", device), ("Key", key), ("Value", value)]:
+        field = labelled(driver, label)
+        field.clear()
+        if text:
+            field.send_keys(text)
+    button(driver, "List devices").click()
+    WebDriverWait(driver, 20).until(lambda d: "go=list" in d.current_url and d.find_elements(By.ID, "found-heading"))
+    return [a.text for a in driver.find_elements(By.CSS_SELECTOR, "td[data-label='Device'] a")]
+
+
+def test_find_lists_devices_by_the_beginning_of_their_ids_and_by_a_tag(world: World, vic: WebDriver) -> None:
+    assert list_devices(vic, "phone-") == [DEVICE, "phone-2"]
+    assert_no_horizontal_scroll(vic)
+    assert list_devices(vic, "", "campaign", "spring") == TAGGED
+    tagged = vic.find_element(By.XPATH, "//tr[td[@data-label='Device']//a[normalize-space()='tablet-1']]")
+    assert "promo" in tagged.find_element(By.CSS_SELECTOR, "td[data-label='Tagged notifications']").text
+    assert list_devices(vic, "tab", "campaign", "spring") == ["tablet-1"]
+    assert list_devices(vic, "phone-", "campaign", "autumn") == []
+    assert "No device whose id starts with phone-" in vic.find_element(By.CSS_SELECTOR, "[role=status]").text
+    # A device found opens with its notifications narrowed to the tag.
+    list_devices(vic, "", "campaign", "spring")
+    vic.find_element(By.LINK_TEXT, "tablet-1").click()
+    wait_for_path(vic, "/device/tablet-1")
+    row(vic, "notifications-heading", "promo")
+    assert "Showing the notifications whose userInfo has campaign = spring" in vic.find_element(By.TAG_NAME, "main").text
+
+
+def test_an_operator_edits_a_body_after_confirming_and_a_viewer_cannot(world: World, ana: WebDriver,
+                                                                      vic: WebDriver) -> None:
+    device = "phone-2"
+    new_body = f"{HOSTILE} 20% off"
+    try:
+        ana.get(world.url + f"/device/{device}")
+        row(ana, "notifications-heading", "promo").find_element(By.CSS_SELECTOR, "a[href$='/edit?id=promo']").click()
+        wait_for_path(ana, f"/device/{device}/edit")
+        wait_for_heading(ana, "Edit notification")
+        assert_no_horizontal_scroll(ana)
+        body = labelled(ana, "Body")
+        assert body.get_attribute("value") == PROMO_BODY
+        body.clear()
+        body.send_keys(new_body)
+        button(ana, "Review the change").click()
+        wait_for_path(ana, f"/device/{device}/act")
+        wait_for_heading(ana, "Edit notification")
+        main = ana.find_element(By.TAG_NAME, "main").text
+        assert f"Change notification promo of device {device}?" in main and new_body in main, main
+        assert world.notification("promo", device)["alertBody"] == PROMO_BODY, "edited before confirming"  # type: ignore[index]
+
+        button(ana, "Change notification promo").click()
+        wait_for_heading(ana, "Edited 1 notification")
+        assert world.notification("promo", device)["alertBody"] == new_body  # type: ignore[index]
+        eventually(lambda: [e for e in world.audit_entries()
+                            if e.get("who") == "ana" and e.get("action") == "edit" and e.get("device") == device
+                            and e.get("ids") == ["promo"] and e.get("outcome") == "ok"],
+                   5, "the audit line of ana's edit")
+        ana.find_element(By.LINK_TEXT, f"Back to device {device}").click()
+        wait_for_path(ana, f"/device/{device}")
+        assert new_body in cell(row(ana, "notifications-heading", "promo"), "Notification").text
+        assert not ana.find_elements(By.TAG_NAME, "script"), "the edited body became a script"
+
+        # The viewer: no Edit link, and the server refuses the forged edit.
+        vic.get(world.url + f"/device/{device}")
+        row(vic, "notifications-heading", "promo")
+        assert vic.find_elements(By.CSS_SELECTOR, "a[href*='/edit?']") == []
+        session = session_of(vic)
+        status, answer = post(world, f"/device/{device}/act",
+                              [("action", "edit"), ("ids", "promo"), ("alertBody", "hacked"), ("csrf", session.csrf),
+                               ("confirm", "yes")], session, world.url)
+        assert status == 403, answer
+        vic.get(world.url + f"/device/{device}/edit?id=promo")
+        assert "viewer" in vic.find_element(By.CSS_SELECTOR, "[role=alert]").text
+        assert vic.find_elements(By.CSS_SELECTOR, "textarea") == []
+        assert world.notification("promo", device)["alertBody"] == new_body  # type: ignore[index]
+    finally:
+        world.run("update", "--device", device, "--id", "promo", "--body", PROMO_BODY)
 
 
 def evil_site(target: str, fields: list[tuple[str, str]]) -> tuple[http.server.ThreadingHTTPServer, str]:

@@ -18,10 +18,11 @@ struct ConsoleCommand: Command {
                chime console list --accounts FILE
         """
     static let discussion = """
-        Serves the console on --listen: the fleet of workers, a device's notifications (each rule in
+        Serves the console on --listen: the fleet of workers, devices found by id, by the beginning
+        of their ids or by a userInfo tag across the fleet, a device's notifications (each rule in
         words, its next times in the device's zone), its inbox and delivery history, and for
-        operators pause, resume, snooze and cancel, each confirmed and written to the audit log (one
-        JSON line each, standard output). It talks to the workers over MQTT as a backend account
+        operators pause, resume, snooze, cancel and edit, each confirmed and written to the audit log
+        (one JSON line each, standard output). It talks to the workers over MQTT as a backend account
         (--broker), as the other commands do, so it works with one worker, partitions or slots.
         Accounts come from --accounts, a file of name:role:hash lines (yescrypt, mode 0600): add
         reads the password from standard input (without echo on a terminal). Sign-ins are limited

@@ -59,6 +59,9 @@ final class ConsoleMQTTData: ConsoleData {
     let connection: Connection
     let heard: Heard
     let gathering: Task<Void, Never>
+    /// Where the workers answer `find`: this console's own reply space, which the deploy ACL lets a
+    /// backend account read (`P/$reply/{account}/...`).
+    let findReplies: String
 
     /// Subscribes to the workers' status and stats topics and keeps what comes.
     init(_ connection: Connection) async throws(CLIFailure) {
@@ -66,6 +69,8 @@ final class ConsoleMQTTData: ConsoleData {
         let topics = connection.topics
         let heard = Heard(topics: topics)
         self.heard = heard
+        let account = connection.options.mqtt.username.flatMap { $0.isEmpty ? nil : $0 } ?? "console"
+        findReplies = "\(topics.prefix)/$reply/\(account)/console-\(connection.options.nonce)/find"
         let stream = connection.requester.messages
         gathering = Task {
             for await message in stream { heard.take(message) }
@@ -80,6 +85,7 @@ final class ConsoleMQTTData: ConsoleData {
                 qos: 1,
                 timeout: connection.waitLimit
             )
+            try await connection.requester.subscribe(findReplies, qos: 1, timeout: connection.waitLimit)
         } catch {
             throw CLIFailure(.unreachable, "cannot subscribe to the worker topics: \(error.message)")
         }
@@ -101,6 +107,69 @@ final class ConsoleMQTTData: ConsoleData {
                 }
             return .failure(ConsoleDataError(code: code, message: error.message))
         }
+    }
+
+    /// Publishes the query once on `P/$fleet/find` and takes the replies of the workers whose
+    /// retained status says online, until each has answered or ``Connection/waitLimit`` has passed.
+    func find(_ query: FindQuery) async -> Result<FleetFindAnswers, ConsoleDataError> {
+        let online = heard.fleet.filter(\.isOnline).map(\.id)
+        guard !online.isEmpty else {
+            return .failure(ConsoleDataError(code: "unreachable", message: "no worker is online"))
+        }
+        var correlation = [UInt8](repeating: 0, count: 16)
+        var random = SystemRandomNumberGenerator()
+        for i in correlation.indices { correlation[i] = random.next() }
+        let expected = correlation
+        let topic = findReplies
+        // One wait a worker, registered before the query goes out: each takes the next reply.
+        let waits = online.map { _ in
+            connection.requester.expectMessage { $0.topic == topic && $0.correlationData == expected }
+        }
+        var properties = MQTTPublishProperties()
+        properties.responseTopic = findReplies
+        properties.correlationData = correlation
+        properties.contentType = "application/json"
+        // A worker whose session keeps the query while it is away answers it on its return; by then
+        // nobody waits for it.
+        properties.messageExpiryInterval = 60
+        let limit = connection.waitLimit
+        let deadline = ContinuousClock.now + limit
+        do {
+            let code = try await connection.requester.publish(
+                topic: connection.topics.fleetFind,
+                payload: JSON.object(query.json).bytes,
+                qos: 1,
+                properties: properties,
+                timeout: limit
+            )
+            if code >= 0x80 {
+                return .failure(
+                    ConsoleDataError(
+                        code: "refused",
+                        message: "the broker refused the query (reason code \(code)): the console's account must "
+                            + "be a backend's that may write \(connection.topics.fleetFind)"
+                    )
+                )
+            }
+        } catch {
+            return .failure(ConsoleDataError(code: "unreachable", message: "cannot send the query: \(error.message)"))
+        }
+        var answers = FleetFindAnswers(pages: [:])
+        for wait in waits {
+            let left = max(Duration.zero, deadline - ContinuousClock.now)
+            guard let message = try? await wait.value(timeout: left),
+                case .object(let reply)? = try? JSON(parsing: message.payload),
+                let worker = reply["workerId"]?.stringValue
+            else { continue }
+            if reply["ok"] == true, case .object(let result)? = reply["result"], let page = FindPage(result: result) {
+                answers.pages[worker] = page
+            } else {
+                let error = reply["error"]?.objectValue
+                answers.refusals[worker] = error?["message"]?.stringValue ?? "an answer that is not a find's"
+            }
+        }
+        answers.silent = online.filter { answers.pages[$0] == nil && answers.refusals[$0] == nil }
+        return .success(answers)
     }
 
     func stop() {

@@ -96,6 +96,9 @@ public protocol ConsoleData: Sendable {
     func fleet() async -> [FleetWorker]
     /// Sends a command for `device` and returns its reply's `result`.
     func send(_ op: Operation, device: String, _ payload: JSONObject) async -> Result<JSONObject, ConsoleDataError>
+    /// Asks every worker online a `find` query (PROTOCOL.md section 3.12) and returns what each
+    /// answered; a failure when it could not be asked at all.
+    func find(_ query: FindQuery) async -> Result<FleetFindAnswers, ConsoleDataError>
 }
 
 /// The console's routes: sign-in and out, the fleet, finding a device, a device's page, and acting
@@ -264,19 +267,20 @@ public final class ConsoleApp: Sendable {
             let workers = await data.fleet()
             return ConsoleResponse(status: 200, html: ConsolePages.fleet(workers: workers, now: now(), signedIn: who))
         case ("GET", ConsolePaths.find):
-            return find(request, who)
+            return await find(request, who)
         case ("POST", ConsolePaths.logout):
             sessions.withLock { $0.logout(id: session.id) }
             return .redirect(ConsolePaths.login, headers: [("Set-Cookie", ConsoleSessions.clearCookie)])
         default:
             break
         }
-        guard let (device, acting) = Self.devicePath(path) else {
+        guard let (device, page) = Self.devicePath(path) else {
             return message(404, "Not found", "There is no page here. Use Fleet or Find above.", who)
         }
-        switch (method, acting) {
-        case ("GET", false): return await devicePage(device, request, who)
-        case ("POST", true): return await act(device, request, session, who)
+        switch (method, page) {
+        case ("GET", .device): return await devicePage(device, request, who)
+        case ("GET", .edit): return await editPage(device, request, session, who)
+        case ("POST", .act): return await act(device, request, session, who)
         default: return message(405, "Not allowed", "This page does not take that request.", who)
         }
     }
@@ -377,25 +381,6 @@ public final class ConsoleApp: Sendable {
 
     // MARK: Pages
 
-    func find(_ request: ConsoleRequest, _ who: ConsolePages.SignedIn) -> ConsoleResponse {
-        let query = request.queryValue("device")?.trimmingCharacters(in: .whitespaces)
-        let tag = Self.tag(request)
-        guard let query, !query.isEmpty else {
-            return ConsoleResponse(
-                status: 200,
-                html: ConsolePages.find(query: nil, tag: tag, results: [], signedIn: who)
-            )
-        }
-        guard DeviceID.isValid(query) else {
-            let error = "“\(query.prefix(140))” is not a device id: 1 to 128 characters of A–Z, a–z, 0–9, _ . : @ -."
-            return ConsoleResponse(
-                status: 400,
-                html: ConsolePages.find(query: query, tag: tag, results: [], error: error, signedIn: who)
-            )
-        }
-        return .redirect(ConsolePaths.device(query, tag: tag))
-    }
-
     func devicePage(_ id: String, _ request: ConsoleRequest, _ who: ConsolePages.SignedIn) async -> ConsoleResponse {
         let tag = Self.tag(request)
         var listQuery: JSONObject = ["limit": 1000]
@@ -486,6 +471,7 @@ public final class ConsoleApp: Sendable {
         guard let action = request.formValue("action").flatMap(ConsoleAction.init(rawValue:)) else {
             return message(400, "Nothing to do", "Choose an action on the device's page.", who, back: device)
         }
+        if action == .edit { return await edit(device, request, session, who) }
         let ids = Array(Set(request.formValues("ids"))).sorted()
         let minutes = request.formValue("minutes").flatMap(Int.init)
         func record(_ outcome: AuditEntry.Outcome, _ detail: String? = nil) {
@@ -553,6 +539,7 @@ public final class ConsoleApp: Sendable {
                 case .resume: .resume
                 case .cancel: .cancel
                 case .snooze: .snooze
+                case .edit: .update
                 }
             switch await data.send(op, device: device, ["ids": .array(ids.map(JSON.string))]) {
             case .success(let result):
@@ -653,20 +640,31 @@ public final class ConsoleApp: Sendable {
         case .resume: "resumed"
         case .cancel: "cancelled"
         case .snooze: "snoozed"
+        case .edit: "updated"
         }
     }
 
-    /// `/device/{id}` (false) or `/device/{id}/act` (true), the id percent-decoded and valid.
-    static func devicePath(_ path: String) -> (device: String, acting: Bool)? {
+    /// The pages under `/device/{id}`.
+    enum DevicePage {
+        /// `/device/{id}`: the device.
+        case device
+        /// `/device/{id}/act`: where actions post.
+        case act
+        /// `/device/{id}/edit`: the form that edits a notification.
+        case edit
+    }
+
+    /// `/device/{id}`, `/device/{id}/act` or `/device/{id}/edit`, the id percent-decoded and valid.
+    static func devicePath(_ path: String) -> (device: String, page: DevicePage)? {
         guard path.hasPrefix("/device/") else { return nil }
         var rest = path.dropFirst("/device/".count)
-        var acting = false
-        if rest.hasSuffix("/act") {
-            acting = true
-            rest = rest.dropLast("/act".count)
+        var page = DevicePage.device
+        for (suffix, kind) in [("/act", DevicePage.act), ("/edit", .edit)] where rest.hasSuffix(suffix) {
+            page = kind
+            rest = rest.dropLast(suffix.count)
         }
         guard let id = String(rest).removingPercentEncoding, DeviceID.isValid(id) else { return nil }
-        return (id, acting)
+        return (id, page)
     }
 
     /// The `key` and `value` of a tag filter, when a key is given.

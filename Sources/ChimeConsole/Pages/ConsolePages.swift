@@ -151,60 +151,6 @@ public enum ConsolePages {
         return document(title: title, section: nil, signedIn: signedIn, main: main)
     }
 
-    /// The find page: a device by id (`GET /find?device=...`), optionally only its notifications with
-    /// a `userInfo` tag (`&key=...&value=...`); then the devices found, or what to do when none was.
-    ///
-    /// - Parameters:
-    ///   - query: the device id asked for, nil before a search.
-    ///   - tag: the `userInfo` key and value asked for, if any.
-    ///   - results: device ids found for `query`, each linked to its page.
-    ///   - error: why the search failed (an invalid id, a worker that did not answer).
-    public static func find(
-        query: String?,
-        tag: (key: String, value: String)? = nil,
-        results: [String],
-        error: String? = nil,
-        signedIn: SignedIn
-    ) -> String {
-        var outcome: HTML = ""
-        if let error {
-            outcome = alert(error)
-        } else if let query {
-            if results.isEmpty {
-                outcome = """
-                    <p class="notice info" role="status">No device found with the id “\(query)”. Device ids are \
-                    1 to 128 characters of A–Z, a–z, 0–9, _ . : @ - and are case-sensitive: check the id the \
-                    app shows (its MQTT user name).</p>
-
-                    """
-            } else {
-                let items = results.map { id -> HTML in
-                    "<li><a href=\"\(ConsolePaths.device(id, tag: tag))\">\(id)</a></li>"
-                }
-                outcome = "<h2>Devices</h2>\n<ul class=\"results\">\(items)</ul>\n"
-            }
-        }
-        let main: HTML = """
-            <h1>Find a device</h1>
-            <form class="stack" method="get" action="\(ConsolePaths.find)" role="search">
-            <p><label for="find-device">Device id</label>
-            <input id="find-device" name="device" type="text" required maxlength="128" autocomplete="off" \
-            spellcheck="false" value="\(query ?? "")" aria-describedby="find-device-hint">
-            <span class="hint" id="find-device-hint">As the app knows it: its MQTT user name, such as \
-            phone-1.</span></p>
-            <fieldset><legend>Only notifications with this userInfo tag (optional)</legend>
-            <p><label for="find-key">Key</label>
-            <input id="find-key" name="key" type="text" autocomplete="off" value="\(tag?.key ?? "")"></p>
-            <p><label for="find-value">Value</label>
-            <input id="find-value" name="value" type="text" autocomplete="off" value="\(tag?.value ?? "")"></p>
-            </fieldset>
-            <p><button type="submit">Find</button></p>
-            </form>
-            \(outcome)
-            """
-        return document(title: "Find", section: .find, signedIn: signedIn, main: main)
-    }
-
     /// The confirmation of an action on notifications, which posts to
     /// ``ConsolePaths/deviceAction(_:)`` with `action`, every id in `ids`, `minutes` (snooze),
     /// `confirm=yes` and `csrf`. With no ids it says to go back and select some; to a viewer it
@@ -269,6 +215,7 @@ extension ConsoleAction {
             case .resume: "Resumed"
             case .snooze: "Snoozed"
             case .cancel: "Cancelled"
+            case .edit: "Edited"
             }
         return "\(done) \(count) notification\(count == 1 ? "" : "s")"
     }
@@ -284,6 +231,9 @@ extension ConsoleAction {
             return "Each is delivered once more after the delay, as well as on its own schedule, which does not "
                 + "change."
         case .cancel: return "They are removed for good; only the app can schedule them again."
+        case .edit:
+            return "It keeps its schedule and its place in it: its next delivery, and every one after, has the new "
+                + "text."
         }
     }
 }

@@ -170,7 +170,7 @@ extension ConsolePages {
 
             """
         guard isOperator else { return heading + filterForm + filterNote + table }
-        let buttons = ConsoleAction.allCases.map { action -> HTML in
+        let buttons = ConsoleAction.onSelection.map { action -> HTML in
             let kind: HTML = action == .cancel ? " class=\"danger\"" : ""
             return "<button type=\"submit\" name=\"action\" value=\"\(action.rawValue)\"\(kind)>\(action.verb)</button>"
         }
@@ -202,6 +202,14 @@ extension ConsolePages {
     ) -> HTML {
         let id = n["id"]?.stringValue ?? ""
         var content: [HTML] = ["<code>\(id)</code>"]
+        if select {
+            content.append(
+                """
+                <a href="\(ConsolePaths.deviceEdit(device, notification: id))">Edit<span class="visually-hidden"> \
+                \(id)</span></a>
+                """
+            )
+        }
         if let title = n["alertTitle"]?.stringValue { content.append("<strong>\(title)</strong>") }
         if let body = n["alertBody"]?.stringValue {
             content.append("<span>\(body)</span>")

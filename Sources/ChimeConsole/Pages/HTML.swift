@@ -108,7 +108,8 @@ public enum ConsolePaths {
     public static let login = "/login"
     public static let logout = "/logout"
     public static let fleet = "/fleet"
-    /// The find form's target: `GET /find?device=...` (with `key` and `value` for a `userInfo` tag).
+    /// The find form's target: `GET /find?device=...` (with `key` and `value` for a `userInfo` tag,
+    /// `go=list` to list the devices found, `after` for the next page of them).
     public static let find = "/find"
     /// The one stylesheet every page links, ``ConsolePages/stylesheet``.
     public static let stylesheet = "/console.css"
@@ -122,6 +123,20 @@ public enum ConsolePaths {
 
     /// `/device/{id}/act`: where the action forms post (`action`, `ids`, `minutes`, `confirm`, `csrf`).
     public static func deviceAction(_ id: String) -> String { device(id) + "/act" }
+
+    /// `/device/{id}/edit?id={notification}`: the form that edits one notification's text.
+    public static func deviceEdit(_ id: String, notification: String) -> String {
+        device(id) + "/edit?id=" + percentEncoded(notification)
+    }
+
+    /// `/find?go=list&...`: the devices whose id starts with `prefix` and, with a `tag`, that have a
+    /// notification with it, after `after`.
+    public static func found(prefix: String, tag: (key: String, value: String)?, after: String? = nil) -> String {
+        var path = find + "?go=list&device=" + percentEncoded(prefix)
+        if let tag { path += "&key=" + percentEncoded(tag.key) + "&value=" + percentEncoded(tag.value) }
+        if let after { path += "&after=" + percentEncoded(after) }
+        return path
+    }
 
     /// `text` with every byte outside RFC 3986's unreserved characters (`A-Z a-z 0-9 - . _ ~`)
     /// written `%XX`: safe as a path segment and as a query value.

@@ -28,6 +28,11 @@ public enum ConsoleAction: String, Sendable, Hashable, CaseIterable {
     case resume
     case snooze
     case cancel
+    /// One notification's title, body or sound, through `update` (PROTOCOL.md section 3.10).
+    case edit
+
+    /// The actions on the notifications ticked on a device's page; `edit` has a page of its own.
+    public static let onSelection: [ConsoleAction] = [.pause, .resume, .snooze, .cancel]
 }
 
 /// One account of the console: a name and a role. Its password hash stays inside
