@@ -37,7 +37,7 @@ public struct WorkerStateMachine {
         public var statsInterval: Int64
         /// Lines below this level are not built.
         public var logLevel: LogLevel
-        /// chimed's version, in the metrics' worker info.
+        /// chimed's version, in the `online` status and the metrics' worker info; "" for none.
         public var version = ""
         /// Milliseconds between two ``Action/exportMetrics(_:)``; 0: none (no metrics endpoint).
         public var metricsInterval: Int64 = 0
@@ -679,6 +679,7 @@ public struct WorkerStateMachine {
         slotsChanged = false
         lastAnnounced = now
         var extra: JSONObject = ["startedAt": .string(startedAt.rfc3339()), "pid": .int(policy.pid)]
+        if !policy.version.isEmpty { extra["version"] = .string(policy.version) }
         if let slots = policy.slots {
             extra["slots"] = .int(Int64(slots.slotCount))
             extra["serving"] = .string(SlotRanges.text(Array(engines.keys)))

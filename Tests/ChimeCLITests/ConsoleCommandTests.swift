@@ -2,6 +2,7 @@ import ChimeConsole
 import ChimeCore
 import ChimeHTTP
 import ChimeMQTT
+import ChimeSupport
 import ChimeTestSupport
 import Foundation
 import Testing
@@ -232,9 +233,10 @@ import Testing
         #expect(audit.contains { $0["action"] == "pause" && $0["who"] == "ana" && $0["outcome"] == "refused" })
         #expect(audit.contains { $0["action"] == "cancel" && $0["who"] == "vic" && $0["outcome"] == "forbidden" })
 
-        // The fleet page shows the worker.
+        // The fleet page shows the worker, with the version its status gives.
         let fleet = try await served.curl("/fleet", jar: "ana")
         #expect(fleet.body.contains(served.world.workerId))
+        #expect(fleet.body.contains(">\(chimeVersion)<"), "\(fleet.body)")
     }
 
     @Test func devicesAreFoundByPrefixAndTagAndAnOperatorEditsABodyAfterConfirming() async throws {

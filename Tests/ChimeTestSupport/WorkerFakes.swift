@@ -235,6 +235,7 @@ public final class WorkerTestLoop {
             statsInterval: statsInterval,
             logLevel: .info
         )
+        policy.version = "0.0.0-test"
         policy.metricsInterval = metricsInterval
         policy.zoneCheckInterval = zoneCheckInterval
         policy.snapshotStep = snapshotStep

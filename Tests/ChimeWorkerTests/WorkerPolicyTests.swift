@@ -500,6 +500,19 @@ import Testing
         #expect(!w.machine.isFinished)
     }
 
+    /// What `chime status` and the console show of a worker: when it started, its pid, its version.
+    @Test func theOnlineStatusSaysWhenItStartedItsPidAndItsVersion() throws {
+        let w = World()
+        try w.online()
+        let status = try #require(w.transport.published(on: w.topics.workerStatus("w1")).last)
+        #expect(status.message.retain)
+        let o = try #require(try JSON(parsing: status.message.payload).objectValue)
+        #expect(o["state"] == "online")
+        #expect(o["startedAt"] == "2026-12-01T10:00:00Z")
+        #expect(o["pid"] == 1)
+        #expect(o["version"] == "0.0.0-test")
+    }
+
     @Test func anotherInstanceOnlineUnderThisIdCountsAsATakeoverAnOlderOneDoesNot() throws {
         let w = World()
         try w.online()
