@@ -144,8 +144,22 @@ public final class HTTPServer: Sendable {
         }
 
         /// Reads the certificate chain and its key from PEM files.
-        /// - Throws: ``HTTPError`` with `.badTLS` if a file cannot be read.
+        ///
+        /// The key file must not be readable by others (`mode & 0o007 == 0`, as `chmod 600` or, for
+        /// a group such as Debian's `ssl-cert`, `chmod 640` leave it), as OpenSSH and PostgreSQL
+        /// require of theirs: a key anyone on the machine can read is not private.
+        /// - Throws: ``HTTPError`` with `.badTLS` if a file cannot be read or the key file is open
+        ///   to others (the message says how to mend it).
         public init(certificateFile: String, keyFile: String) throws(HTTPError) {
+            let attributes = try? FileManager.default.attributesOfItem(atPath: keyFile)
+            if let mode = (attributes?[.posixPermissions] as? NSNumber)?.uint16Value, mode & 0o007 != 0 {
+                let octal = String(mode & 0o777, radix: 8)
+                throw HTTPError(
+                    .badTLS,
+                    "the key file \(keyFile) may be read by others (mode 0\(octal)): chmod 600 \(keyFile), "
+                        + "or 640 with a group allowed to read it"
+                )
+            }
             func read(_ path: String, _ what: String) throws(HTTPError) -> String {
                 do {
                     return String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self)

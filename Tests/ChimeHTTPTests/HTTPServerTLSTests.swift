@@ -84,6 +84,18 @@ import Testing
         #expect(throws: HTTPError(.badTLS, "")) {
             try HTTPServer.TLS(certificateFile: directory.appending("missing.crt"), keyFile: certificates.keyFile)
         }
+        // A key file others may read is refused, with the mend in the message; 0640 is allowed.
+        let shared = directory.appending("shared.key")
+        try FileManager.default.copyItem(atPath: certificates.keyFile, toPath: shared)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: shared)
+        do {
+            _ = try HTTPServer.TLS(certificateFile: certificates.certificateFile, keyFile: shared)
+            Issue.record("a key file of mode 0644 was taken")
+        } catch {
+            #expect(error.message.contains("mode 0644") && error.message.contains("chmod 600"), "\(error)")
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: shared)
+        _ = try HTTPServer.TLS(certificateFile: certificates.certificateFile, keyFile: shared)
         // What a log shows of it leaves the key out.
         #expect(good.key.contains("PRIVATE KEY"))
         #expect(!"\(good)".contains("PRIVATE KEY"))
