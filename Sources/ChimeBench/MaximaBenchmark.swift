@@ -33,6 +33,7 @@ struct MaximaBenchmark {
         rows += receipts(cap: quick ? 20_000 : 100_000)
         rows += try rules()
         rows += try heldRules(DeviceLimits.maxPendingPerDevice)
+        rows += try fleetFind(devices: quick ? 100_000 : 1_000_000)
         for r in rows {
             say(
                 String(
@@ -212,6 +213,52 @@ struct MaximaBenchmark {
             let (ms, reply) = try turn(loop, transport, device: "held", op: op, Array(payload.utf8))
             return Row(limit: "--max-pending-per-device", value: count, command: name, milliseconds: ms, reply: reply)
         }
+    }
+
+    /// A `find` across the fleet (PROTOCOL.md section 3.12) on a worker holding `devices` devices,
+    /// one notification each (a tag on every hundredth): the first query, which sorts every device
+    /// id into the directory queries walk; the same query again; one by tag, which examines up to
+    /// ``FleetFind/maximumDevicesExamined`` devices; and a query after 1,000 new devices, which
+    /// merges them in.
+    func fleetFind(devices: Int) throws -> [Row] {
+        let engine = Engine(configuration: EngineConfiguration(maxBytesPerDevice: 1 << 40))
+        let at = Instant(milliseconds: wallMilliseconds())
+        func add(_ range: Range<Int>) {
+            for i in range {
+                var spec = NotificationSpec()
+                spec.alertBody = "b"
+                if i % 100 == 0 { spec.userInfo = ["campaign": "spring"] }
+                let n = ResolvedNotification(id: "n", fireDate: .instant(at.adding(milliseconds: 86_400_000)), spec)
+                // Ids in random order, as devices come.
+                let id = "d" + String(UInt64(i).multipliedFullWidth(by: 0x9E37_79B9_7F4A_7C15).low, radix: 36)
+                engine.apply(
+                    .schedule(deviceId: id, at: at, replaced: [], notifications: [n]),
+                    key: CommandKey(UInt64(i + 1))
+                )
+            }
+        }
+        add(0..<devices)
+        let (loop, _, transport) = try BenchLoop.online(budget: DeviceBudget(rate: 0, burst: 1000), engine: engine)
+        func query(_ payload: String) throws -> (Double, String) {
+            transport.readsReplies = true
+            var message = MQTTMessage(topic: "chime/$fleet/find", payload: Array(payload.utf8), qos: 1)
+            message.messageId = 1
+            message.responseTopic = "chime/$reply/bench/find"
+            let start = DispatchTime.now().uptimeNanoseconds
+            try loop.step(transport.takeAcknowledgements() + [.mqtt(.message(message))])
+            return (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6, transport.lastReplyOutcome)
+        }
+        var rows: [Row] = []
+        func row(_ name: String, _ payload: String) throws {
+            let (ms, reply) = try query(payload)
+            rows.append(Row(limit: "find: devices held", value: devices, command: name, milliseconds: ms, reply: reply))
+        }
+        try row("find by prefix, the first query", #"{"prefix":"d1","limit":500}"#)
+        try row("find by prefix, again", #"{"prefix":"d1","limit":500}"#)
+        try row("find by tag (examines 10,000)", #"{"match":{"userInfo":{"campaign":"spring"}},"limit":500}"#)
+        add(devices..<devices + 1000)
+        try row("find after 1,000 new devices", #"{"prefix":"d1","limit":500}"#)
+        return rows
     }
 
     /// The commands whose work grows with what one device holds, on a device holding `count`

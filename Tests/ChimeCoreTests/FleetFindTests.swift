@@ -149,6 +149,31 @@ import Testing
         #expect(Self.ids(Engine.find(FindQuery(), in: [h.engine])) == ["a", "c", "d", "e"])
     }
 
+    /// A device dropped after the directory's devices were merged into one sorted list, and made
+    /// again since, is in the directory twice (the dropped one among the sorted, the new one among
+    /// the recent): listed once, even when a page ends at it.
+    @Test func aDeviceDroppedAndMadeAgainIsListedOnceWhereverAPageEnds() throws {
+        // More than are kept apart as recent: the first query merges them all.
+        var h = Self.harness((0..<4200).map { "a\($0)" } + ["b"])
+        #expect(Engine.find(FindQuery(prefix: "b"), in: [h.engine]).devices.map(\.deviceId) == ["b"])
+        h.ok("b", .cancel, #"{"all":true}"#)
+        h.ok("b", .schedule, #"{"id":"again","after":3600}"#)
+        var all: [String] = []
+        var after: String?
+        var pages = 0
+        repeat {
+            var q = FindQuery(prefix: "b", limit: 1)
+            q.after = after
+            let page = Engine.find(q, in: [h.engine], maximumDevices: 1)
+            all += Self.ids(page)
+            after = page.next
+            pages += 1
+        } while after != nil && pages < 10
+        #expect(all == ["b"])
+        let b = try #require(Engine.find(FindQuery(prefix: "b"), in: [h.engine]).devices.first)
+        #expect(b.pending == 1)
+    }
+
     @Test func aWorkerListsOnlyTheDevicesOfItsPartition() throws {
         let devices = (0..<40).map { "dev-\($0)" }
         let h = Self.harness(devices)
