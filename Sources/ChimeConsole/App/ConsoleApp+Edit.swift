@@ -51,19 +51,7 @@ extension ConsoleApp {
         let ids = request.formValues("ids")
         let given = Self.editedFields.compactMap { field in request.formValue(field).map { (field, $0) } }
         func record(_ outcome: AuditEntry.Outcome, _ detail: String? = nil) {
-            audit(
-                AuditEntry(
-                    who: session.account,
-                    role: session.role,
-                    address: request.address,
-                    action: ConsoleAction.edit.rawValue,
-                    device: device,
-                    ids: Array(ids.prefix(1)),
-                    outcome: outcome,
-                    detail: detail,
-                    at: now()
-                )
-            )
+            auditAction(.edit, by: session, request, device: device, ids: Array(ids.prefix(1)), outcome, detail)
         }
         guard session.role.may(.edit) else {
             record(.forbidden)

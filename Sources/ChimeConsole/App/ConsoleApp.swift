@@ -462,6 +462,31 @@ public final class ConsoleApp: Sendable {
 
     // MARK: Acting
 
+    /// The audit line of an action on a device's notifications, by the account signed in.
+    func auditAction(
+        _ action: ConsoleAction,
+        by session: ConsoleSessions.Session,
+        _ request: ConsoleRequest,
+        device: String,
+        ids: [String],
+        _ outcome: AuditEntry.Outcome,
+        _ detail: String?
+    ) {
+        audit(
+            AuditEntry(
+                who: session.account,
+                role: session.role,
+                address: request.address,
+                action: action.rawValue,
+                device: device,
+                ids: ids,
+                outcome: outcome,
+                detail: detail,
+                at: now()
+            )
+        )
+    }
+
     func act(
         _ device: String,
         _ request: ConsoleRequest,
@@ -475,19 +500,7 @@ public final class ConsoleApp: Sendable {
         let ids = Array(Set(request.formValues("ids"))).sorted()
         let minutes = request.formValue("minutes").flatMap(Int.init)
         func record(_ outcome: AuditEntry.Outcome, _ detail: String? = nil) {
-            audit(
-                AuditEntry(
-                    who: session.account,
-                    role: session.role,
-                    address: request.address,
-                    action: action.rawValue,
-                    device: device,
-                    ids: ids,
-                    outcome: outcome,
-                    detail: detail,
-                    at: now()
-                )
-            )
+            auditAction(action, by: session, request, device: device, ids: ids, outcome, detail)
         }
         guard session.role.may(action) else {
             record(.forbidden)
