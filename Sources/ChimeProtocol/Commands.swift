@@ -124,6 +124,18 @@ public struct CommandDecoder: Sendable {
     }
 
     public func decode(deviceId: String, op: Operation, payload: [UInt8]) -> Result<Request, Failure> {
+        decodeObject(payload) { reader, requestId throws(ChimeError) in
+            Request(deviceId: deviceId, op: op, requestId: requestId, command: try decodeCommand(op, reader))
+        }
+    }
+
+    /// What every message to the worker shares (a command, a `find`): at most
+    /// `--max-command-bytes`, a JSON object, its `requestId` read first so that every error can
+    /// carry it. `body` reads the rest.
+    func decodeObject<T>(
+        _ payload: [UInt8],
+        _ body: (FieldReader, _ requestId: String?) throws(ChimeError) -> T
+    ) -> Result<T, Failure> {
         guard payload.count <= limits.maxCommandBytes else {
             return .failure(
                 Failure(
@@ -156,8 +168,7 @@ public struct CommandDecoder: Sendable {
         do throws(ChimeError) {
             let reader = FieldReader(object)
             _ = try reader.string("requestId", maxLength: 128)
-            let command = try decodeCommand(op, reader)
-            return .success(Request(deviceId: deviceId, op: op, requestId: requestId, command: command))
+            return .success(try body(reader, requestId))
         } catch {
             return .failure(Failure(requestId: requestId, error: error))
         }

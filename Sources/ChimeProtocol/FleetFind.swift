@@ -56,13 +56,6 @@ public struct FindQuery: Hashable, Sendable {
         o.append("limit", .int(Int64(limit)))
         return o
     }
-
-    /// Whether `deviceId` is one the query asks for by its id (`prefix` and `after`).
-    public func admits(_ deviceId: String) -> Bool {
-        if let after, !(deviceId > after) { return false }
-        if let prefix, !deviceId.utf8.starts(with: prefix.utf8) { return false }
-        return true
-    }
 }
 
 /// A device found: its id, how many notifications it holds and, for a query with a tag, those
@@ -203,8 +196,7 @@ extension Topics {
     /// worker must not be made to publish into a device's topics or a worker's status.
     public func acceptsFindResponseTopic(_ topic: String) -> Bool {
         let base = prefix + "/$reply/"
-        guard topic.hasPrefix(base), !topic.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") })
-        else { return false }
+        guard topic.hasPrefix(base), !Self.hasWildcard(topic) else { return false }
         let rest = topic.dropFirst(base.count).split(separator: "/", omittingEmptySubsequences: false)
         return rest.count >= 2 && !rest[0].isEmpty
     }
@@ -214,32 +206,8 @@ extension CommandDecoder {
     /// Decodes a `find` query: `{"prefix"?, "match": {"userInfo": {...}}?, "after"?, "limit"?,
     /// "requestId"?}`, each bounded as PROTOCOL.md section 3.12 says.
     public func decodeFind(_ payload: [UInt8]) -> Result<FindQuery, Failure> {
-        guard payload.count <= limits.maxCommandBytes else {
-            let error = ChimeError(
-                .payloadTooLarge,
-                "the command is \(payload.count) bytes, more than --max-command-bytes \(limits.maxCommandBytes)"
-            )
-            return .failure(Failure(requestId: nil, error: error))
-        }
-        let object: JSONObject
-        do {
-            guard case .object(let o) = try JSON(parsing: payload) else {
-                return .failure(
-                    Failure(requestId: nil, error: ChimeError(.malformedJSON, "a command is a JSON object"))
-                )
-            }
-            object = o
-        } catch  where error.code == .inexactNumber {
-            return .failure(Failure(requestId: nil, error: ChimeError(.invalidArgument, "\(error)")))
-        } catch {
-            return .failure(Failure(requestId: nil, error: ChimeError(.malformedJSON, "not valid JSON: \(error)")))
-        }
-        var requestId: String?
-        if case .string(let s)? = object["requestId"], s.count <= 128 { requestId = s }
-        do throws(ChimeError) {
-            let r = FieldReader(object)
+        decodeObject(payload) { r, requestId throws(ChimeError) in
             try r.checkKnown(["requestId", "prefix", "match", "after", "limit"])
-            _ = try r.string("requestId", maxLength: 128)
             var query = FindQuery(requestId: requestId)
             if let prefix = try r.string("prefix", maxLength: 128) {
                 guard prefix.isEmpty || DeviceID.isValid(prefix) else {
@@ -259,9 +227,7 @@ extension CommandDecoder {
             }
             let limit = try r.integer("limit", in: 1...Int64(FleetFind.maximumLimit))
             query.limit = limit.map { Int($0) } ?? FleetFind.defaultLimit
-            return .success(query)
-        } catch {
-            return .failure(Failure(requestId: requestId, error: error))
+            return query
         }
     }
 }
