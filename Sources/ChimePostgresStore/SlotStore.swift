@@ -460,7 +460,9 @@ public final class SlotStore {
     /// held. An acquisition of one of them then waits until the commit ended, so that a record is
     /// committed before the lease changed hands (and the new owner's ``open(slot:)`` reads it), or
     /// not written at all. Beyond, the same statement runs once per batch between `BEGIN` and
-    /// `COMMIT`; the first one's locks hold the leases until `COMMIT`.
+    /// `COMMIT`, and only the last one locks the leases: a lease is locked from that statement to
+    /// `COMMIT`, not across the round trips of the others, and a slot taken before the last one
+    /// loses what the earlier ones wrote for it, in the same transaction.
     ///
     /// When it throws, every pending record is dropped and the store is
     /// ``PostgresStoreError/Code/broken``: a commit whose connection broke may or may not have taken
@@ -496,15 +498,25 @@ public final class SlotStore {
         let held: Set<Int>
         do throws(PostgresStoreError) {
             if batches.count == 1 {
-                held = try insert(batches[0], fence: checked, worker: worker)
+                held = try insert(batches[0], fence: checked, worker: worker, .forShare)
             } else {
                 held = try inTransaction(connection, "a commit of \(count) records") { () throws(PostgresStoreError) in
-                    var held: Set<Int>?
-                    for batch in batches {
-                        let found = try insert(batch, fence: checked, worker: worker)
-                        held = held ?? found
+                    // Only the last statement locks the leases, so that no lease stays locked
+                    // across the round trips of the others. A slot taken meanwhile loses what the
+                    // earlier statements wrote for it, before anyone can read it.
+                    var heldBefore = Set<Int>()
+                    for batch in batches.dropLast() {
+                        heldBefore.formUnion(try insert(batch, fence: checked, worker: worker, .none))
                     }
-                    return .commit(held ?? [])
+                    let held = try insert(batches[batches.count - 1], fence: checked, worker: worker, .forShare)
+                    let lost = written.compactMap { slot, records in
+                        heldBefore.contains(slot) && !held.contains(slot)
+                            ? records.first.map { (slot, $0.sequence, checked[slot] ?? 0) } : nil
+                    }
+                    if !lost.isEmpty {
+                        try delete(lost)
+                    }
+                    return .commit(held)
                 }
             }
         } catch {
@@ -549,19 +561,20 @@ public final class SlotStore {
         return batches
     }
 
-    /// One statement of a commit: locks and checks the leases of `fence`, and inserts the records
-    /// of `batch` whose slot is held, with its epoch.
+    /// One statement of a commit: checks the leases of `fence` (locked by `lock`), and inserts the
+    /// records of `batch` whose slot is held, with its epoch.
     /// - Returns: the slots held.
     private func insert(
         _ batch: [(slot: Int, records: ArraySlice<JournalRecord>)],
         fence: [Int: Int64],
-        worker: String
+        worker: String,
+        _ lock: LeaseLock
     ) throws(PostgresStoreError) -> Set<Int> {
         let records = batch.reduce(0) { $0 + $1.records.count }
         var statement = Statement(
             reservingCapacity: Self.heldParameters + batch.count + records * Statement.parametersPerRecord
         )
-        let held = Self.held(fence, by: worker, &statement, .forShare)
+        let held = Self.held(fence, by: worker, &statement, lock)
         var rows: [String] = []
         rows.reserveCapacity(records)
         for (slot, slotRecords) in batch {
@@ -582,6 +595,29 @@ public final class SlotStore {
             SELECT slot FROM held
             """
         return try slotsReturned(sql, statement, "committing \(records) records")
+    }
+
+    /// Deletes, inside a commit's transaction, what its earlier statements wrote for slots whose
+    /// lease was taken before its last one: each slot's records from `first` on, under `epoch`.
+    private func delete(_ lost: [(slot: Int, first: UInt64, epoch: Int64)]) throws(PostgresStoreError) {
+        var statement = Statement()
+        let slotArray = statement.bindArray(lost.map(\.slot), as: "integer[]")
+        let firsts = statement.bindArray(lost.map(\.first), as: "bigint[]")
+        let epochs = statement.bindArray(lost.map(\.epoch), as: "bigint[]")
+        let sql = """
+            DELETE FROM chime_slot_journal
+            WHERE slot = ANY(\(slotArray))
+            AND seq >= (\(firsts))[array_position(\(slotArray), slot)]
+            AND epoch = (\(epochs))[array_position(\(slotArray), slot)]
+            """
+        do {
+            try connection.execute(sql, statement.parameters)
+        } catch {
+            throw PostgresStoreError(
+                error,
+                while: "deleting what a commit wrote for \(lost.count) slots lost meanwhile"
+            )
+        }
     }
 
     // MARK: Snapshots

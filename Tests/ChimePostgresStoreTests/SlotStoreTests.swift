@@ -524,6 +524,57 @@ struct SlotStoreTests {
         }
     }
 
+    @Test("a commit of several statements locks the leases in its last only; a slot taken before loses it all")
+    func largeCommitLocksLate() async throws {
+        let server = try await TestPostgres.start()
+        let uri = server.uri
+        let observer = try PostgresConnection(uri)
+        let b = try SlotStore(connection: PostgresConnection(uri), slotCount: 8)
+        // Holds slot 1's last record uncommitted, so that the commit's first statement waits for it.
+        let blocker = try PostgresConnection(uri)
+        try blocker.begin()
+        try blocker.execute(
+            "INSERT INTO chime_slot_journal (slot, seq, kind, payload, epoch) VALUES (1, 15000, 1, '\\x00', 9)"
+        )
+        let perSlot = 15_000  // slot 1 fills most of the first statement; slot 6 spans both
+        #expect(2 * perSlot * Statement.parametersPerRecord > PostgresConnection.maximumParameters)
+        let commit = onThread {
+            let a = try SlotStore(connection: PostgresConnection(uri), slotCount: 8)
+            var fence = try a.acquire([1], worker: "a", ttl: .seconds(60))
+            fence.merge(try a.acquire([6], worker: "a", ttl: .milliseconds(300))) { $1 }
+            for slot in [1, 6] {
+                _ = try a.open(slot: slot)
+                for index in 0..<perSlot {
+                    a.append(slot: slot, type: 1, payload: [UInt8(index % 251)])
+                }
+            }
+            while try a.leases()[6].expiresInMilliseconds > 0 { usleep(20_000) }
+            let lost = try a.commit(fence: fence, worker: "a")
+            return (lost, a.lastCommitted(slot: 1), a.lastCommitted(slot: 6), a.connection.transactionStatus == .idle)
+        }
+        #expect(try await waitsForALock(observer, like: "WITH held AS%"))
+
+        // While the commit is in flight, its leases are not locked: b takes the expired one at once.
+        try b.connection.execute("SET lock_timeout = '5s'")
+        #expect(try b.acquire([6], worker: "b", ttl: .seconds(60)) == [6: 2])
+        #expect(try b.open(slot: 6).records.isEmpty)
+        try blocker.rollback()
+
+        let (lost, last1, last6, idle) = try await commit()
+        #expect(lost == [6])
+        #expect(last1 == UInt64(perSlot))
+        #expect(last6 == 0)
+        #expect(idle)
+        let rows = try observer.execute(
+            "SELECT count(DISTINCT xmin::text), count(*) FILTER (WHERE slot = 1), count(*) FILTER (WHERE slot = 6) "
+                + "FROM chime_slot_journal"
+        ).rows.first
+        #expect(try rows?.int64(0) == 1)
+        #expect(try rows?.int64(1) == Int64(perSlot))
+        #expect(try rows?.int64(2) == 0)
+        #expect(try b.open(slot: 1).records.map(\.sequence) == Array(1...UInt64(perSlot)))
+    }
+
     @Test("a snapshot of several chunks reads back entry for entry")
     func largeSnapshot() async throws {
         let server = try await TestPostgres.start()
