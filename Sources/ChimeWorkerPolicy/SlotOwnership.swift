@@ -37,14 +37,16 @@ public struct SlotOwnership: Sendable {
         /// How long a lease lasts in the store after each renewal.
         public var leaseTTL: Duration
         /// Slots taken in one round at most, so that a new worker loads a few at a time (the loads
-        /// run on the loop, between its renewals).
+        /// run on the loop, between its renewals). By default a 32nd of the slots, and at least 8:
+        /// a round loads about a 32nd of the store's notifications whatever `--slots` is, and a
+        /// lone worker on 65,536 slots serves them all after 32 rounds, not 8,192.
         public var maxAcquirePerRound: Int
 
-        public init(worker: String, slotCount: Int, leaseTTL: Duration = .seconds(10), maxAcquirePerRound: Int = 8) {
+        public init(worker: String, slotCount: Int, leaseTTL: Duration = .seconds(10), maxAcquirePerRound: Int? = nil) {
             self.worker = worker
             self.slotCount = slotCount
             self.leaseTTL = leaseTTL
-            self.maxAcquirePerRound = maxAcquirePerRound
+            self.maxAcquirePerRound = maxAcquirePerRound ?? max(8, slotCount / 32)
         }
 
         /// A round (heartbeat, renewal, balance) every third of the TTL: two rounds can fail before
@@ -156,7 +158,7 @@ public struct SlotOwnership: Sendable {
     public private(set) var members: [Member] = []
     var nextRound: ContinuousClock.Instant?
     /// The last round left free slots it did not take (``Policy/maxAcquirePerRound``): the next
-    /// round comes as soon as those it took are loaded.
+    /// round comes as soon as those it took are loaded (``nextDeadline()`` is then now).
     var moreToTake = false
     /// Slots whose journal this worker could not read: not taken again before `retryAt`, a round
     /// after the first failure and twice as long after each next, up to 5 minutes (another
@@ -165,9 +167,13 @@ public struct SlotOwnership: Sendable {
     var deregistered = false
     public private(set) var available = true
 
+    /// This worker's rendezvous score for each slot: the same on every worker, computed once.
+    let ranks: [UInt32]
+
     public init(policy: Policy) {
         precondition(policy.slotCount > 0)
         self.policy = policy
+        ranks = (0..<policy.slotCount).map { crc32(Array("\($0)/\(policy.worker)".utf8)) }
     }
 
     /// Whether this worker may answer the slot's commands and fire its notifications now: loaded,
@@ -194,7 +200,8 @@ public struct SlotOwnership: Sendable {
     /// When the next ``Event/tick`` has something to do.
     public func nextDeadline() -> ContinuousClock.Instant? {
         let expiries = held.values.map(\.validUntil)
-        return ([nextRound].compactMap { $0 } + expiries).min()
+        // No round while unavailable: its time, once past, would wake the loop at once, again and again.
+        return ([available ? nextRound : nil].compactMap { $0 } + expiries).min()
     }
 
     public mutating func handle(_ event: Event, now: ContinuousClock.Instant) -> [Action] {
@@ -239,7 +246,7 @@ public struct SlotOwnership: Sendable {
                 held[slot]!.state = .serving
                 if moreToTake, !held.values.contains(where: { $0.state == .loading }) {
                     moreToTake = false
-                    nextRound = nil  // a round at the next tick
+                    nextRound = now  // due at once: the loop sleeps until nextDeadline()
                 }
             }
         case .loadFailed(let slot, let epoch):
@@ -262,7 +269,7 @@ public struct SlotOwnership: Sendable {
             }
         case .available(let available):
             self.available = available
-            if available { nextRound = nil }  // a round at the next tick
+            if available { nextRound = now }  // due at once
         case .storeFailed:
             // The round is over; the next one comes at its time. Leases run out on their own.
             break
@@ -299,8 +306,7 @@ public struct SlotOwnership: Sendable {
         let target = self.target
         if counted.count > target {
             // Give back the loaded slots this worker ranks lowest; loading ones finish first.
-            let excess = counted.filter { $0.value.state == .serving }.keys
-                .sorted { rank($0) < rank($1) }
+            let excess = ranked(counted.filter { $0.value.state == .serving }.keys).reversed()
                 .prefix(counted.count - target)
             for slot in excess.sorted() {
                 held[slot]!.state = .draining
@@ -309,21 +315,22 @@ public struct SlotOwnership: Sendable {
         } else if counted.count < target, !leaving {
             // Its own leases count as free when not held here: slots dropped after a store
             // failure, or held by this worker's previous run, are taken again at once.
-            let free = leases.filter {
-                ($0.owner == nil || !$0.live || $0.owner == policy.worker) && held[$0.slot] == nil
-                    && failedLoads[$0.slot].map { sentAt >= $0.retryAt } ?? true
-            }
-            .map(\.slot)
-            .sorted { rank($0) > rank($1) }
+            let free = ranked(
+                leases.filter {
+                    ($0.owner == nil || !$0.live || $0.owner == policy.worker) && held[$0.slot] == nil
+                        && failedLoads[$0.slot].map { sentAt >= $0.retryAt } ?? true
+                }
+                .map(\.slot)
+            )
             let taken = free.prefix(min(target - counted.count, policy.maxAcquirePerRound))
             moreToTake = taken.count < min(free.count, target - counted.count)
             if !taken.isEmpty { actions.append(.acquire(taken.sorted())) }
         }
     }
 
-    /// This worker's rendezvous score for a slot: the same on every worker.
-    func rank(_ slot: Int) -> UInt32 {
-        crc32(Array("\(slot)/\(policy.worker)".utf8))
+    /// `slots` by this worker's rank, highest first (ties by slot).
+    func ranked(_ slots: some Sequence<Int>) -> [Int] {
+        slots.sorted { ranks[$0] != ranks[$1] ? ranks[$0] > ranks[$1] : $0 < $1 }
     }
 }
 

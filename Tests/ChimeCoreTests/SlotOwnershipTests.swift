@@ -232,6 +232,50 @@ import Testing
         #expect(world.workers[0].loads == 64)
     }
 
+    /// The loop sleeps until ``SlotOwnership/nextDeadline()``: driven that way (a tick only when
+    /// it is due), a lone worker serves every slot after 32 rounds of a 32nd each, each due at
+    /// once after the last one's loads, within the first second, whatever `--slots` is (8,192
+    /// here, to keep a debug build quick; `make bench-slot-load` starts a worker on 65,536).
+    @Test func aLoneWorkerServesEverySlotInThirtyTwoRounds() throws {
+        #expect(
+            SlotOwnership.Policy(worker: "a", slotCount: SlotOwnership.slotCounts.upperBound).maxAcquirePerRound == 2048
+        )
+        #expect(SlotOwnership.Policy(worker: "a", slotCount: 64).maxAcquirePerRound == 8)
+        let slots = 8192
+        var world = World(workers: ["a"], slots: slots)
+        let worker = world.workers[0]
+        #expect(worker.ownership.policy.maxAcquirePerRound == slots / 32)
+        var rounds = 0
+        // The model loads at once, so what is held is served.
+        while worker.ownership.held.count < slots, rounds < 100 {
+            worker.handle(.tick, world.store, now: world.now)
+            rounds += 1
+            if worker.ownership.held.count < slots {
+                let deadline = try #require(worker.ownership.nextDeadline())
+                #expect(deadline <= world.now, "round \(rounds): the next one waits \(deadline - world.now)")
+                world.elapsed += .milliseconds(10)  // the round's store calls and loads
+            }
+        }
+        #expect(world.served(by: "a") == slots)
+        #expect(rounds == 32)
+        #expect(world.elapsed < .seconds(1))
+    }
+
+    /// A worker that cannot reach the broker holds no round: its past round time must not make the
+    /// loop wake again at once, over and over.
+    @Test func anUnavailableWorkersRoundDoesNotWakeTheLoop() throws {
+        var world = World(workers: ["a"], slots: 4)
+        let worker = world.workers[0]
+        worker.handle(.tick, world.store, now: world.now)
+        #expect(world.served(by: "a") == 4)
+        worker.handle(.available(false), world.store, now: world.now)
+        world.elapsed += .seconds(5)  // past the round (a third of the TTL), before the leases end
+        let deadline = try #require(worker.ownership.nextDeadline())
+        #expect(deadline > world.now)
+        worker.handle(.available(true), world.store, now: world.now)
+        #expect(worker.ownership.nextDeadline().map { $0 <= world.now } == true)
+    }
+
     @Test func aLeavingWorkerHandsEverySlotOverAndDeregisters() {
         var world = World(workers: ["a", "b", "c"], slots: 64)
         world.run(for: .seconds(30))
