@@ -27,8 +27,10 @@ public struct PushPayloadError: Error, Hashable, Sendable, CustomStringConvertib
 }
 
 public enum PushPayloads {
-    /// APNs and FCM take at most 4096 bytes of payload.
+    /// APNs takes at most 4096 bytes of payload (the body's JSON).
     public static let maxAPNsBytes = 4096
+    /// FCM takes at most 4096 bytes of payload, counted as the keys and values of `notification`
+    /// and `data` (not the request's JSON, whose escapes do not count).
     public static let maxFCMBytes = 4096
     /// A Web Push body is at most 4096 bytes once encrypted: 86 bytes of header, the 16-byte tag
     /// and the 1-byte delimiter leave 3993 for the plaintext.
@@ -198,11 +200,28 @@ public enum PushPayloads {
         if d.isAlert, let thread = d.threadId { androidNotification.append("tag", .string(thread)) }
         if !androidNotification.isEmpty { android.append("notification", .object(androidNotification)) }
         message.append("android", .object(android))
-        let bytes = JSON.object(["message": .object(message)]).bytes
-        guard bytes.count <= maxFCMBytes + token.utf8.count + 64 else {
-            throw PushPayloadError(description: "FCM message of \(bytes.count) bytes, more than \(maxFCMBytes)")
+        let counted = fcmPayloadBytes(message)
+        guard counted <= maxFCMBytes else {
+            throw PushPayloadError(description: "FCM payload of \(counted) bytes, more than \(maxFCMBytes)")
         }
-        return PushMessage(headers: [("content-type", "application/json")], body: bytes)
+        return PushMessage(
+            headers: [("content-type", "application/json")],
+            body: JSON.object(["message": .object(message)]).bytes
+        )
+    }
+
+    /// What FCM counts against its limit: the UTF-8 bytes of each key and string value of the
+    /// message's `notification` and `data`. It is never more than the delivery's own JSON: each
+    /// of these is a member of the delivery, under a name no longer, unquoted.
+    static func fcmPayloadBytes(_ message: JSONObject) -> Int {
+        var count = 0
+        for part in ["notification", "data"] {
+            guard case .object(let members)? = message[part] else { continue }
+            for (key, value) in members {
+                count += key.utf8.count + (value.stringValue?.utf8.count ?? 0)
+            }
+        }
+        return count
     }
 
     /// The Web Push plaintext is the delivery itself (what an MQTT subscriber gets), for the

@@ -20,15 +20,20 @@ public enum PushResponses {
     }
 
     /// An FCM HTTP v1 answer: 200 taken; `UNREGISTERED` (404) or `SENDER_ID_MISMATCH` (403), the
-    /// token is gone; 401 is tried again with a new access token; 429 and 5xx again later; any
-    /// other 4xx refuses this push. A 404 without `UNREGISTERED` (a wrong `--fcm-url` or project)
-    /// removes nothing.
+    /// token is gone, and so is a 400 `INVALID_ARGUMENT` whose message is about the registration
+    /// token (FCM's answer to a token that is not one: other invalid arguments refuse this push
+    /// only); 401 is tried again with a new access token; 429 and 5xx again later; any other 4xx
+    /// refuses this push. A 404 without `UNREGISTERED` (a wrong `--fcm-url` or project) removes
+    /// nothing.
     public static func fcm(status: Int, body: [UInt8], retryAfter: String?) -> PushAttemptResult {
         let code = fcmErrorCode(body)
         let reason = code ?? member("status", of: body, in: "error") ?? "HTTP \(status)"
+        let aboutTheToken =
+            member("message", of: body, in: "error")?.lowercased().contains("registration token") ?? false
         switch status {
         case 200: return .accepted
         case _ where code == "UNREGISTERED" || code == "SENDER_ID_MISMATCH": return .unregistered(reason: reason)
+        case 400 where reason == "INVALID_ARGUMENT" && aboutTheToken: return .unregistered(reason: reason)
         case 401: return .transient(reason: reason, retryAfter: nil)
         case 429, 500...599: return .transient(reason: reason, retryAfter: seconds(retryAfter))
         default: return .refused(reason: reason)

@@ -1,3 +1,4 @@
+import ChimePush
 import ChimeTestSupport
 import ChimeWorker
 import Testing
@@ -193,6 +194,74 @@ import Testing
         h.ok("d1", .schedule, #"{"id":"big3","after":60,"channels":"mqtt","alertBody":"\#(long)"}"#)
         // What fits is taken: 3000 bytes of text.
         h.ok("d1", .schedule, #"{"id":"fits","after":60,"alertBody":"\#(String(repeating: "y", count: 3000))"}"#)
+    }
+
+    /// What `schedule` takes for a device with registrations on all three platforms is pushed to
+    /// each without a refusal at fire time: generated notifications near the bound, with texts,
+    /// userInfo of escapes, quotes, non-ASCII and nested values, and every content member.
+    @Test func whatScheduleTakesFitsEveryPlatformWhenItFires() throws {
+        var h = Harness(configuration: Self.configuration)
+        let fcm = #"{"fcm":{"token":"\#(String(repeating: "f", count: 160))"}}"#
+        h.ok("d1", .device, #"{"push":[\#(Self.apns),\#(fcm),\#(Self.webPush)]}"#)
+        var random = SplitMix64(seed: 33)
+        let pieces = [#"\""#, #"\\"#, "é", "日本", "a", "\\n", #"\u0001"#, "🙂", " "]
+        func text(_ length: Int) -> String {
+            (0..<length).map { _ in pieces[random.below(pieces.count)] }.joined()
+        }
+        var taken = 0
+        for n in 0..<300 {
+            var members = [#""id":"n\#(n)""#, #""after":60"#]
+            let budget = 200 + random.below(3800)
+            switch random.below(4) {
+            case 0: members.append(#""alertBody":"\#(text(budget / 3))""#)
+            case 1:
+                members.append(#""userInfo":{"k":"\#(text(budget / 3))","n":[1,"\#(text(budget / 6))",{"x":null}]}"#)
+            case 2: members.append(#""alertTitle":"\#(text(budget / 6))","alertBody":"\#(text(budget / 6))""#)
+            default:
+                members.append(
+                    #""userInfo":{"list":[\#((0..<budget / 8).map { _ in #""\"q\"""# }.joined(separator: ","))]}"#
+                )
+            }
+            members.append(#""badge":\#(random.below(100))"#)
+            if random.below(2) == 0 { members.append(#""soundName":"default","category":"MED","threadId":"t""#) }
+            if random.below(2) == 0 { members.append(#""interruptionLevel":"timeSensitive""#) }
+            if h.send("d1", .schedule, "{\(members.joined(separator: ","))}")["error"] == nil { taken += 1 }
+        }
+        #expect(taken > 100, "too few were taken to say anything: \(taken)")
+        h.advance(seconds: 61)
+        // At most 4 in flight a device and provider: each taken lets the next go.
+        var jobs: [PushJob] = []
+        while case let more = h.pusher.take(), !more.isEmpty {
+            jobs += more
+            for job in more { try h.worker.step(.push(job.key, .accepted)) }
+            h.advance(seconds: 0)
+        }
+        #expect(jobs.count == 3 * taken)
+        var largest = 0
+        for job in jobs {
+            largest = max(largest, job.payload.count)
+            #expect(job.payload.count <= Engine.maxPushedDelivery)
+            switch job.registration.target {
+            case .apns(let token, let topic, _):
+                #expect(throws: Never.self) {
+                    try PushPayloads.apns(job.payload, topic: topic, expiresAt: job.expiresAt, registration: token)
+                }
+            case .fcm(let token):
+                #expect(throws: Never.self) {
+                    try PushPayloads.fcm(job.payload, token: token, now: job.firedAt, expiresAt: job.expiresAt)
+                }
+            case .webPush:
+                #expect(throws: Never.self) {
+                    try PushPayloads.webPush(
+                        job.payload,
+                        fireId: job.fireId,
+                        now: job.firedAt,
+                        expiresAt: job.expiresAt
+                    )
+                }
+            }
+        }
+        #expect(largest > Engine.maxPushedDelivery - 800, "none came near the bound: \(largest)")
     }
 
     @Test func channelsChooseMQTTOrPushOnly() throws {

@@ -86,6 +86,24 @@ import Testing
         #expect(android["notification"]?.objectValue?["tag"] == "meds")
     }
 
+    /// FCM counts keys and values, not the request's JSON: userInfo values that are not strings
+    /// travel as JSON text inside strings, whose quotes the request escapes once more, and a
+    /// delivery that fits every platform must not be refused for those escapes.
+    @Test func fcmCountsItsPayloadAsFCMDoes() throws {
+        let quoted = Array(repeating: #""\"q\"""#, count: 450).joined(separator: ",")
+        let delivery = #"{"deviceId":"d","id":"n","fireId":"n@x","alertBody":"b","userInfo":{"list":[\#(quoted)]}}"#
+        #expect(delivery.utf8.count <= PushPayloads.maxWebPushPlaintext)
+        let message = try PushPayloads.fcm(Array(delivery.utf8), token: "tok", now: Self.now, expiresAt: Self.expires)
+        #expect(message.body.count > PushPayloads.maxFCMBytes + 100, "the request's JSON is larger than FCM counts")
+        let m = try #require(try object(message.body)["message"]?.objectValue)
+        #expect(PushPayloads.fcmPayloadBytes(m) <= delivery.utf8.count)
+
+        let tooMuch = #"{"id":"n","fireId":"n@x","userInfo":{"k":"\#(String(repeating: "v", count: 4100))"}}"#
+        #expect(throws: PushPayloadError.self) {
+            try PushPayloads.fcm(Array(tooMuch.utf8), token: "tok", now: Self.now, expiresAt: Self.expires)
+        }
+    }
+
     @Test func webPushCarriesTheDeliveryItself() throws {
         let message = try PushPayloads.webPush(
             Array(Self.delivery.utf8),
@@ -149,6 +167,19 @@ import Testing
         #expect(
             PushResponses.fcm(status: 404, body: body("<html>Not Found</html>"), retryAfter: nil)
                 == .refused(reason: "HTTP 404")
+        )
+        // FCM's answer to a token that is not one removes it; another invalid argument does not.
+        let invalidToken =
+            #"{"error":{"code":400,"message":"The registration token is not a valid FCM registration token","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"INVALID_ARGUMENT"}]}}"#
+        #expect(
+            PushResponses.fcm(status: 400, body: body(invalidToken), retryAfter: nil)
+                == .unregistered(reason: "INVALID_ARGUMENT")
+        )
+        let invalidMessage =
+            #"{"error":{"code":400,"message":"Request contains an invalid argument.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"INVALID_ARGUMENT"}]}}"#
+        #expect(
+            PushResponses.fcm(status: 400, body: body(invalidMessage), retryAfter: nil)
+                == .refused(reason: "INVALID_ARGUMENT")
         )
         #expect(
             PushResponses.fcm(status: 401, body: [], retryAfter: nil) == .transient(reason: "HTTP 401", retryAfter: nil)
