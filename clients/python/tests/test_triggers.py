@@ -151,6 +151,11 @@ def test_request_carries_content_and_options() -> None:
         "userInfo": {"kind": "med", "n": [1, 2.5, None]}, "expiresAfter": 3600, "misfire": "skip",
         "ignoreQuietHours": True, "enabled": False, "keepAfterFiring": True,
     }
+    pushed = NotificationRequest("p", NotificationContent(body="b", thread_id="meds", interruption_level="timeSensitive"),
+                                 None, channels="push")
+    assert pushed.wire(NOW) == {"id": "p", "after": 0.001, "alertBody": "b", "threadId": "meds",
+                                "interruptionLevel": "timeSensitive", "channels": "push"}
+    assert NotificationContent.from_wire(pushed.wire(NOW)) == pushed.content
     alternatives = NotificationRequest("x", NotificationContent(alert_bodies=["a", "b"], badge=0), None)
     assert alternatives.wire(NOW) == {"id": "x", "after": 0.001, "alertBodies": ["a", "b"], "badge": 0}
 

@@ -69,7 +69,9 @@ class NotificationContent:
     """``UNNotificationContent``: what the device shows. Fields left ``None`` are not sent.
 
     ``alert_bodies`` instead of ``body``: one is picked at random for each delivery. ``badge``:
-    an absolute number, or ``Badge.increment(n)`` / ``Badge.decrement(n)``.
+    an absolute number, or ``Badge.increment(n)`` / ``Badge.decrement(n)``. ``thread_id``
+    (``threadIdentifier``) and ``interruption_level`` (``"passive"``, ``"active"``,
+    ``"timeSensitive"``, ``"critical"``) shape a push (PROTOCOL.md section 3.11).
     """
 
     title: str | None = None
@@ -81,6 +83,8 @@ class NotificationContent:
     category: str | None = None
     badge: int | Badge | None = None
     user_info: Mapping[str, Any] | None = None
+    thread_id: str | None = None
+    interruption_level: str | None = None
 
     def wire(self) -> dict[str, Any]:
         return present({"alertTitle": self.title, "alertBody": self.body,
@@ -88,7 +92,8 @@ class NotificationContent:
                         "alertAction": self.action, "hasAction": self.has_action, "soundName": self.sound,
                         "category": self.category,
                         "badge": None if self.badge is None else Badge.to_wire(self.badge),
-                        "userInfo": self.user_info})
+                        "userInfo": self.user_info, "threadId": self.thread_id,
+                        "interruptionLevel": self.interruption_level})
 
     @classmethod
     def from_wire(cls, fields: Mapping[str, Any]) -> NotificationContent:
@@ -96,7 +101,8 @@ class NotificationContent:
                    alert_bodies=fields.get("alertBodies"), action=fields.get("alertAction"),
                    has_action=fields.get("hasAction"), sound=fields.get("soundName"),
                    category=fields.get("category"), badge=Badge.parse(fields.get("badge")),
-                   user_info=fields.get("userInfo"))
+                   user_info=fields.get("userInfo"), thread_id=fields.get("threadId"),
+                   interruption_level=fields.get("interruptionLevel"))
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,8 @@ class NotificationRequest:
     enabled: bool | None = None
     #: A one-shot that fired stays listed, paused, until removed.
     keep_after_firing: bool | None = None
+    #: ``"mqtt"`` (not pushed: silent data), ``"push"`` (pushed only), or ``"all"`` (the default).
+    channels: str | None = None
 
     def wire(self, now: datetime, device_zone: str | None = None) -> dict[str, Any]:
         """The notification object of PROTOCOL.md section 2, for a command sent at ``now``."""
@@ -127,7 +135,7 @@ class NotificationRequest:
     def options(self) -> dict[str, Any]:
         return present({"expiresAfter": self.expires_after, "misfire": self.misfire,
                         "ignoreQuietHours": self.ignore_quiet_hours, "enabled": self.enabled,
-                        "keepAfterFiring": self.keep_after_firing})
+                        "keepAfterFiring": self.keep_after_firing, "channels": self.channels})
 
 
 class UpdateFields(TypedDict, total=False):
@@ -142,6 +150,9 @@ class UpdateFields(TypedDict, total=False):
     category: str | None
     badge: int | Badge | None
     user_info: Mapping[str, Any] | None
+    thread_id: str | None
+    interruption_level: str | None
+    channels: str | None
     expires_after: Seconds | None
     misfire: Misfire | None
     ignore_quiet_hours: bool | None
@@ -163,7 +174,8 @@ class UpdateFields(TypedDict, total=False):
 UPDATE_WIRE_NAMES: dict[str, str] = {
     "title": "alertTitle", "body": "alertBody", "alert_bodies": "alertBodies", "action": "alertAction",
     "has_action": "hasAction", "sound": "soundName", "category": "category", "badge": "badge",
-    "user_info": "userInfo", "expires_after": "expiresAfter", "misfire": "misfire",
+    "user_info": "userInfo", "thread_id": "threadId", "interruption_level": "interruptionLevel",
+    "channels": "channels", "expires_after": "expiresAfter", "misfire": "misfire",
     "ignore_quiet_hours": "ignoreQuietHours", "enabled": "enabled", "keep_after_firing": "keepAfterFiring",
     "fire_date": "fireDate", "after": "after", "align_to": "alignTo", "time_zone": "timeZone",
     "repeat_interval": "repeatInterval", "rrule": "rrule", "count": "count", "until": "until",
