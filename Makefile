@@ -7,7 +7,7 @@ SWIFT_SOURCES = Package.swift Sources Tests
 # The fuzz targets (make fuzz) are Swift too: formatted and linted with the rest.
 SWIFT_SOURCES += Fuzz
 
-.PHONY: bootstrap build plugin release container-binaries run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-routing bench-scale bench-small bench-quick bench-maxima bench-history fuzz soak clean
+.PHONY: bootstrap build plugin release container-binaries run test lint format bench bench-baseline bench-postgres bench-push bench-backend bench-slots bench-slot-load bench-routing bench-scale bench-small bench-quick bench-maxima bench-history fuzz soak clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -126,6 +126,11 @@ bench-slots: release
 ## Slot mode, broadcast against routing by slot, 1 to 8 workers: deliveries and CPU a command (docs/benchmarks.md).
 bench-routing: release
 	.build/release/chime-bench system --only routing --json bench-results/routing.json
+
+## Slot mode's loads (docs/benchmarks.md, "Loading a slot"): a slot of 10,000, 100,000 and 1,000,000 notifications
+## taken by a second worker; one worker's start and memory on --slots 1 to 65,536. BENCH_QUICK=1 stops at 100,000 and 4,096.
+bench-slot-load: release
+	.build/release/chime-bench system --only slot-load $${BENCH_QUICK:+--quick} --json bench-results/slot-load.json
 
 ## Push delivery (docs/benchmarks.md, "Push"): 1,000, 10,000 and 100,000 due at one instant pushed to the
 ## APNs stand-in (Tests/PushStandin), against the same burst without pushes; BENCH_QUICK=1 stops at 10,000.

@@ -202,14 +202,17 @@ final class SlotCluster {
     let statuses: StatusWatcher
     /// `--routing` of every worker.
     let routing: String
+    /// `--slots` of every worker.
+    let slotCount: Int
     var workers: [String: Chimed] = [:]
 
-    init(chimed: String, url: String, routing: String = "broadcast") throws {
+    init(chimed: String, url: String, routing: String = "broadcast", slots: Int = SystemBenchmark.slotCount) throws {
         server = try runSync { try await TestPostgres.start(.init(fsync: true)) }
         self.chimed = chimed
         self.url = url
         self.routing = routing
-        statuses = try StatusWatcher(url: url)
+        slotCount = slots
+        statuses = try StatusWatcher(url: url, slotCount: slots)
     }
 
     func start(count: Int) throws {
@@ -223,7 +226,7 @@ final class SlotCluster {
         let worker = try Chimed(
             executable: chimed,
             arguments: [
-                "--broker", url, "--worker-id", name, "--store", server.uri, "--slots", "\(SystemBenchmark.slotCount)",
+                "--broker", url, "--worker-id", name, "--store", server.uri, "--slots", "\(slotCount)",
                 "--log-level", "info", "--stats-interval", "1", "--routing", routing, "--fsync", "always",
                 "--max-pending-per-device",
                 "\(DeviceLimits.maxPendingPerDevice)", "--max-bytes-per-device", "1099511627776", "--device-rate", "0",
@@ -247,7 +250,7 @@ final class SlotCluster {
             throw BenchError("slots: \(victim) serves nothing")
         }
         var k = 0
-        while deviceBucket("probe-\(k)", among: UInt32(SystemBenchmark.slotCount)) != slot { k += 1 }
+        while deviceBucket("probe-\(k)", among: UInt32(slotCount)) != slot { k += 1 }
         let prober = try Prober(url: url, device: "probe-\(k)")
         defer { prober.stop() }
         guard waitUntil(timeout: 30, { prober.firstAnswer(sentAfter: 0) != nil }) else {
@@ -294,8 +297,10 @@ final class StatusWatcher: Sendable {
     private let latest = Locked<[String: [Int]]>([:])
     private let received = Locked<[String: CommandsReceived]>([:])
     private let client: MQTTClient
+    private let slotCount: Int
 
-    init(url: String) throws {
+    init(url: String, slotCount: Int) throws {
+        self.slotCount = slotCount
         var options = try MQTTOptions(url: url)
         options.clientId = "bench-slots-status-\(UInt32.random(in: 0...UInt32.max))"
         let latest = self.latest
@@ -313,7 +318,7 @@ final class StatusWatcher: Sendable {
                 }
                 let slots =
                     o["state"] == "online"
-                    ? SlotRanges.slots(o["serving"]?.stringValue ?? "", count: SystemBenchmark.slotCount) : nil
+                    ? SlotRanges.slots(o["serving"]?.stringValue ?? "", count: slotCount) : nil
                 latest.value.withLock { $0[String(parts[2])] = slots }
             default: break
             }
@@ -340,8 +345,8 @@ final class StatusWatcher: Sendable {
             let served = serving().filter { names.contains($0.key) }
             let all = served.values.flatMap { $0 }
             let shares = served.values.map(\.count)
-            return served.count == names.count && all.count == SystemBenchmark.slotCount
-                && Set(all).count == SystemBenchmark.slotCount && shares.max()! - shares.min()! <= 1
+            return served.count == names.count && all.count == slotCount
+                && Set(all).count == slotCount && shares.max()! - shares.min()! <= 1
         }
     }
 

@@ -135,6 +135,7 @@ struct SystemBenchmark {
         // Not in the default run: `make bench-slots` and `make bench-scale`.
         if only.contains("slots") { try slots(url: url, chimed: chimed) }
         if only.contains("routing") { try routing(url: url, chimed: chimed) }
+        if only.contains("slot-load") { try slotLoad(url: url, chimed: chimed) }
         if only.contains("scale") { try scale(url: url, chimed: chimed) }
         if only.contains("push") { try push(url: url, chimed: chimed) }
         if only.contains("backend") { try backend(url: url, chimed: chimed) }

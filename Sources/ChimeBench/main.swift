@@ -14,7 +14,7 @@ let usage = """
                               history, filled to its cap, and the CPU it adds to a delivery, in process;
                               --without: the same deliveries' memory with history off, the control)
            chime-bench recovery [--quick | --pending N]  (recovery from a snapshot and a journal tail, in process)
-           chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,routing,scale,push,backend]
+           chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,routing,slot-load,scale,push,backend]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
                               [--store postgres]  (every chimed on a PostgreSQL of its own, fsync on)
                               [--baseline PATH]  (ingest, burst and batch also run this earlier chimed, round
@@ -22,6 +22,7 @@ let usage = """
                               (peer: NATS JetStream through scripts/nats-peer, installed by its --install;
                                slots, only when named: 1, 2 and 3 workers sharing 256 slots on one PostgreSQL;
                                routing, only when named: 1, 2, 4 and 8 slot workers, broadcast against --routing slot;
+                               slot-load, only when named: a slot of 10,000 to 1,000,000 loaded; --slots 1 to 65,536;
                                scale, only when named: the steady workload at 1, 2, 5 and 10 million pending;
                                push, only when named: 1,000 to 100,000 due at once pushed to the APNs stand-in;
                                backend, only when named: one ChimeBackend connection ÷ the raw load client)

@@ -351,10 +351,14 @@ public final class SlotStore {
         let slots = statement.bindArray(sorted.map(\.key), as: "integer[]")
         let epochs = statement.bindArray(sorted.map(\.value), as: "bigint[]")
         let owner = statement.bind(.text(worker))
+        // A join, not array_position (a scan of the array a row): 65,536 leases renewed in one
+        // statement took seconds that way, and leases expired while their renewal ran.
         return """
-            SELECT slot, epoch FROM chime_lease
-            WHERE slot = ANY(\(slots)) AND owner = \(owner) AND epoch = (\(epochs))[array_position(\(slots), slot)]
-            ORDER BY slot \(lock.rawValue)
+            SELECT lease.slot, lease.epoch FROM chime_lease AS lease
+            JOIN unnest(\(slots), \(epochs)) AS fence (slot, epoch)
+            ON lease.slot = fence.slot AND lease.epoch = fence.epoch
+            WHERE lease.owner = \(owner)
+            ORDER BY lease.slot \(lock == .none ? "" : lock.rawValue + " OF lease")
             """
     }
 
@@ -605,10 +609,9 @@ public final class SlotStore {
         let firsts = statement.bindArray(lost.map(\.first), as: "bigint[]")
         let epochs = statement.bindArray(lost.map(\.epoch), as: "bigint[]")
         let sql = """
-            DELETE FROM chime_slot_journal
-            WHERE slot = ANY(\(slotArray))
-            AND seq >= (\(firsts))[array_position(\(slotArray), slot)]
-            AND epoch = (\(epochs))[array_position(\(slotArray), slot)]
+            DELETE FROM chime_slot_journal AS journal
+            USING unnest(\(slotArray), \(firsts), \(epochs)) AS lost (slot, first, epoch)
+            WHERE journal.slot = lost.slot AND journal.seq >= lost.first AND journal.epoch = lost.epoch
             """
         do {
             try connection.execute(sql, statement.parameters)

@@ -17,11 +17,12 @@ extension WorkerStateMachine {
         monotonic: ContinuousClock.Instant?,
         _ actions: inout [Action]
     ) {
-        guard var ownership, let clock = monotonic ?? lastLeaseEvent else { return }
+        guard ownership != nil, let clock = monotonic ?? lastLeaseEvent else { return }
         if let monotonic { lastLeaseEvent = monotonic }
         if case .renewed(_, _, let sentAt) = event { stats.leaseRenew.record(clock - sentAt) }
-        let decided = ownership.handle(event, now: clock)
-        self.ownership = ownership
+        // In place: a copy would share its slots' table, and the next change would copy the whole
+        // table, once a slot loaded (at 65,536 slots, most of the worker's time).
+        let decided = ownership!.handle(event, now: clock)
         for action in decided {
             switch action {
             case .heartbeat, .renew, .acquire, .deregister:
