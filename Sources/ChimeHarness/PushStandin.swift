@@ -140,6 +140,9 @@ public final class PushStandin: Sendable {
         _ = try call("POST", "/script", #"{"service":"\#(service)","key":"\#(key)","responses":\#(responses)}"#)
     }
 
+    /// Forgets every FCM access token it issued: the next push with one is answered 401.
+    public func expireTokens() throws { _ = try call("POST", "/expire-tokens", "{}") }
+
     /// Forgets what was received and scripted, and ends every black hole.
     public func reset() throws { _ = try call("POST", "/reset", "{}") }
 

@@ -133,17 +133,52 @@ import Testing
         #expect(Set(reasons.compactMap { $0["outcome"]?.stringValue }) == ["unregistered"])
         #expect(reasons.contains { $0["reason"] == "Unregistered" })
         #expect(reasons.contains { $0["reason"] == "UNREGISTERED" })
+        // What each removed registration was sent, each push named by what identifies it: its
+        // apns-id, its FCM data.fireId, its Web Push Topic.
+        let removedKeys = [Self.token, "fcm-gone", subscription]
+        func sent(to key: String) throws -> [String] {
+            try world.standin.received().filter { $0["key"]?.stringValue == key }.map { entry in
+                let headers = entry["headers"]?.objectValue
+                let fcm = entry["body"]?.objectValue?["message"]?.objectValue?["data"]?.objectValue?["fireId"]
+                return headers?["apns-id"]?.stringValue ?? headers?["topic"]?.stringValue ?? fcm?.stringValue ?? "?"
+            }
+        }
+        let before = try removedKeys.map { try sent(to: $0) }
+        #expect(before.allSatisfy { !$0.isEmpty }, "each was tried, and answered gone: \(before)")
+        #expect(before.allSatisfy { Set($0).count == $0.count }, "a push to a gone one is not tried again: \(before)")
+
         // The notification keeps firing every second: a new registration gets its pushes, the
-        // removed ones none.
+        // removed ones nothing more.
         try await fixture.ok("phone", .device, #"{"addPush":[{"fcm":{"token":"fcm-new"}}]}"#)
         let flowing = await eventually(timeout: .seconds(20)) {
             ((try? world.pushes("fcm")) ?? []).filter { $0["key"] == "fcm-new" && $0["status"] == 200 }.count >= 2
         }
         #expect(flowing)
-        let gone = try world.standin.received().filter {
-            $0["service"] != "fcm-token" && $0["key"] != "fcm-new" && $0["status"] != 410 && $0["status"] != 404
+        #expect(try removedKeys.map { try sent(to: $0) } == before)
+    }
+
+    /// Credentials are made once and kept: one APNs provider token for every request (Apple
+    /// refuses one renewed more often than every 20 minutes), one FCM access token until FCM
+    /// refuses it, then one more, and the push it refused is taken.
+    @Test func providerTokensAreMadeOnceAndRenewedOnlyWhenRefused() async throws {
+        let world = try await World.start()
+        defer { Task { await world.stop() } }
+        try await world.register("phone")
+        try await world.fixture.ok("phone", .schedule, #"{"id":"pill","after":1,"repeatInterval":"second","count":3}"#)
+        #expect(await world.waitFor("apns", status: 200, count: 3))
+        #expect(await world.waitFor("fcm", status: 200, count: 3))
+        let apnsTokens = try world.pushes("apns").compactMap {
+            $0["headers"]?.objectValue?["authorization"]?.stringValue
         }
-        #expect(gone.isEmpty, "\(gone)")
+        #expect(apnsTokens.count >= 3)
+        #expect(Set(apnsTokens).count == 1, "one provider token for every request")
+        #expect(try world.pushes("fcm-token").count == 1, "one access token for every push")
+
+        try world.standin.expireTokens()
+        try await world.fixture.ok("phone", .schedule, #"{"id":"more","after":1,"alertBody":"x"}"#)
+        #expect(await world.waitFor("fcm", status: 200, count: 4))
+        #expect(try world.pushes("fcm").filter { $0["status"] == 401 }.count == 1)
+        #expect(try world.pushes("fcm-token").count == 2, "a new access token once the old one is refused")
     }
 
     @Test func tooManyRequestsWaitsForRetryAfterAndUnavailableIsTriedUntilTaken() async throws {
@@ -201,6 +236,8 @@ import Testing
             fcm.first?["body"]?.objectValue?["message"]?.objectValue?["data"]?.objectValue?["fireId"]?.stringValue
                 == fireId
         )
+        let webPush = try world.pushes("webpush").filter { $0["status"] == 201 }
+        #expect(webPush.first?["body"]?.objectValue?["fireId"]?.stringValue == fireId)
     }
 
     @Test func aBlackHoledPushServiceHoldsOnlyItsOwnShare() async throws {
