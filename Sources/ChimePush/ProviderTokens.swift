@@ -44,7 +44,10 @@ final class ProviderTokens: Sendable {
         return token
     }
 
-    func invalidateAPNs() { state.withLock { $0.apns = nil } }
+    /// Forgets the APNs provider token `used` once APNs refused it; a newer one made since stays,
+    /// so that the answers of requests that carried the old one do not make a token each (Apple
+    /// refuses tokens renewed more often than every 20 minutes: `TooManyProviderTokenUpdates`).
+    func invalidateAPNs(_ used: String) { state.withLock { if $0.apns?.token == used { $0.apns = nil } } }
 
     func vapid(_ vapid: PushConfiguration.VAPID, audience: String, now: Instant) throws(CryptoError) -> String {
         if let cached = state.withLock({ $0.vapid[audience] }), cached.expires - now.milliseconds > 3_600_000 {
@@ -145,5 +148,6 @@ final class ProviderTokens: Sendable {
         }
     }
 
-    func invalidateFCM() { state.withLock { $0.fcm = nil } }
+    /// Forgets the FCM access token `used` once FCM refused it; a newer one fetched since stays.
+    func invalidateFCM(_ used: String) { state.withLock { if $0.fcm?.token == used { $0.fcm = nil } } }
 }

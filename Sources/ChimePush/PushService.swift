@@ -24,7 +24,8 @@ public final class PushService: Sendable {
 
     /// What each request in flight is for.
     enum Purpose: Sendable {
-        case push(PushJobKey, PushRegistration.Provider)
+        /// A push, and the provider token or access token it carries (none for Web Push).
+        case push(PushJobKey, PushRegistration.Provider, credential: String?)
         case fcmToken
     }
 
@@ -166,7 +167,7 @@ public final class PushService: Sendable {
             }
             let base = apns.url ?? (sandbox ? "https://api.sandbox.push.apple.com" : "https://api.push.apple.com")
             return submit(
-                .push(job.key, .apns),
+                .push(job.key, .apns, credential: jwt),
                 url: "\(base)/3/device/\(token)",
                 headers: message.headers + [("authorization", "bearer \(jwt)")],
                 body: message.body
@@ -228,7 +229,7 @@ public final class PushService: Sendable {
             }
             let k = Base64URL.encode(vapid.key.publicKey)
             return submit(
-                .push(job.key, .webpush),
+                .push(job.key, .webpush, credential: nil),
                 url: endpoint,
                 headers: message.headers + [("authorization", "vapid t=\(jwt), k=\(k)")],
                 body: body
@@ -245,7 +246,7 @@ public final class PushService: Sendable {
     ) -> PushAttemptResult? {
         let provider: PushRegistration.Provider
         switch purpose {
-        case .push(_, let p): provider = p
+        case .push(_, let p, _): provider = p
         case .fcmToken: provider = .fcm
         }
         guard let client = clients[provider] else { return Self.unconfigured("\(provider.rawValue) client") }
@@ -275,7 +276,7 @@ public final class PushService: Sendable {
             return .refused(reason: "\(error)")
         }
         return submit(
-            .push(job.key, .fcm),
+            .push(job.key, .fcm, credential: token),
             url: "\(fcm.url)/v1/projects/\(fcm.projectId)/messages:send",
             headers: message.headers + [("authorization", "Bearer \(token)")],
             body: message.body
@@ -286,7 +287,8 @@ public final class PushService: Sendable {
 
     private func completed(_ id: UInt64, _ result: Result<HTTPResponse, HTTPClientError>) {
         switch requests.take(id) {
-        case .push(let key, let provider)?: report(key, Self.classify(provider, result, tokens: tokens))
+        case .push(let key, let provider, let credential)?:
+            report(key, Self.classify(provider, result, credential: credential, tokens: tokens))
         case .fcmToken?: tokenArrived(result)
         case nil: break
         }
@@ -309,6 +311,7 @@ public final class PushService: Sendable {
     static func classify(
         _ provider: PushRegistration.Provider,
         _ result: Result<HTTPResponse, HTTPClientError>,
+        credential: String? = nil,
         tokens: ProviderTokens
     ) -> PushAttemptResult {
         switch result {
@@ -330,9 +333,9 @@ public final class PushService: Sendable {
             case .fcm: outcome = PushResponses.fcm(status: response.status, body: response.body, retryAfter: retryAfter)
             case .webpush: outcome = PushResponses.webPush(status: response.status, retryAfter: retryAfter)
             }
-            if case .transient(let reason, _) = outcome {
-                if provider == .apns, reason.hasSuffix("ProviderToken") { tokens.invalidateAPNs() }
-                if provider == .fcm, response.status == 401 { tokens.invalidateFCM() }
+            if case .transient(let reason, _) = outcome, let credential {
+                if provider == .apns, reason.hasSuffix("ProviderToken") { tokens.invalidateAPNs(credential) }
+                if provider == .fcm, response.status == 401 { tokens.invalidateFCM(credential) }
             }
             return outcome
         }

@@ -193,6 +193,42 @@ import Testing
         #expect(PushResponses.webPush(status: 413, retryAfter: nil) == .refused(reason: "HTTP 413"))
     }
 
+    /// A provider token is made once and kept for 50 minutes; a refusal forgets it only while it
+    /// is still the current one, so that the answers of requests that carried an older one do not
+    /// make a token each (Apple refuses tokens renewed more often than every 20 minutes).
+    @Test func aRefusedProviderTokenIsForgottenOnlyWhileItIsTheCurrentOne() throws {
+        let directory = try TemporaryDirectory(prefix: "chime-push-apns")
+        let key = directory.appending("apns.p8")
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key]
+        try openssl.run()
+        openssl.waitUntilExit()
+        chmod(key, 0o600)
+        let configuration = try PushConfiguration(
+            flags: Flags(
+                ["--apns-key", key, "--apns-key-id", "ABC123DEFG", "--apns-team-id", "TEAM123456"],
+                specs: PushConfiguration.flagSpecs,
+                environment: [:]
+            )
+        )
+        let apns = try #require(configuration.apns)
+        let tokens = ProviderTokens(configuration: configuration)
+        let first = try tokens.apns(apns, now: Self.now)
+        #expect(try tokens.apns(apns, now: Self.now.adding(milliseconds: 49 * 60_000)) == first)
+
+        let refused = HTTPResponse(status: 403, body: Array(#"{"reason":"ExpiredProviderToken"}"#.utf8), httpVersion: 2)
+        let outcome = PushService.classify(.apns, .success(refused), credential: first, tokens: tokens)
+        #expect(outcome == .transient(reason: "ExpiredProviderToken", retryAfter: nil))
+        let second = try tokens.apns(apns, now: Self.now.adding(milliseconds: 1000))
+        #expect(second != first)
+        // Another request that carried the first is refused too: the second stays.
+        _ = PushService.classify(.apns, .success(refused), credential: first, tokens: tokens)
+        #expect(try tokens.apns(apns, now: Self.now.adding(milliseconds: 2000)) == second)
+        // Kept for 50 minutes from when it was made, then made anew.
+        #expect(try tokens.apns(apns, now: Self.now.adding(milliseconds: 1000 + 50 * 60_000)) != second)
+    }
+
     @Test func aRequestThatCannotBeMadeIsNotTriedAgain() throws {
         let configuration = try PushConfiguration(
             flags: Flags([], specs: PushConfiguration.flagSpecs, environment: [:])
