@@ -159,6 +159,32 @@ import Testing
                 #"{"push":[{"webpush":{"endpoint":"\#(endpoint)","keys":{"p256dh":"\#(Self.p256dh)","auth":"\#(Self.auth)"}}}]}"#
             #expect(refused(body) == "invalid_argument", "\(endpoint)")
         }
+        // Each field at its bound is taken, one past it refused (PROTOCOL.md section 3.11).
+        let longest = (
+            apns: String(repeating: "ab", count: 100), topic: String(repeating: "a", count: 255),
+            fcm: String(repeating: "t", count: 4096),
+            endpoint: "https://fcm.googleapis.com/" + String(repeating: "e", count: 2048 - 27)
+        )
+        #expect(longest.endpoint.count == 2048)
+        for (body, past) in [
+            (
+                #"{"apns":{"token":"\#(longest.apns)","topic":"\#(longest.topic)"}}"#,
+                #"{"apns":{"token":"\#(longest.apns)ab","topic":"\#(longest.topic)"}}"#
+            ),
+            (
+                #"{"apns":{"token":"\#(Self.apnsToken)","topic":"\#(longest.topic)"}}"#,
+                #"{"apns":{"token":"\#(Self.apnsToken)","topic":"\#(longest.topic)a"}}"#
+            ),
+            (#"{"fcm":{"token":"\#(longest.fcm)"}}"#, #"{"fcm":{"token":"\#(longest.fcm)t"}}"#),
+            (
+                #"{"webpush":{"endpoint":"\#(longest.endpoint)","keys":{"p256dh":"\#(Self.p256dh)","auth":"\#(Self.auth)"}}}"#,
+                #"{"webpush":{"endpoint":"\#(longest.endpoint)e","keys":{"p256dh":"\#(Self.p256dh)","auth":"\#(Self.auth)"}}}"#
+            ),
+        ] {
+            #expect(refused(#"{"push":[\#(past)]}"#) == "invalid_argument", "\(past.prefix(40))")
+            #expect(h.ok("d1", .device, #"{"push":[\#(body)]}"#)["push"]?.arrayValue?.count == 1)
+        }
+        h.ok("d1", .device, #"{"push":[]}"#)
         #expect(h.ok("d1", .device, "{}")["push"] == nil)
         // At most ten.
         let eleven = (0..<11).map { #"{"fcm":{"token":"t\#($0)"}}"# }.joined(separator: ",")
