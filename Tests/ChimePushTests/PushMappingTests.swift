@@ -229,6 +229,52 @@ import Testing
         #expect(try tokens.apns(apns, now: Self.now.adding(milliseconds: 1000 + 50 * 60_000)) != second)
     }
 
+    /// The FCM service account file is checked at start like the other keys; and keys may come
+    /// from `CHIME_*` variables instead of flags.
+    @Test func aServiceAccountMustBeOneAndKeysMayComeFromTheEnvironment() throws {
+        let directory = try TemporaryDirectory(prefix: "chime-push-fcm")
+        func refusal(_ text: String, mode: mode_t = 0o600) throws -> String? {
+            let path = directory.appending("sa-\(UInt32.random(in: 0...UInt32.max)).json")
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            chmod(path, mode)
+            do {
+                _ = try PushConfiguration(
+                    flags: Flags(["--fcm-service-account", path], specs: PushConfiguration.flagSpecs, environment: [:])
+                )
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(try refusal("not json")?.contains("is not a JSON object") == true)
+        #expect(
+            try refusal(#"{"type":"service_account","client_email":"a@b","project_id":"p"}"#)?.contains("private_key")
+                == true
+        )
+        let notRSA =
+            #"{"type":"service_account","client_email":"a@b","project_id":"p","token_uri":"https://oauth2.googleapis.com/token","private_key":"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}"#
+        #expect(try refusal(notRSA)?.contains("not an RSA key") == true)
+        #expect(try refusal("{}", mode: 0o644) != nil, "readable by others")
+
+        let key = directory.appending("apns.p8")
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key]
+        try openssl.run()
+        openssl.waitUntilExit()
+        chmod(key, 0o600)
+        let fromEnvironment = try PushConfiguration(
+            flags: Flags(
+                [],
+                specs: PushConfiguration.flagSpecs,
+                environment: [
+                    "CHIME_APNS_KEY": key, "CHIME_APNS_KEY_ID": "ABC123DEFG", "CHIME_APNS_TEAM_ID": "TEAM123456",
+                ]
+            )
+        )
+        #expect(fromEnvironment.apns?.keyId == "ABC123DEFG")
+    }
+
     @Test func aRequestThatCannotBeMadeIsNotTriedAgain() throws {
         let configuration = try PushConfiguration(
             flags: Flags([], specs: PushConfiguration.flagSpecs, environment: [:])
