@@ -570,16 +570,22 @@ public final class ChimeNotificationCenter: Sendable {
     ///   - quietHours: `.set(QuietHours(...))` or `.clear`.
     ///   - receipts: Keep each delivery in the inbox until ``ack(fireIds:badge:)`` (section 3.9).
     ///   - history: Keep a delivery history (receipts imply it).
+    ///   - push: The device's push registrations (PROTOCOL.md section 3.11), so that deliveries
+    ///     also reach it while its app is closed: `.replace([PushRegistration(.apns(token: hex,
+    ///     topic: Bundle.main.bundleIdentifier!, sandbox: false))])` from
+    ///     `didRegisterForRemoteNotificationsWithDeviceToken`.
     /// - Returns: Every setting of the device after the change.
-    /// - Throws: `invalid_argument` for a zone the worker does not know, or a badge out of range;
-    ///   or one of the client's own codes.
+    /// - Throws: `invalid_argument` for a zone the worker does not know, a badge out of range, or a
+    ///   registration it refuses (malformed, or for a service it has no credentials for);
+    ///   `quota_exceeded` past 10 registrations; or one of the client's own codes.
     @discardableResult
     public func setDeviceSettings(
         timeZone: String? = nil,
         badge: Int? = nil,
         quietHours: QuietHoursChange? = nil,
         receipts: Bool? = nil,
-        history: Bool? = nil
+        history: Bool? = nil,
+        push: PushRegistrationChange? = nil
     ) async throws(ChimeClientError) -> DeviceSettings {
         var payload = JSONObject()
         if let timeZone { payload["timeZone"] = .string(timeZone) }
@@ -587,6 +593,7 @@ public final class ChimeNotificationCenter: Sendable {
         if let quietHours { payload["quietHours"] = quietHours.json }
         if let receipts { payload["receipts"] = .bool(receipts) }
         if let history { payload["history"] = .bool(history) }
+        if let push { payload[push.member.key] = push.member.value }
         return try await device(payload)
     }
 

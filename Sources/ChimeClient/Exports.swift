@@ -9,6 +9,7 @@
 @_exported import enum ChimeProtocol.MQTTOutcome
 @_exported import enum ChimeProtocol.Misfire
 @_exported import enum ChimeProtocol.NotificationField
+@_exported import struct ChimeProtocol.PushRegistration
 @_exported import enum ChimeProtocol.PushSummary
 @_exported import struct ChimeProtocol.QuietHours
 @_exported import struct ChimeProtocol.TimeOfDay

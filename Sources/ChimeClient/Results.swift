@@ -99,6 +99,9 @@ public struct DeviceSettings: Sendable, Hashable {
     /// It keeps a delivery history (`history`): the device's choice, or the worker's `--history`;
     /// receipts imply it.
     public var history: Bool
+    /// Its push registrations, as replies show them: each one's `id` (what
+    /// ``PushRegistrationChange/remove(ids:)`` takes), `provider`, and the rest without secrets.
+    public var pushRegistrations: [JSONObject]
 
     /// ``timeZoneIdentifier`` as a Foundation zone, when Foundation knows it.
     public var timeZone: TimeZone? { timeZoneIdentifier.flatMap(TimeZone.init(identifier:)) }
@@ -111,6 +114,7 @@ public struct DeviceSettings: Sendable, Hashable {
         pending = status.pending
         receipts = status.receipts
         history = status.history
+        pushRegistrations = status.push
     }
 }
 
@@ -192,5 +196,25 @@ public struct DeliveryRecord: Sendable, Hashable {
         state = row.state
         mqtt = row.mqtt
         pushOutcome = row.pushOutcome
+    }
+}
+
+/// A change of a device's push registrations (`device`'s `push`, `addPush` or `removePush`,
+/// PROTOCOL.md section 3.11).
+public enum PushRegistrationChange: Sendable, Hashable {
+    /// These replace every registration: for a device id that is one phone or one browser, its
+    /// current token, so that one its platform replaced goes at once.
+    case replace([PushRegistration])
+    /// These are added (a device id shared by several phones or browsers).
+    case add([PushRegistration])
+    /// The registrations with these ids (``DeviceSettings/pushRegistrations``) are removed.
+    case remove(ids: [String])
+
+    var member: (key: String, value: JSON) {
+        switch self {
+        case .replace(let registrations): ("push", .array(registrations.map { .object($0.json) }))
+        case .add(let registrations): ("addPush", .array(registrations.map { .object($0.json) }))
+        case .remove(let ids): ("removePush", .array(ids.map(JSON.string)))
+        }
     }
 }

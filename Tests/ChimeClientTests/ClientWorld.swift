@@ -12,7 +12,7 @@ final class ClientWorld: Sendable {
     let chimed: Chimed?
     private let centers = Mutex<[ChimeNotificationCenter]>([])
 
-    private init(broker: TestBroker, worker: Bool) throws {
+    private init(broker: TestBroker, worker: Bool, extra: [String]) throws {
         self.broker = broker
         data = try TemporaryDirectory(prefix: "chime-client-data")
         chimed =
@@ -20,13 +20,15 @@ final class ClientWorld: Sendable {
             ? try Chimed(
                 broker: broker,
                 dataDirectory: data.path,
-                workerId: "client-\(UInt32.random(in: 0...UInt32.max))"
+                workerId: "client-\(UInt32.random(in: 0...UInt32.max))",
+                extra: extra
             ) : nil
     }
 
-    static func start(worker: Bool = true) async throws -> ClientWorld {
+    /// `extra`: more of chimed's flags.
+    static func start(worker: Bool = true, extra: [String] = []) async throws -> ClientWorld {
         let broker = try await TestBroker.start()
-        let world = try ClientWorld(broker: broker, worker: worker)
+        let world = try ClientWorld(broker: broker, worker: worker, extra: extra)
         try await world.chimed?.start()
         return world
     }
@@ -69,8 +71,12 @@ final class ClientWorld: Sendable {
 }
 
 /// Runs `body` in a fresh world and stops the world afterwards, whatever happened.
-func withWorld(worker: Bool = true, _ body: (ClientWorld) async throws -> Void) async throws {
-    let world = try await ClientWorld.start(worker: worker)
+func withWorld(
+    worker: Bool = true,
+    extra: [String] = [],
+    _ body: (ClientWorld) async throws -> Void
+) async throws {
+    let world = try await ClientWorld.start(worker: worker, extra: extra)
     do {
         try await body(world)
     } catch {

@@ -160,6 +160,20 @@ def test_request_carries_content_and_options() -> None:
     assert alternatives.wire(NOW) == {"id": "x", "after": 0.001, "alertBodies": ["a", "b"], "badge": 0}
 
 
+def test_push_registrations_go_as_the_wire_has_them() -> None:
+    from chime_client._ops import device
+    apns = {"apns": {"token": "0a" * 32, "topic": "com.example.pills"}}
+    ops = device({"add_push": [apns]})
+    call = next(ops)
+    assert (call.op, call.payload) == ("device", {"addPush": [apns]})
+    with pytest.raises(StopIteration) as done:
+        ops.send({"deviceId": "d", "badge": 0, "pending": 0, "receipts": False, "history": True,
+                  "push": [{"id": "apns-427b2ea0", "provider": "apns", "token": "0a0a0a…0a0a"}]})
+    assert done.value.value.push == ({"id": "apns-427b2ea0", "provider": "apns", "token": "0a0a0a…0a0a"},)
+    assert next(device({"remove_push": ["apns-427b2ea0"]})).payload == {"removePush": ["apns-427b2ea0"]}
+    assert next(device({"push": []})).payload == {"push": []}
+
+
 def test_badges() -> None:
     assert Badge.increment(3).wire() == "+3"
     assert Badge.decrement(2).wire() == "-2"

@@ -237,7 +237,7 @@ def snooze(identifier: str, after: Seconds) -> Ops[datetime | None]:
 
 def device(changes: DeviceChanges) -> Ops[DeviceSettings]:
     names = {"time_zone": "timeZone", "badge": "badge", "quiet_hours": "quietHours", "receipts": "receipts",
-             "history": "history"}
+             "history": "history", "push": "push", "add_push": "addPush", "remove_push": "removePush"}
     payload: dict[str, Any] = {}
     for name, value in changes.items():
         if name not in names:

@@ -329,13 +329,18 @@ class DeviceSettings:
     pending: int
     receipts: bool
     history: bool
+    #: Its push registrations as chimed shows them: ``id``, ``provider`` and the rest without
+    #: secrets (PROTOCOL.md section 3.11).
+    push: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> DeviceSettings:
         quiet = d.get("quietHours")
+        push = d.get("push")
         return cls(d["deviceId"], d.get("timeZone"), min(int(d.get("badge", 0)), MAX_BADGE),
                    QuietHours(quiet["start"], quiet["end"]) if isinstance(quiet, dict) else None,
-                   int(d.get("pending", 0)), bool(d.get("receipts", False)), bool(d.get("history", False)))
+                   int(d.get("pending", 0)), bool(d.get("receipts", False)), bool(d.get("history", False)),
+                   tuple(r for r in push if isinstance(r, dict)) if isinstance(push, list) else ())
 
     @property
     def zone(self) -> ZoneInfo | None:
@@ -361,13 +366,22 @@ class DeviceSettings:
 
 
 class DeviceChanges(TypedDict, total=False):
-    """What ``update_device_settings`` may set; ``quiet_hours=None`` clears them."""
+    """What ``update_device_settings`` may set; ``quiet_hours=None`` clears them.
+
+    ``push`` replaces the device's push registrations, ``add_push`` adds, ``remove_push`` removes
+    by id (one of the three at a time). A registration is the wire's object:
+    ``{"apns": {"token": ..., "topic": ...}}``, ``{"fcm": {"token": ...}}``, or
+    ``{"webpush": subscription}`` with a browser's ``PushSubscription.toJSON()``.
+    """
 
     time_zone: Zone
     badge: int
     quiet_hours: QuietHours | None
     receipts: bool
     history: bool
+    push: Sequence[Mapping[str, Any]]
+    add_push: Sequence[Mapping[str, Any]]
+    remove_push: Sequence[str]
 
 
 @dataclass(frozen=True)
