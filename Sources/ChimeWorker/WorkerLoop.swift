@@ -202,8 +202,8 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
                         configuration: engineConfiguration,
                         directory: "slot \(slot)"
                     )
-                    // The read and the decoding freed their pages in pieces, which the heap kept:
-                    // 2.5 KB a notification after a slot of 100,000 (`make bench-slot-load`).
+                    // The read and the decoding free their memory in pieces: hand back the pages
+                    // that came free (what stays still varies: docs/benchmarks.md, "Loading a slot").
                     if loaded.pendingCount >= trimAfterLoading { Memory.releaseFree() }
                     engine = loaded
                 } catch {
