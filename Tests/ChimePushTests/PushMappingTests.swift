@@ -193,18 +193,23 @@ import Testing
         #expect(PushResponses.webPush(status: 413, retryAfter: nil) == .refused(reason: "HTTP 413"))
     }
 
+    /// A P-256 key in PKCS#8, as Apple's .p8, readable by its owner alone.
+    static func makeAPNsKey(at path: String) throws {
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path]
+        try openssl.run()
+        openssl.waitUntilExit()
+        chmod(path, 0o600)
+    }
+
     /// A provider token is made once and kept for 50 minutes; a refusal forgets it only while it
     /// is still the current one, so that the answers of requests that carried an older one do not
     /// make a token each (Apple refuses tokens renewed more often than every 20 minutes).
     @Test func aRefusedProviderTokenIsForgottenOnlyWhileItIsTheCurrentOne() throws {
         let directory = try TemporaryDirectory(prefix: "chime-push-apns")
         let key = directory.appending("apns.p8")
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key]
-        try openssl.run()
-        openssl.waitUntilExit()
-        chmod(key, 0o600)
+        try Self.makeAPNsKey(at: key)
         let configuration = try PushConfiguration(
             flags: Flags(
                 ["--apns-key", key, "--apns-key-id", "ABC123DEFG", "--apns-team-id", "TEAM123456"],
@@ -257,12 +262,7 @@ import Testing
         #expect(try refusal("{}", mode: 0o644) != nil, "readable by others")
 
         let key = directory.appending("apns.p8")
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key]
-        try openssl.run()
-        openssl.waitUntilExit()
-        chmod(key, 0o600)
+        try Self.makeAPNsKey(at: key)
         let fromEnvironment = try PushConfiguration(
             flags: Flags(
                 [],
