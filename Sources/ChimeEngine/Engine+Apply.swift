@@ -399,7 +399,7 @@ extension Engine {
         n.next = nil
         n.armedDue = nil
         if replaying {
-            toArm.append(n)
+            restoring?.toArm.append(n)
             return
         }
         armNow(n, device)
@@ -412,7 +412,7 @@ extension Engine {
         if !n.isRepeating && n.extras?.exdates == nil {
             armNow(n, device)
         } else {
-            toArm.append(n)
+            restoring?.toArm.append(n)
         }
     }
 

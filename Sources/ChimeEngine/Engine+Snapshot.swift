@@ -240,7 +240,7 @@ extension Engine {
     /// Starts recovery: state is rebuilt with ``restore(snapshotEntry:)`` and ``apply(_:)``, then
     /// ``finishRecovery()``.
     public func beginRecovery() {
-        replaying = true
+        restoring = Restoring()
         arming = true
         capture = nil
         devices = [:]
@@ -331,14 +331,12 @@ extension Engine {
     /// Ends recovery: computes the next occurrence of every notification that restoring did not
     /// already arm (see ``arm(_:_:)``) and orders the timers.
     public func finishRecovery() {
-        replaying = false
+        let toArm = restoring?.toArm ?? []
+        restoring = nil
         // Every push the journal and snapshot left waiting, handed to the worker once.
         newPushJobs = pendingPushJobs
-        lastRestoredDevice = nil
-        restoreReservations = [:]
         var armed = Set<ObjectIdentifier>()
         for n in toArm where !n.removed && armed.insert(ObjectIdentifier(n)).inserted { arm(n, n.device) }
-        toArm = []
         for device in devices.values { dropIfEmpty(device) }
         arming = false
         heap.heapify()

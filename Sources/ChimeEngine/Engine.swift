@@ -137,18 +137,15 @@ public final class Engine {
     /// Since when the engine has delivered without a break (``setConnected(_:now:)``): what was due
     /// before was delivered by a catch-up (``Lateness/catchUp``).
     var deliveringSince = Int64.min
+    /// What recovery alone holds, from ``beginRecovery()`` to ``finishRecovery()``; nil while the
+    /// engine is live, so that none of it outlives recovery or is read by the live engine.
+    var restoring: Restoring?
     /// While replaying the journal, derived state (next occurrences, timers) is left for
     /// ``finishRecovery()`` to build once.
-    var replaying = false
-    /// The device of the previous snapshot entry, during recovery.
-    var lastRestoredDevice: DeviceState?
-    /// How many notifications the snapshot being restored holds for its larger devices.
-    var restoreReservations: [String: Int] = [:]
-    /// Timers are being set for everything at once: collected, then ordered in one pass.
+    var replaying: Bool { restoring != nil }
+    /// Timers are being set for everything at once: collected, then ordered in one pass (through
+    /// recovery and its last pass in ``finishRecovery()``).
     var arming = false
-    /// During recovery: notifications to arm when it ends (`finishRecovery`), as the journal
-    /// after the snapshot may still change them.
-    var toArm: [StoredNotification] = []
     /// Every device in the order it was created, a dropped one left in place until they are half
     /// the list. Unlike the table's, these positions stay put as devices come and go, so a snapshot
     /// walks the devices a part at a time.
@@ -709,4 +706,16 @@ func makeUUID(_ random: inout some RandomNumberGenerator) -> String {
         out.append(hex[Int(byte & 0xF)])
     }
     return String(decoding: out, as: UTF8.self)
+}
+
+/// An engine's state during recovery only (``Engine/beginRecovery()`` to
+/// ``Engine/finishRecovery()``).
+struct Restoring {
+    /// The device of the previous snapshot entry.
+    var lastDevice: DeviceState?
+    /// How many notifications the snapshot being restored holds for its larger devices.
+    var reservations: [String: Int] = [:]
+    /// Notifications to arm when recovery ends, as the journal after the snapshot may still
+    /// change them.
+    var toArm: [StoredNotification] = []
 }

@@ -260,7 +260,7 @@ extension Engine {
     public func reserveCapacity(for sizing: SnapshotSizing, records: Int = 0) {
         var sizing = sizing
         sizing.endRun()
-        restoreReservations = sizing.counts
+        restoring?.reservations = sizing.counts
         heap.reserveCapacity(sizing.all + records)
     }
 
@@ -329,12 +329,12 @@ extension Engine {
             // Entries come device by device: look the device up once per run of them.
             let deviceId = try r.string()
             let device: DeviceState
-            if let last = lastRestoredDevice, last.id == deviceId {
+            if let last = restoring?.lastDevice, last.id == deviceId {
                 device = last
             } else {
                 device = self.device(deviceId)
-                lastRestoredDevice = device
-                if let count = restoreReservations.removeValue(forKey: deviceId) {
+                restoring?.lastDevice = device
+                if let count = restoring?.reservations.removeValue(forKey: deviceId) {
                     device.notifications.reserveCapacity(device.notifications.count + count)
                     if device.notifications.count + count >= DeviceState.orderedFrom {
                         if device.order == nil { device.order = Array(device.notifications.values) }
