@@ -195,9 +195,15 @@ import Testing
 
     /// A P-256 key in PKCS#8, as Apple's .p8, readable by its owner alone.
     static func makeAPNsKey(at path: String) throws {
+        try makeKey(at: path, ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out"])
+    }
+
+    /// A key made by `openssl` with `arguments` (which end with the option naming its file), readable
+    /// by its owner alone.
+    static func makeKey(at path: String, _ arguments: [String]) throws {
         let openssl = Process()
         openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path]
+        openssl.arguments = arguments + [path]
         try openssl.run()
         openssl.waitUntilExit()
         chmod(path, 0o600)
@@ -317,12 +323,7 @@ import Testing
             )
         }
         let key = directory.appending("vapid.pem")
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key]
-        try openssl.run()
-        openssl.waitUntilExit()
-        chmod(key, 0o600)
+        try Self.makeKey(at: key, ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out"])
         #expect(try configuration(key).vapid != nil)
         chmod(key, 0o640)
         #expect(try configuration(key).vapid != nil, "a group that may read it (a Kubernetes secret's fsGroup)")
