@@ -393,6 +393,29 @@ public final class TestPatroni: Sendable {
         node.placeholders.withLock { $0 += fds }
     }
 
+    /// A planned switchover, as an operator makes one: `patronictl switchover --leader ...
+    /// --candidate ... --force` with the leader's configuration. Patroni stops the leader's
+    /// PostgreSQL cleanly, promotes the candidate once it has everything, and starts the old
+    /// leader again as its standby. Returns when `patronictl` does.
+    /// - Throws: `HarnessError` with what `patronictl` said if it fails.
+    public func switchover(from leader: Node, to candidate: Node) async throws {
+        let ctl = try ChildProcess(
+            "/usr/bin/patronictl",
+            arguments: [
+                "-c", leader.configurationFile, "switchover", scope, "--leader", leader.name, "--candidate",
+                candidate.name, "--force",
+            ]
+        )
+        try ctl.start()
+        let ended = await ctl.waitForExit(timeout: .seconds(60))
+        guard case .exited(0)? = ended else {
+            throw HarnessError(
+                "patronictl switchover \(leader.name) → \(candidate.name): \(String(describing: ended))\n"
+                    + (ctl.standardOutputLines + ctl.standardErrorLines).joined(separator: "\n")
+            )
+        }
+    }
+
     /// Freezes a node (SIGSTOP to Patroni, its postmaster and every backend), as a machine that
     /// hangs or is cut off from the network: its connections stay open and the kernel still
     /// accepts new ones, but nothing answers, and its leader key expires.

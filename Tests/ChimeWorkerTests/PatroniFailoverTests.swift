@@ -157,6 +157,80 @@ import Testing
         }
     }
 
+    /// Schedules that flow, round-robin over a device in each slot, one at a time: each that gets
+    /// an `ok` is kept, with when it was sent and answered.
+    final class Traffic: Sendable {
+        typealias Acknowledged = (command: Command, sentAt: ContinuousClock.Instant, at: ContinuousClock.Instant)
+        let acknowledged = Shared<[Acknowledged]>([])
+        let sent = Shared<[Command]>([])
+        private let task: Task<Void, Never>
+
+        init(_ world: World) {
+            let (acknowledged, sent) = (acknowledged, sent)
+            task = Task {
+                var k = 0
+                while !Task.isCancelled {
+                    let command = Command(
+                        device: PatroniFailoverTests.devices[k % PatroniFailoverTests.slots],
+                        id: "c\(k)"
+                    )
+                    k += 1
+                    sent.withLock { $0.append(command) }
+                    let sentAt = ContinuousClock.now
+                    if let reply = try? await world.send(command, timeout: .seconds(3)), reply.isOK {
+                        acknowledged.withLock { $0.append((command, sentAt, .now)) }
+                    }
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+            }
+        }
+
+        /// The `ok`s of commands sent after `instant`.
+        func acknowledged(sentAfter instant: ContinuousClock.Instant) -> [Acknowledged] {
+            acknowledged.value.filter { $0.sentAt > instant }
+        }
+
+        func stop() async {
+            task.cancel()
+            _ = await task.value
+        }
+    }
+
+    /// Every command of `traffic` that got an `ok` (in time or late) is listed, once, and nothing
+    /// else but `others`; each sent again is recognised as applied already (the deduplication
+    /// window came through with the journal). Returns what each device lists.
+    @discardableResult
+    static func everyAcknowledgedIsThereOnce(
+        _ world: World,
+        _ traffic: Traffic,
+        others: [String] = [],
+        atLeast: Int
+    ) async throws -> [String: [String]] {
+        let all = traffic.sent.value
+        let promised = Set(all.filter { command in world.answers(command).contains { $0.isOK } })
+        #expect(promised.count >= atLeast)
+        var listed: [String: [String]] = [:]
+        for device in devices {
+            listed[device] = try await world.client.listedIds(device)
+        }
+        for device in devices {
+            let ids = listed[device] ?? []
+            #expect(Set(ids).count == ids.count, "\(device) lists an id twice: \(ids)")
+            let missing = promised.filter { $0.device == device && !ids.contains($0.id) }.map(\.id)
+            #expect(missing.isEmpty, "\(device): acknowledged but not on the new primary: \(missing)")
+            let unknown = Set(ids).subtracting(all.filter { $0.device == device }.map(\.id) + others)
+            #expect(unknown.isEmpty, "\(device): \(unknown)")
+        }
+        for command in promised.sorted(by: { $0.id < $1.id }) {
+            let reply = try await world.send(command, timeout: .seconds(10))
+            #expect(reply?["result"]?.objectValue?["duplicate"] == true, "\(command.id): \(String(describing: reply))")
+        }
+        for device in devices {
+            #expect(try await world.client.listedIds(device) == listed[device])
+        }
+        return listed
+    }
+
     @Test(arguments: Failure.allCases)
     func slotWorkersServeAgainAfterPatroniPromotesTheSynchronousStandby(_ failure: Failure) async throws {
         let world = try await World()
@@ -170,25 +244,8 @@ import Testing
         let timeline = world.patroni.state()?.leader?.timeline
         #expect(await world.waitUntilBalanced(timeout: .seconds(60)), "\(world.served())")
 
-        // Schedules flow, round-robin over a device in each slot, one at a time: each that gets an
-        // `ok` is counted, with when it was sent and answered.
-        let acknowledged = Shared<[(command: Command, sentAt: ContinuousClock.Instant, at: ContinuousClock.Instant)]>(
-            []
-        )
-        let sent = Shared<[Command]>([])
-        let traffic = Task {
-            var k = 0
-            while !Task.isCancelled {
-                let command = Command(device: Self.devices[k % Self.slots], id: "c\(k)")
-                k += 1
-                sent.withLock { $0.append(command) }
-                let sentAt = ContinuousClock.now
-                if let reply = try? await world.send(command, timeout: .seconds(3)), reply.isOK {
-                    acknowledged.withLock { $0.append((command, sentAt, .now)) }
-                }
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        let traffic = Traffic(world)
+        let acknowledged = traffic.acknowledged
         #expect(await eventually(timeout: .seconds(60)) { acknowledged.value.count >= 40 }, "\(world.workers[0].log)")
 
         // A notification due while no primary runs, to be delivered after the failover.
@@ -227,8 +284,7 @@ import Testing
         let more = await eventually(timeout: .seconds(60)) {
             acknowledged.value.filter { $0.sentAt > failedAt }.count >= 24
         }
-        traffic.cancel()
-        _ = await traffic.value
+        await traffic.stop()
         #expect(more, "too few ok after the failover: \(acknowledged.value.count - atFailure)")
         #expect(world.workers.allSatisfy { $0.process.isRunning })
         if let firstAfter {
@@ -263,30 +319,12 @@ import Testing
         #expect(delivered?["late"] == true, "\(String(describing: delivered))")
 
         // Every command that got an `ok` (in time or late) is there, once; nothing else is.
-        let all = sent.value
-        let promised = Set(all.filter { command in world.answers(command).contains { $0.isOK } })
-        #expect(promised.count >= atFailure + 24)
-        var listed: [String: [String]] = [:]
-        for device in Self.devices {
-            listed[device] = try await world.client.listedIds(device)
-        }
-        for device in Self.devices {
-            let ids = listed[device] ?? []
-            #expect(Set(ids).count == ids.count, "\(device) lists an id twice: \(ids)")
-            let missing = promised.filter { $0.device == device && !ids.contains($0.id) }.map(\.id)
-            #expect(missing.isEmpty, "\(device): acknowledged but not on the promoted standby: \(missing)")
-            let unknown = Set(ids).subtracting(all.filter { $0.device == device }.map(\.id) + ["across"])
-            #expect(unknown.isEmpty, "\(device): \(unknown)")
-        }
-        // Sent again, each acknowledged command is recognised as applied already: the
-        // deduplication window came through the failover with the journal.
-        for command in promised.sorted(by: { $0.id < $1.id }) {
-            let reply = try await world.send(command, timeout: .seconds(10))
-            #expect(reply?["result"]?.objectValue?["duplicate"] == true, "\(command.id): \(String(describing: reply))")
-        }
-        for device in Self.devices {
-            #expect(try await world.client.listedIds(device) == listed[device])
-        }
+        let listed = try await Self.everyAcknowledgedIsThereOnce(
+            world,
+            traffic,
+            others: ["across"],
+            atLeast: atFailure + 24
+        )
 
         if failure == .frozen {
             // Thawed, the old leader finds its key gone: Patroni demotes it, and it takes nothing back.
@@ -313,6 +351,48 @@ import Testing
         }
         // Stopped here rather than only by the deferred task, which may not run before the test
         // process exits: the nodes' data directories go with the cluster.
+        await world.stop()
+    }
+
+    /// A planned switchover under a steady load (`patronictl switchover`, as an operator runs
+    /// one): the workers, never restarted, follow the new primary; nothing acknowledged is lost or
+    /// applied twice; the pause, the longest time a command sent waited for its `ok`, is printed.
+    @Test func aSwitchoverUnderLoadLosesNothing() async throws {
+        let world = try await World()
+        defer { Task { await world.stop() } }
+        let (leader, standby) = try await world.patroni.waitForLeaderAndSynchronousReplica()
+        #expect(await world.waitUntilBalanced(timeout: .seconds(60)), "\(world.served())")
+        let traffic = Traffic(world)
+        #expect(await eventually(timeout: .seconds(60)) { traffic.acknowledged.value.count >= 40 })
+
+        let started = ContinuousClock.now
+        let atSwitchover = traffic.acknowledged.value.count
+        try await world.patroni.switchover(from: leader, to: standby)
+        let promoted = try await world.patroni.waitForLeader(other: leader, timeout: .seconds(60))
+        let promotedAt = ContinuousClock.now
+        #expect(promoted === standby)
+        let more = await eventually(timeout: .seconds(60)) {
+            traffic.acknowledged(sentAfter: promotedAt).count >= 24
+        }
+        await traffic.stop()
+        #expect(more, "too few ok after the switchover:\n\(world.workers.map { $0.log.suffix(4000) })")
+        #expect(world.workers.allSatisfy { $0.process.isRunning })
+        // The old leader runs on, as the new primary's standby.
+        let demoted = await eventually(timeout: .seconds(60), every: .milliseconds(250)) {
+            leader.status().map { $0.state == "running" && !$0.isPrimary } ?? false
+        }
+        #expect(demoted, "\(world.patroni.report())")
+
+        // The pause: the longest time without an `ok`, from the last one before the switchover.
+        let times = traffic.acknowledged.value.map(\.at).sorted()
+        let from = times.lastIndex { $0 < started } ?? 0
+        let pause = zip(times[from...], times[from...].dropFirst()).map { $1 - $0 }.max() ?? .zero
+        print(
+            "switchover under load: \(promoted.name) primary \(Self.seconds(promotedAt - started)) after "
+                + "patronictl began; longest time without an ok \(Self.seconds(pause)); \(atSwitchover) "
+                + "acknowledged before, \(traffic.acknowledged.value.count) in all"
+        )
+        try await Self.everyAcknowledgedIsThereOnce(world, traffic, atLeast: atSwitchover + 24)
         await world.stop()
     }
 }
