@@ -157,23 +157,10 @@ extension Engine {
     }
 
     /// The ids of `device`'s listed notifications that have every member of `wanted`, in id order,
-    /// and how many notifications were read to find them (a device's index is built, reading all
-    /// of them, the first time a match needs it: see ``matching(_:_:)``).
+    /// and how many notifications were read to find them (``matching(_:_:)``).
     static func matchingIds(_ device: DeviceState, _ wanted: JSONObject) -> (ids: [String], read: Int) {
-        var read = 0
-        let candidates: [StoredNotification]
-        if device.listedCount > UserInfoIndex.threshold {
-            if device.index == nil {
-                device.index = UserInfoIndex(device.notifications.values)
-                read += device.notifications.count
-            }
-            candidates = device.index!.candidates(wanted) ?? Array(device.notifications.values)
-        } else {
-            candidates = Array(device.notifications.values)
-        }
-        read += candidates.count
-        let ids = candidates.filter { $0.isListed && Selector.matches(wanted, $0.userInfoObject) }.map(\.id).sorted()
-        return (ids, read)
+        let (notifications, read) = matching(device, wanted)
+        return (notifications.map(\.id).sorted(), read)
     }
 }
 

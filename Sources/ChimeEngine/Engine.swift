@@ -549,14 +549,28 @@ public final class Engine {
     /// ``UserInfoIndex/threshold``. The index is built by the first match that needs it (not at
     /// recovery, which would take longer for it), then kept up to date.
     func matching(_ device: DeviceState, _ wanted: JSONObject) -> [StoredNotification] {
+        Self.matching(device, wanted).notifications
+    }
+
+    /// ``matching(_:_:)``, and how many notifications it read: those it looked at, and all of the
+    /// device's when it built the index (what `find` counts against its bound).
+    static func matching(
+        _ device: DeviceState,
+        _ wanted: JSONObject
+    ) -> (notifications: [StoredNotification], read: Int) {
+        var read = 0
         let candidates: [StoredNotification]
         if device.listedCount > UserInfoIndex.threshold {
-            if device.index == nil { device.index = UserInfoIndex(device.notifications.values) }
+            if device.index == nil {
+                device.index = UserInfoIndex(device.notifications.values)
+                read += device.notifications.count
+            }
             candidates = device.index!.candidates(wanted) ?? Array(device.notifications.values)
         } else {
             candidates = Array(device.notifications.values)
         }
-        return candidates.filter { $0.isListed && Selector.matches(wanted, $0.userInfoObject) }
+        read += candidates.count
+        return (candidates.filter { $0.isListed && Selector.matches(wanted, $0.userInfoObject) }, read)
     }
 
     // MARK: - Reads

@@ -129,11 +129,7 @@ public final class MQTTRequester: Sendable {
         if shared.state.withLock({ !$0.filters.keys.contains { MQTTTopicFilter.matches($0, responseTopic) } }) {
             try await subscribe(responseTopic, qos: 1, timeout: timeout)
         }
-        var correlation = [UInt8](repeating: 0, count: 16)
-        var generator = SystemRandomNumberGenerator()
-        for index in correlation.indices {
-            correlation[index] = generator.next()
-        }
+        let correlation = Self.newCorrelationData()
         let expected = correlation
         let slot = OneShot<MQTTMessage>()
         let token = shared.state.withLock { state in
@@ -148,6 +144,12 @@ public final class MQTTRequester: Sendable {
         requestProperties.correlationData = correlation
         try client.publish(topic: topic, payload: payload, qos: 1, properties: requestProperties)
         return try await slot.wait(timeout: deadline - ContinuousClock.now, "no reply on '\(responseTopic)'")
+    }
+
+    /// 16 random bytes: Correlation Data that no other request of anyone shares.
+    public static func newCorrelationData() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<16).map { _ in generator.next() }
     }
 
     /// Registers a wait for the next message that satisfies `predicate`, from now on: create it before

@@ -34,18 +34,9 @@ extension WorkerStateMachine {
             let page = Engine.find(query, in: served, serves: { partition.owns($0) })
             payload = FindPage.reply(.success(page), workerId: policy.workerId, requestId: query.requestId)
         }
-        pendingReplies.append(
-            (
-                Self.findReplySlot,
-                OutboundMessage(
-                    topic: topic,
-                    payload: payload,
-                    qos: 1,
-                    purpose: .reply,
-                    contentType: "application/json",
-                    correlationData: message.correlationData
-                )
-            )
+        queueReply(
+            payload,
+            to: ReplyDestination(topic: topic, correlationData: message.correlationData, slot: Self.findReplySlot)
         )
     }
 

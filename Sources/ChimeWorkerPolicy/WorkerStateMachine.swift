@@ -891,12 +891,17 @@ public struct WorkerStateMachine {
 
     mutating func queueReply(_ reply: Reply, to destination: ReplyDestination) {
         if case .failure(let error) = reply.outcome { stats.errorsByCode[error.code.wireName, default: 0] += 1 }
+        queueReply(reply.bytes, to: destination)
+    }
+
+    /// Queues a reply's bytes, sent once what came before it is committed.
+    mutating func queueReply(_ payload: [UInt8], to destination: ReplyDestination) {
         pendingReplies.append(
             (
                 destination.slot,
                 OutboundMessage(
                     topic: destination.topic,
-                    payload: reply.bytes,
+                    payload: payload,
                     qos: 1,
                     purpose: .reply,
                     contentType: "application/json",

@@ -116,9 +116,7 @@ final class ConsoleMQTTData: ConsoleData {
         guard !online.isEmpty else {
             return .failure(ConsoleDataError(code: "unreachable", message: "no worker is online"))
         }
-        var correlation = [UInt8](repeating: 0, count: 16)
-        var random = SystemRandomNumberGenerator()
-        for i in correlation.indices { correlation[i] = random.next() }
+        let correlation = MQTTRequester.newCorrelationData()
         let expected = correlation
         let topic = findReplies
         // One wait a worker, registered before the query goes out: each takes the next reply.
