@@ -16,7 +16,7 @@ extension ConsoleApp {
         _ who: ConsolePages.SignedIn
     ) async -> ConsoleResponse {
         guard session.role.may(.edit) else {
-            return message(403, "Not allowed", "Your account is a viewer's: it may not change notifications.", who)
+            return notAllowed(who)
         }
         guard let id = request.queryValue("id"), Self.isNotificationId(id) else {
             return message(400, "No notification", "Choose Edit beside a notification on the device's page.", who)
@@ -55,7 +55,7 @@ extension ConsoleApp {
         }
         guard session.role.may(.edit) else {
             record(.forbidden)
-            return message(403, "Not allowed", "Your account is a viewer's: it may not change notifications.", who)
+            return notAllowed(who)
         }
         guard ids.count == 1, let id = ids.first, Self.isNotificationId(id) else {
             return message(400, "No notification", "Choose Edit beside one notification.", who, back: device)
@@ -133,6 +133,6 @@ extension ConsoleApp {
         return .success(nil)
     }
 
-    /// A notification id as the protocol takes one: 1 to 128 characters.
-    static func isNotificationId(_ id: String) -> Bool { (1...128).contains(id.count) }
+    /// A notification id as the protocol takes one: 1 to ``CommandDecoder/maxIdLength`` characters.
+    static func isNotificationId(_ id: String) -> Bool { (1...CommandDecoder.maxIdLength).contains(id.count) }
 }

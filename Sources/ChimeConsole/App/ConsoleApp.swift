@@ -504,13 +504,7 @@ public final class ConsoleApp: Sendable {
         }
         guard session.role.may(action) else {
             record(.forbidden)
-            return message(
-                403,
-                "Not allowed",
-                "Your account is a viewer's: it may not change notifications.",
-                who,
-                back: device
-            )
+            return notAllowed(who, back: device)
         }
         guard !ids.isEmpty, ids.count <= Self.maximumIds, ids.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 256 }) else {
             return message(
@@ -692,6 +686,11 @@ public final class ConsoleApp: Sendable {
             ? "No worker answered for device \(device): \(error.message). Check the fleet page: is a worker online?"
             : "The worker refused: \(error.message)"
         return message(error.code == "unreachable" ? 504 : 502, "Device \(device)", text, who)
+    }
+
+    /// The answer to a viewer who asked for a change.
+    func notAllowed(_ who: ConsolePages.SignedIn, back device: String? = nil) -> ConsoleResponse {
+        message(403, "Not allowed", "Your account is a viewer's: it may not change notifications.", who, back: device)
     }
 
     func message(

@@ -7,7 +7,6 @@
 /// worker is escaped (see ``HTML``); every form that changes state posts a `csrf` field holding
 /// the value the caller passes.
 public enum ConsolePages {
-    /// What an account may do: viewers read, operators also pause, resume, snooze and cancel.
     /// Who is signed in, as the header shows them, and the CSRF token their forms carry.
     public struct SignedIn: Sendable, Hashable {
         public var account: String
