@@ -24,17 +24,17 @@ extension WorkerStateMachine {
             return
         }
         let payload: [UInt8]
-        switch decoder.decodeFind(message.payload) {
+        switch intake.decoder.decodeFind(message.payload) {
         case .failure(let failure):
             stats.errorsByCode[failure.error.code.wireName, default: 0] += 1
             payload = FindPage.reply(.failure(failure.error), workerId: policy.workerId, requestId: failure.requestId)
         case .success(let query):
-            let served = engines.filter { draining[$0.key] == nil }.sorted { $0.key < $1.key }.map(\.value)
+            let served = engines.filter { !isDraining($0.key) }.sorted { $0.key < $1.key }.map(\.value)
             let partition = policy.partition
             let page = Engine.find(query, in: served, serves: { partition.owns($0) })
             payload = FindPage.reply(.success(page), workerId: policy.workerId, requestId: query.requestId)
         }
-        queueReply(
+        commits.queueReply(
             payload,
             to: ReplyDestination(topic: topic, correlationData: message.correlationData, slot: Self.findReplySlot)
         )

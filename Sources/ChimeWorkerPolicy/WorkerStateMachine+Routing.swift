@@ -77,12 +77,9 @@ extension WorkerStateMachine {
         actions.append(serving ? .subscribe(.slot(slot)) : .unsubscribe(.slot(slot)))
     }
 
-    /// The broker's SUBACK for a slot's subscription: refused, the slot's forwarded commands are
-    /// lost until the next connection (an ACL that lacks `P/$slot/#`).
-    mutating func slotSubscribed(_ slot: Int, grantedQoS: [Int32], _ actions: inout [Action]) {
-        guard let refusal = grantedQoS.first(where: { $0 >= 0x80 }) ?? (grantedQoS.isEmpty ? 0x80 : nil) else {
-            return
-        }
+    /// The broker refused a slot's subscription: the slot's forwarded commands are lost until the
+    /// next connection (an ACL that lacks `P/$slot/#`).
+    mutating func slotRefused(_ slot: Int, refusal: Int32, _ actions: inout [Action]) {
         stats.subscriptionRefusals += 1
         log(
             .error,

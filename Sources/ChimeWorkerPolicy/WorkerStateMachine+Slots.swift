@@ -1,6 +1,36 @@
 import ChimeEngine
 import ChimeProtocol
 
+/// Slot mode's state beside the engines: which slots are held (``SlotOwnership``), which are being
+/// loaded and which handed over, and whether the retained status still says which are served.
+struct SlotServing {
+    var ownership: SlotOwnership
+    /// Slots being handed over (no new commands), since when.
+    var draining: [Int: Instant] = [:]
+    /// Slots whose journals are being read, since when their leases were taken.
+    var loading: [Int: ContinuousClock.Instant] = [:]
+    /// The served slots changed since the retained status last said. It says again at most once a
+    /// second (``announceDue(now:)``): a worker taking thousands of slots one by one would otherwise
+    /// publish thousands of ever longer statuses.
+    var changed = false
+    private var lastAnnounced: Instant?
+    /// The monotonic time of the last lease event.
+    var lastLeaseEvent: ContinuousClock.Instant?
+
+    init(ownership: SlotOwnership) { self.ownership = ownership }
+
+    /// The served slots changed, and the status last said so a second ago or more.
+    func announceDue(now: Instant) -> Bool {
+        changed && lastAnnounced.map({ now.milliseconds - $0.milliseconds >= 1000 }) ?? true
+    }
+
+    /// The retained status says which slots are served as of `now`.
+    mutating func announced(now: Instant) {
+        changed = false
+        lastAnnounced = now
+    }
+}
+
 /// Slot mode: the worker's half of ``SlotOwnership``. The ownership machine decides which slots
 /// are held; this carries its decisions out on the engines (an engine per slot served), and turns
 /// its store calls into ``WorkerStateMachine/Action/lease(_:)`` for the loop.
@@ -8,6 +38,9 @@ extension WorkerStateMachine {
     /// How long a slot being handed over waits for its deliveries in flight before it is released
     /// anyway (they are delivered again by the next owner, with their fireIds).
     static let drainGrace: Int64 = 2000
+
+    /// Slot mode: the slot is being handed over; it takes no commands and fires nothing more.
+    func isDraining(_ slot: Int) -> Bool { slots?.draining[slot] != nil }
 
     /// Feeds the ownership machine and carries out what it decides. `monotonic` is nil for events
     /// that come from a commit (fenced slots): those need no clock.
@@ -17,26 +50,26 @@ extension WorkerStateMachine {
         monotonic: ContinuousClock.Instant?,
         _ actions: inout [Action]
     ) {
-        guard ownership != nil, let clock = monotonic ?? lastLeaseEvent else { return }
-        if let monotonic { lastLeaseEvent = monotonic }
+        guard slots != nil, let clock = monotonic ?? slots!.lastLeaseEvent else { return }
+        if let monotonic { slots!.lastLeaseEvent = monotonic }
         if case .renewed(_, _, let sentAt) = event { stats.leaseRenew.record(clock - sentAt) }
         // In place: a copy would share its slots' table, and the next change would copy the whole
         // table, once a slot loaded (at 65,536 slots, most of the worker's time).
-        let decided = ownership!.handle(event, now: clock)
+        let decided = slots!.ownership.handle(event, now: clock)
         for action in decided {
             switch action {
             case .heartbeat, .renew, .acquire, .deregister:
                 actions.append(.lease(action))
             case .load(let slot, let epoch):
-                loading[slot] = clock
+                slots!.loading[slot] = clock
                 actions.append(.loadSlot(slot: slot, epoch: epoch))
             case .drain(let slot):
-                draining[slot] = now
+                slots!.draining[slot] = now
                 log(.info, "handing a slot over", ["slot": "\(slot)"], into: &actions)
             case .release(let held):
                 actions.append(.lease(action))
                 for slot in held.keys.sorted() {
-                    if let since = draining[slot] {
+                    if let since = slots!.draining[slot] {
                         let took = now.milliseconds - since.milliseconds
                         stats.handover.record(.milliseconds(took))
                         log(.info, "handed a slot over", ["slot": "\(slot)", "handoverMs": "\(took)"], into: &actions)
@@ -53,7 +86,7 @@ extension WorkerStateMachine {
                 dropSlot(slot, because: reason.rawValue, &actions)
             }
         }
-        if slotsChanged, !isStopping, lastAnnounced.map({ now.milliseconds - $0.milliseconds >= 1000 }) ?? true {
+        if !isStopping, slots?.announceDue(now: now) == true {
             announceOnline(now: now, &actions)
         }
     }
@@ -68,12 +101,12 @@ extension WorkerStateMachine {
         monotonic: ContinuousClock.Instant
     ) -> [Action] {
         var actions: [Action] = []
-        let loadingSince = loading.removeValue(forKey: slot)
+        let loadingSince = slots?.loading.removeValue(forKey: slot)
         guard let engine else {
             lease(.loadFailed(slot: slot, epoch: epoch), now: now, monotonic: monotonic, &actions)
             return actions
         }
-        guard ownership?.held[slot]?.epoch == epoch else {
+        guard slots?.ownership.held[slot]?.epoch == epoch else {
             // Lost while it loaded.
             actions.append(.forgetSlot(slot: slot))
             return actions
@@ -81,7 +114,7 @@ extension WorkerStateMachine {
         engine.setConnected(isConnected && lifecycle == .running, now: now)
         engines[slot] = engine
         slotSubscription(slot, serving: true, &actions)
-        zoneRulesToCompare.insert(slot)
+        zones.toCompare.insert(slot)
         stats.slotsLoaded += 1
         let loadTime = loadingSince.map { monotonic - $0 } ?? .zero
         stats.slotLoad.record(loadTime)
@@ -94,7 +127,7 @@ extension WorkerStateMachine {
             ],
             into: &actions
         )
-        slotsChanged = true
+        slots?.changed = true
         lease(.loaded(slot: slot, epoch: epoch), now: now, monotonic: monotonic, &actions)
         return actions
     }
@@ -102,13 +135,13 @@ extension WorkerStateMachine {
     /// Drops a slot's engine, the replies of its commands that wait for a commit, and its deliveries
     /// in flight (their acknowledgements no longer matter here).
     mutating func dropSlot(_ slot: Int, because reason: String, _ actions: inout [Action]) {
-        draining[slot] = nil
-        loading[slot] = nil
-        pendingReplies.removeAll { $0.slot == slot }
-        tokensByMessageId = tokensByMessageId.filter { $0.value.slot != slot }
+        slots?.draining[slot] = nil
+        slots?.loading[slot] = nil
+        commits.dropReplies(slot: slot)
+        window.drop(slot: slot)
         if engines.removeValue(forKey: slot) != nil {
             stats.slotsDropped += 1
-            slotsChanged = true
+            slots?.changed = true
             slotSubscription(slot, serving: false, &actions)
         }
         actions.append(.forgetSlot(slot: slot))
@@ -117,7 +150,7 @@ extension WorkerStateMachine {
     /// After a commit: the slots being handed over whose commands are all committed and answered,
     /// and whose deliveries were acknowledged (or waited for long enough), are released.
     mutating func finishDraining(now: Instant, _ actions: inout [Action]) {
-        for (slot, since) in draining.sorted(by: { $0.key < $1.key }) {
+        for (slot, since) in (slots?.draining ?? [:]).sorted(by: { $0.key < $1.key }) {
             let idle = (engines[slot]?.inflightCount ?? 0) == 0
             guard idle || now.milliseconds - since.milliseconds >= Self.drainGrace else { continue }
             lease(.drained(slot: slot), now: now, monotonic: nil, &actions)

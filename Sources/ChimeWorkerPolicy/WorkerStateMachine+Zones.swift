@@ -19,7 +19,7 @@ import ChimeProtocol
 extension WorkerStateMachine {
     /// Asks the loop to read again the rules of every zone the engines use.
     mutating func checkZones(because reason: String, now: Instant, _ actions: inout [Action]) {
-        if policy.zoneCheckInterval > 0 { nextZoneCheck = now.adding(milliseconds: policy.zoneCheckInterval) }
+        zones.checking(now: now)
         var zones = Set<String>()
         for engine in engines.values { zones.formUnion(engine.zonesInUse.map(\.identifier)) }
         log(.debug, "reading the zone rules again", ["reason": reason, "zones": "\(zones.count)"], into: &actions)
@@ -28,7 +28,7 @@ extension WorkerStateMachine {
 
     /// The periodic check, and the comparison with the recorded rules of engines new to the machine.
     mutating func maybeCheckZones(now: Instant, _ actions: inout [Action]) {
-        for slot in zoneRulesToCompare.sorted() {
+        for slot in zones.toCompare.sorted() {
             guard let engine = engines[slot] else { continue }
             for (zone, use) in engine.unresolvedZoneUse().sorted(by: { $0.key < $1.key }) {
                 log(
@@ -60,13 +60,8 @@ extension WorkerStateMachine {
             }
             journalZoneRules(changed.map(\.record), changed: [], slot: slot, now: now, &actions)
         }
-        zoneRulesToCompare.removeAll()
-        guard lifecycle == .running, policy.zoneCheckInterval > 0 else { return }
-        guard let next = nextZoneCheck else {
-            nextZoneCheck = now.adding(milliseconds: policy.zoneCheckInterval)
-            return
-        }
-        if now >= next { checkZones(because: "periodic", now: now, &actions) }
+        zones.toCompare.removeAll()
+        if lifecycle == .running, zones.periodicDue(now: now) { checkZones(because: "periodic", now: now, &actions) }
     }
 
     /// What the loop found when it read the zone database again.
@@ -113,8 +108,8 @@ extension WorkerStateMachine {
         _ actions: inout [Action]
     ) {
         let entry = JournalEntry.zoneRules(at: now, zones: records)
-        if case .diverged = persistence {
-            diverge()
+        if snapshots.isDiverged {
+            snapshots.diverge()
             zoneRulesAppended(records, changed: changed, slot: slot, &actions)
             return
         }
@@ -148,5 +143,38 @@ extension WorkerStateMachine {
                 into: &actions
             )
         }
+    }
+}
+
+/// When the zone database is read again, and which engines' recorded zone rules are still to be
+/// compared with those they compute with.
+struct ZoneChecks {
+    /// Milliseconds between two periodic readings (``WorkerStateMachine/Policy/zoneCheckInterval``);
+    /// 0: only on SIGHUP.
+    let interval: Int64
+    /// Slots whose engine's zone rules are still to be compared with those it recorded (at start,
+    /// and when a slot is loaded).
+    var toCompare: Set<Int>
+    /// When the zone database is read again next.
+    private var next: Instant?
+
+    init(interval: Int64, toCompare: Set<Int>) {
+        self.interval = interval
+        self.toCompare = toCompare
+    }
+
+    /// The database is read now: the next periodic reading is an interval away.
+    mutating func checking(now: Instant) {
+        if interval > 0 { next = now.adding(milliseconds: interval) }
+    }
+
+    /// Whether the periodic reading is due; the first is an interval after the first turn.
+    mutating func periodicDue(now: Instant) -> Bool {
+        guard interval > 0 else { return false }
+        guard let next else {
+            checking(now: now)
+            return false
+        }
+        return now >= next
     }
 }
