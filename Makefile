@@ -49,25 +49,28 @@ run: release plugin
 ## against the Python push stand-in) have a phase of their own: the stand-in takes a core, which
 ## would skew the timed outages of the worker's. Last, the Python client's tests, the console in
 ## headless Chromium (Tests/ConsoleBrowser) and the push stand-in's own (Tests/PushStandin).
-## ReadBackTests (in ChimeWorkerTests, beside the fuzz checks it shares) is CPU-bound and needs no
-## broker, and WorkerPolicyTests run the worker's loop on fakes: both run with the unit tests.
-UNIT_TESTS = ChimeTimeTests|ChimeCoreTests|ChimeJournalTests|ChimeCryptoTests|ChimePushTests|ChimeConsoleTests|ReadBackTests|WorkerPolicyTests
-WORKER_TESTS = ChimeHTTPTests|ChimeMQTTTests|ChimeWorkerTests|ChimeDeployTests
-PUSH_TESTS = ChimeHTTPClientTests|PushDeliveryTests
+## Each phase is a pattern over test target names (swift test matches it against `Target.Suite/test`):
+## a target that starts servers or processes is named `…IntegrationTests` (Package.swift) and runs in
+## the integration phase that names it; every other test target is a unit target and runs in the
+## first. scripts/check-test-phases fails when a test is in no phase or in two.
+UNIT_TESTS = --skip '^Chime[A-Za-z]*IntegrationTests\.'
+WORKER_TESTS = --filter '^Chime(HTTP|MQTT|Worker|Deploy)IntegrationTests\.'
+PUSH_TESTS = --filter '^Chime(HTTPClient|WorkerPush)IntegrationTests\.'
 # PostgreSQL's tests wait in libpq's blocking calls (a lock held by another session, for seconds),
 # which holds threads of Swift's cooperative pool (two on two cores): in a process of their own, so
-# that they cannot starve the clients' tests of it. PatroniFailoverTests (in ChimeWorkerTests) is
+# that they cannot starve the clients' tests of it. The Patroni failover's (ChimeWorkerPatroni) are
 # PostgreSQL's too: etcd, two Patroni nodes and two chimeds would skew the worker phase's timed outages.
-POSTGRES_TESTS = ChimePostgresTests|ChimePostgresStoreTests|PatroniFailoverTests
-CLIENT_TESTS = ChimeCLITests|ChimeClientTests
+POSTGRES_TESTS = --filter '^Chime(Postgres|PostgresStore|WorkerPatroni)IntegrationTests\.'
+CLIENT_TESTS = --filter '^Chime(CLI|Client|WorkerScenario)IntegrationTests\.'
 
 test: bootstrap plugin
 	$(SWIFT) build --build-tests $(STRICT)
-	$(SWIFT) test --skip-build --filter '$(UNIT_TESTS)'
-	$(SWIFT) test --skip-build --filter '$(WORKER_TESTS)' --skip 'ReadBackTests|WorkerPolicyTests|SeedScenarioTests|PushDeliveryTests|PatroniFailoverTests'
-	$(SWIFT) test --skip-build --filter '$(PUSH_TESTS)'
-	$(SWIFT) test --skip-build --filter '$(POSTGRES_TESTS)'
-	$(SWIFT) test --skip-build --filter '$(CLIENT_TESTS)|SeedScenarioTests'
+	scripts/check-test-phases
+	$(SWIFT) test --skip-build $(UNIT_TESTS)
+	$(SWIFT) test --skip-build $(WORKER_TESTS)
+	$(SWIFT) test --skip-build $(PUSH_TESTS)
+	$(SWIFT) test --skip-build $(POSTGRES_TESTS)
+	$(SWIFT) test --skip-build $(CLIENT_TESTS)
 	scripts/test-python
 	scripts/test-console-browser -q
 	scripts/push-standin --selftest -q

@@ -174,22 +174,42 @@ let package = Package(
         ),
 
         // Helpers only the tests use (the harness, re-exported, besides): a fault-injecting file
-        // system, waiting for a condition, recording MQTT events, a chimed process.
+        // system, waiting for a condition, recording MQTT events, a chimed process, the engine driven
+        // through the worker's loop on fakes (Harness), a chimed and its client on a real broker
+        // (WorkerFixture).
         .target(
             name: "ChimeTestSupport",
             dependencies: ["ChimeCore", "ChimeHarness", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeWorker"],
             path: "Tests/ChimeTestSupport",
             swiftSettings: swiftSettings
         ),
+
+        // One test target per module. A target that starts servers or processes (mosquitto, chimed,
+        // PostgreSQL, nghttpd, ...) is an integration target, named `…IntegrationTests`: `make test`
+        // runs the others as its unit phase and chooses its integration phases by target name.
         .testTarget(
             name: "ChimeTimeTests",
             dependencies: ["ChimeTime", "ChimeTestSupport"],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
+        // The wire protocol: JSON, topics, notification fields, replies, suggestions.
         .testTarget(
-            name: "ChimeCoreTests",
-            dependencies: ["ChimeCore", "ChimeMQTT", "ChimeWorker", "ChimeTestSupport"],
+            name: "ChimeProtocolTests",
+            dependencies: ["ChimeProtocol", "ChimeCore", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The engine, mostly through the worker's loop on fakes (Harness): scheduling, edits, misfires,
+        // badges, receipts, pushes, zones, find, snapshots.
+        .testTarget(
+            name: "ChimeEngineTests",
+            dependencies: ["ChimeEngine", "ChimeCore", "ChimeMQTT", "ChimePush", "ChimeWorker", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The worker's policy driven by hand: metrics, slots, routing, push dispatch.
+        .testTarget(
+            name: "ChimeWorkerPolicyTests",
+            dependencies: ["ChimeWorkerPolicy", "ChimeCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -198,8 +218,9 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
+        // ChimeHTTP's server on loopback, fetched with curl (TLS with a CA made with openssl).
         .testTarget(
-            name: "ChimeHTTPTests",
+            name: "ChimeHTTPIntegrationTests",
             dependencies: ["ChimeHTTP", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
@@ -218,17 +239,28 @@ let package = Package(
         // ChimeHTTPClient against real servers on loopback: nghttpd (HTTP/2), openssl s_server (HTTP/1),
         // and sockets that never answer.
         .testTarget(
-            name: "ChimeHTTPClientTests",
+            name: "ChimeHTTPClientIntegrationTests",
             dependencies: ["ChimeHTTPClient", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
+        // ChimeMQTT against a real mosquitto.
         .testTarget(
-            name: "ChimeMQTTTests",
+            name: "ChimeMQTTIntegrationTests",
             dependencies: ["ChimeMQTT", "ChimeHarness", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
+        // The worker without a broker: its loop on fakes, what it reads back, the fuzzers' findings.
         .testTarget(
             name: "ChimeWorkerTests",
+            dependencies: [
+                "ChimeWorker", "ChimeCore", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeTestSupport",
+            ],
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        // The built chimed on a real mosquitto: end to end, durability, hostile inputs, metrics, slots.
+        .testTarget(
+            name: "ChimeWorkerIntegrationTests",
             dependencies: [
                 "ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimePostgres", "ChimeSupport", "ChimeHTTP",
                 "ChimeTestSupport",
@@ -236,9 +268,29 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
+        // chimed pushing to the push services' stand-in (Tests/PushStandin).
+        .testTarget(
+            name: "ChimeWorkerPushIntegrationTests",
+            dependencies: ["ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeSupport", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // Two chimeds on a Patroni cluster (etcd, two PostgreSQL nodes) through a switchover and a kill -9.
+        .testTarget(
+            name: "ChimeWorkerPatroniIntegrationTests",
+            dependencies: [
+                "ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimePostgres", "ChimeSupport", "ChimeTestSupport",
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The five uses Chime was made for, end to end, by a phone with receipts.
+        .testTarget(
+            name: "ChimeWorkerScenarioIntegrationTests",
+            dependencies: ["ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeSupport", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
         // The built `chime` binary run as a person would, against a real broker and chimed.
         .testTarget(
-            name: "ChimeCLITests",
+            name: "ChimeCLIIntegrationTests",
             dependencies: [
                 "ChimeCLI", "ChimeCore", "ChimeCrypto", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeTestSupport",
             ],
@@ -246,19 +298,19 @@ let package = Package(
         ),
         // The client library: its JSON mapping, and every call against a real broker and chimed.
         .testTarget(
-            name: "ChimeClientTests",
+            name: "ChimeClientIntegrationTests",
             dependencies: ["ChimeClient", "ChimeClientMQTT", "ChimeCore", "ChimeHarness", "ChimeMQTT"],
             swiftSettings: swiftSettings
         ),
         // ChimePostgres against a real PostgreSQL (TestPostgres).
         .testTarget(
-            name: "ChimePostgresTests",
+            name: "ChimePostgresIntegrationTests",
             dependencies: ["ChimePostgres", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
         // The journal in PostgreSQL against a real server.
         .testTarget(
-            name: "ChimePostgresStoreTests",
+            name: "ChimePostgresStoreIntegrationTests",
             dependencies: ["ChimePostgresStore", "ChimePostgres", "ChimeJournal", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
@@ -270,7 +322,7 @@ let package = Package(
         ),
         // deploy/ as shipped: broker configs and ACLs, partitioned workers.
         .testTarget(
-            name: "ChimeDeployTests",
+            name: "ChimeDeployIntegrationTests",
             dependencies: [
                 "ChimeCLI", "ChimeCore", "ChimeCrypto", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeWorker",
                 "ChimeTestSupport",

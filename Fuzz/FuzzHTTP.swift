@@ -3,7 +3,7 @@
 // connection after sending (odd) or leaves it open for the server's request time to close (even);
 // the rest is sent, as it is, as a request to each of two real HTTPServers on 127.0.0.1 (GET and
 // HEAD only; and POST with form bodies), whose libmicrohttpd parses it. The properties are
-// `HTTPFuzzCheck.check` (Tests/ChimeHTTPTests/HTTPFuzzCheck.swift, compiled in by scripts/fuzz):
+// `HTTPFuzzCheck.check` (Tests/ChimeHTTPIntegrationTests/HTTPFuzzCheck.swift, compiled in by scripts/fuzz):
 // answered or closed within the request time, and still serving afterwards. Only ChimeHTTP is
 // instrumented, not libmicrohttpd, so coverage guides little here: Fuzz/http.dict and the seeds in
 // Fuzz/corpus/http carry the grammar. Copy a crash into Fuzz/corpus/http once fixed, so that

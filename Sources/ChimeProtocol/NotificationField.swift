@@ -13,7 +13,7 @@
 ///   fields a snooze keeps (``keptBySnooze``) and the snapshot codec of the rarely set fields
 ///   (`SpecExtras.json`).
 ///
-/// Where deriving is awkward a test checks instead (`Tests/ChimeCoreTests/NotificationFieldTests.swift`):
+/// Where deriving is awkward a test checks instead (`Tests/ChimeProtocolTests/NotificationFieldTests.swift`):
 /// the compact ``StoredNotification`` and its `SpecExtras` (a million of them are held on a busy
 /// worker, so their layout is written by hand), and the delivery payload (written straight into
 /// bytes). The test sets each field, alone and all at once, and follows it from the decoder

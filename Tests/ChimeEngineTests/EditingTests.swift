@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeTestSupport
 import Testing
 
 /// Editing as apps do it (PROTOCOL.md sections 3.1 and 3.10): `update`, a `list` row sent back,

@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeTestSupport
 import Testing
 
 /// Whose doing a delivery's lateness is (``Lateness``): the rule itself, then the engine deciding

@@ -9,7 +9,7 @@ import Testing
 
 /// The files of this repository that the tests run as shipped.
 enum Repository {
-    /// The checkout's root: three levels above this file (`Tests/ChimeDeployTests/<file>`).
+    /// The checkout's root: three levels above this file (`Tests/ChimeDeployIntegrationTests/<file>`).
     static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 

@@ -36,7 +36,7 @@ import Testing
     /// Random inserts, removals, oldest-first removals and filters against a plain ordered list.
     @Test(arguments: 0..<30)
     func theOutboxMatchesAnOrderedList(seed: Int) {
-        var random = PushDispatchReviewTests.Random(state: UInt64(seed) &+ 99)
+        var random = SplitMix64(seed: UInt64(seed) &+ 99)
         var outbox = Outbox()
         var model: [PushJob] = []
         for step in 0..<2000 {

@@ -1,3 +1,4 @@
+import ChimeTestSupport
 import Testing
 
 @testable import ChimeEngine

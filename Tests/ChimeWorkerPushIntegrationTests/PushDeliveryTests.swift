@@ -294,7 +294,7 @@ import Testing
         #expect(quiet.count == 20 && attacked.count == 20)
         if quiet.count == 20, attacked.count == 20 {
             #expect(
-                p99(attacked) <= p99(quiet) + HostileNeighbourTests.margin,
+                p99(attacked) <= p99(quiet) + HostileNeighbour.margin,
                 "bystander lateness p99: quiet \(p99(quiet)) ms, with APNs black-holed \(p99(attacked)) ms"
             )
         }

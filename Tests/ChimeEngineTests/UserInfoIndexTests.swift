@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeTestSupport
 import Testing
 
 /// Matching by userInfo on a device past `UserInfoIndex.threshold` (1024) goes through the index: it

@@ -6,7 +6,7 @@ import Testing
 @testable import ChimeCLI
 
 /// `chime accounts`: the deny list's text (as strict as the broker's plugin), and the built
-/// command's tokens and files. The broker's side is in ChimeDeployTests (`DeviceTokenTests`).
+/// command's tokens and files. The broker's side is in ChimeDeployIntegrationTests (`DeviceTokenTests`).
 @Suite struct AccountsTests {
     @Test func theDenyListReadsWhatItWritesAndRefusesWhatThePluginWould() throws {
         var list = DenyList()

@@ -1,10 +1,9 @@
 import ChimeCore
 import ChimeMQTT
-import ChimeTestSupport
 import ChimeWorker
 import Testing
 
-func instant(_ text: String) -> Instant {
+public func instant(_ text: String) -> Instant {
     guard case .instant(let i)? = DateTimeValue(iso8601: text) else { fatalError("bad instant \(text)") }
     return i
 }
@@ -12,15 +11,15 @@ func instant(_ text: String) -> Instant {
 /// Drives an ``Engine`` through the worker's own policy and loop (``WorkerTestLoop``: a manual
 /// clock, an in-memory journal, a fake broker), so that engine tests keep the worker's ordering
 /// of append, apply, commit and reply, and of publish, acknowledgement and record.
-struct Harness {
-    private(set) var worker: WorkerTestLoop
+public struct Harness {
+    public private(set) var worker: WorkerTestLoop
     /// Acknowledge each delivery as soon as it is published.
-    var autoAck = true
+    public var autoAck = true
 
     /// Where push attempts go (``RecordingPusher``).
-    let pusher: RecordingPusher
+    public let pusher: RecordingPusher
 
-    init(now: String = "2026-12-01T10:00:00Z", configuration: EngineConfiguration = EngineConfiguration()) {
+    public init(now: String = "2026-12-01T10:00:00Z", configuration: EngineConfiguration = EngineConfiguration()) {
         let pusher = RecordingPusher()
         self.pusher = pusher
         worker = Self.online(
@@ -38,7 +37,7 @@ struct Harness {
     }
 
     /// The engine; setting one (a recovered engine, say) restarts the worker around it at the same time.
-    var engine: Engine {
+    public var engine: Engine {
         get { worker.engine }
         set {
             journaledBefore = journal
@@ -52,13 +51,13 @@ struct Harness {
     /// What the workers before the last restart journaled.
     private var journaledBefore: [JournalEntry] = []
 
-    var now: Instant { worker.clock.now() }
+    public var now: Instant { worker.clock.now() }
 
     /// Every entry journaled, in order.
-    var journal: [JournalEntry] { journaledBefore + worker.store.records.map(\.entry) }
+    public var journal: [JournalEntry] { journaledBefore + worker.store.records.map(\.entry) }
 
     /// Deliveries published and not acknowledged, in order.
-    var unacked: [(message: OutboundMessage, messageId: Int32)] = []
+    public var unacked: [(message: OutboundMessage, messageId: Int32)] = []
 
     private func step(_ events: WorkerEvent...) {
         do {
@@ -70,7 +69,7 @@ struct Harness {
 
     /// Sends a command and returns its reply.
     @discardableResult
-    mutating func send(_ device: String, _ op: Operation, _ payload: String) -> JSONObject {
+    public mutating func send(_ device: String, _ op: Operation, _ payload: String) -> JSONObject {
         let before = worker.replies(device).count
         step(worker.command(device, op, payload))
         var early = publishedEarlier
@@ -83,14 +82,14 @@ struct Harness {
 
     /// `result` of an ok reply (fails the test otherwise).
     @discardableResult
-    mutating func ok(_ device: String, _ op: Operation, _ payload: String) -> JSONObject {
+    public mutating func ok(_ device: String, _ op: Operation, _ payload: String) -> JSONObject {
         let reply = send(device, op, payload)
         #expect(reply["ok"] == true, "\(JSON.object(reply).text)")
         return reply["result"]?.objectValue ?? [:]
     }
 
     /// The error code of a failed reply.
-    mutating func errorCode(_ device: String, _ op: Operation, _ payload: String) -> String? {
+    public mutating func errorCode(_ device: String, _ op: Operation, _ payload: String) -> String? {
         let reply = send(device, op, payload)
         return reply["error"]?.objectValue?["code"]?.stringValue
     }
@@ -98,13 +97,13 @@ struct Harness {
     /// Moves the clock and returns the deliveries published (acknowledged at once unless
     /// `autoAck` is off).
     @discardableResult
-    mutating func advance(to text: String) -> [JSONObject] { advance(to: instant(text)) }
+    public mutating func advance(to text: String) -> [JSONObject] { advance(to: instant(text)) }
 
     @discardableResult
-    mutating func advance(seconds: Int64) -> [JSONObject] { advance(to: now.adding(seconds: seconds)) }
+    public mutating func advance(seconds: Int64) -> [JSONObject] { advance(to: now.adding(seconds: seconds)) }
 
     @discardableResult
-    mutating func advance(to target: Instant) -> [JSONObject] {
+    public mutating func advance(to target: Instant) -> [JSONObject] {
         var delivered: [JSONObject] = []
         // Step through each wake-up so that repeats fire at their own times, as the worker does.
         tick(&delivered)
@@ -148,7 +147,7 @@ struct Harness {
     }
 
     /// The broker acknowledges every delivery in flight.
-    mutating func ackAll() {
+    public mutating func ackAll() {
         let acks = unacked.map { WorkerEvent.mqtt(.published(messageId: $0.messageId, reasonCode: 0)) }
         unacked = []
         do {
@@ -159,7 +158,7 @@ struct Harness {
     }
 
     /// A fresh engine rebuilt from the journal, as recovery does.
-    func replayed(snapshotAt: Int? = nil) -> Engine {
+    public func replayed(snapshotAt: Int? = nil) -> Engine {
         let fresh = Engine(configuration: engine.configuration)
         fresh.beginRecovery()
         for entry in journal { fresh.apply(entry) }
@@ -168,7 +167,7 @@ struct Harness {
     }
 
     /// Every notification of the device, page after page (a page also ends by size).
-    func list(_ device: String, engine: Engine? = nil) -> [JSONObject] {
+    public func list(_ device: String, engine: Engine? = nil) -> [JSONObject] {
         var copy = self
         if let engine { copy.engine = engine }
         var rows: [JSONObject] = []

@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeTestSupport
 import Testing
 
 /// RFC 7529 rules (`RSCALE`, leap months, `SKIP`) through the protocol: schedule, update, preview with

@@ -1,4 +1,5 @@
 import ChimeCore
+import ChimeTestSupport
 import Testing
 
 /// What happens to occurrences that fall due while the broker is unreachable.

@@ -1,3 +1,4 @@
+import ChimeCore
 import Testing
 
 @testable import ChimeWorkerPolicy
