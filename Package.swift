@@ -62,9 +62,13 @@ let package = Package(
         ),
         // Pure calendar arithmetic: instants, civil times, zones, ISO 8601, RRULE. Foundation only.
         .target(name: "ChimeTime", swiftSettings: swiftSettings),
-        // The wire protocol, pure: JSON, commands, replies, notification fields, command keys. All a
-        // client needs, and all the client library depends on (with ChimeTime).
-        .target(name: "ChimeProtocol", dependencies: ["ChimeTime"], swiftSettings: swiftSettings),
+        // JSON as RFC 8259 defines it, parsed and written exactly (errors with positions, integers that
+        // stay integers, keys in order), and the "did you mean" of an unknown key or flag. Standard
+        // library only.
+        .target(name: "ChimeJSON", swiftSettings: swiftSettings),
+        // The wire protocol, pure: commands, replies, notification fields, command keys, and ChimeJSON
+        // re-exported. All a client needs, and all the client library depends on (with ChimeTime).
+        .target(name: "ChimeProtocol", dependencies: ["ChimeJSON", "ChimeTime"], swiftSettings: swiftSettings),
         // The engine, pure: the state machine of every device's notifications, fed commands,
         // time and acknowledgements, returning journal records and deliveries.
         .target(
