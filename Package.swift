@@ -66,6 +66,9 @@ let package = Package(
         // stay integers, keys in order), and the "did you mean" of an unknown key or flag. Standard
         // library only.
         .target(name: "ChimeJSON", swiftSettings: swiftSettings),
+        // Logging, no domain module: levels, the lines the worker's policy asks for, the logger that
+        // writes them (text or JSON) to standard error, and the wall clock that stamps them.
+        .target(name: "ChimeLog", dependencies: ["ChimeJSON", "ChimeTime"], swiftSettings: swiftSettings),
         // The wire protocol, pure: commands, replies, notification fields, command keys, and ChimeJSON
         // re-exported. All a client needs, and all the client library depends on (with ChimeTime).
         .target(name: "ChimeProtocol", dependencies: ["ChimeJSON", "ChimeTime"], swiftSettings: swiftSettings),
@@ -84,7 +87,7 @@ let package = Package(
         ),
         // The worker's policy, pure: admission, the delivery window, snapshots, the broker session,
         // slots, zones, as events in and actions out (WorkerStateMachine, SlotOwnership).
-        .target(name: "ChimeWorkerPolicy", dependencies: ["ChimeEngine"], swiftSettings: swiftSettings),
+        .target(name: "ChimeWorkerPolicy", dependencies: ["ChimeEngine", "ChimeLog"], swiftSettings: swiftSettings),
         // The three above, for the server's modules that use them all.
         .target(
             name: "ChimeCore",
@@ -125,9 +128,13 @@ let package = Package(
         ),
         // glibc's malloc.h, for handing free memory back after recovery. Only ChimeSupport imports it.
         .systemLibrary(name: "CMalloc"),
-        // What chimed and chime share: flags, usage errors, logging, signals, clocks, the version,
-        // the heap.
-        .target(name: "ChimeSupport", dependencies: ["ChimeCore", "CMalloc"], swiftSettings: swiftSettings),
+        // What chimed and chime share: flags, usage errors, logging (ChimeLog, re-exported), signals,
+        // durations, the version, the heap. No domain module.
+        .target(
+            name: "ChimeSupport",
+            dependencies: ["ChimeJSON", "ChimeLog", "CMalloc"],
+            swiftSettings: swiftSettings
+        ),
         // Push delivery (APNs, FCM, Web Push): the credentials and their tokens, each delivery as
         // each platform takes it, what each answer means, and the attempts made off the loop.
         .target(
