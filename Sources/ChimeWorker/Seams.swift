@@ -102,13 +102,18 @@ struct SnapshotInProgress<Detail: Sendable> {
         }
     }
 
-    /// Ends the snapshot: what was begun, or `writeError` thrown.
+    /// Ends the snapshot: what was begun, or `writeError` thrown after `abandon` was given what
+    /// was begun (a store whose snapshot holds a resource, such as a temporary file, lets it go).
     mutating func complete(
-        writeError: StoreError?
+        writeError: StoreError?,
+        abandon: (Detail) -> Void = { _ in }
     ) throws(StoreError) -> (covered: UInt64, bytesAtBegin: Int, detail: Detail) {
         guard let current else { throw StoreError("no snapshot is being written") }
         self.current = nil
-        if let writeError { throw writeError }
+        if let writeError {
+            abandon(current.detail)
+            throw writeError
+        }
         return current
     }
 }
@@ -135,7 +140,7 @@ public protocol WorkerClock {
 final class JournalStore: WorkerStore {
     let journal: Journal
     /// The snapshot being written, between ``beginSnapshot(slot:)`` and ``completeSnapshot(writeError:)``.
-    var writer: SnapshotWriter?
+    private var snapshot = SnapshotInProgress<SnapshotWriter>()
     /// Deletes what each snapshot made obsolete, one compaction after another, off the loop: a
     /// large file can take long to delete (0.77 s for 2.6 GB on a disk mounted with `discard`).
     let compactor = DispatchQueue(label: "chime.compaction")
@@ -185,31 +190,24 @@ final class JournalStore: WorkerStore {
         } catch {
             throw StoreError("\(error)")
         }
-        self.writer = writer
+        try snapshot.begin(covered: writer.coveredSequence, bytesAtBegin: journal.bytesSinceSnapshot, writer)
         return writer.coveredSequence
     }
 
     func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
-        guard let writer else { return written(StoreError("no snapshot was begun")) }
-        Thread.detachNewThread {
+        snapshot.write(written) { (_, writer) throws(StoreError) in
             do throws(JournalError) {
                 try frozen.forEachEntry { (entry: [UInt8]) throws(JournalError) in try writer.append(entry) }
                 try writer.finish()
-                written(nil)
             } catch {
                 writer.abandon()
-                written(StoreError("\(error)"))
+                throw StoreError("\(error)")
             }
         }
     }
 
     func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
-        guard let writer else { throw StoreError("no snapshot is being written") }
-        self.writer = nil
-        if let writeError {
-            writer.abandon()
-            throw writeError
-        }
+        let writer = try snapshot.complete(writeError: writeError) { $0.abandon() }.detail
         let compaction: Compaction
         do {
             compaction = try journal.recordSnapshot(writer)
