@@ -94,11 +94,23 @@ let package = Package(
             dependencies: ["ChimeProtocol", "ChimeEngine", "ChimeWorkerPolicy"],
             swiftSettings: swiftSettings
         ),
+        // The store layer, pure: the WorkerStore seam the worker writes through, what a store recovers
+        // (records, snapshots, replaying them into an engine), and the one background-snapshot helper.
+        .target(
+            name: "ChimeStore",
+            dependencies: ["ChimeProtocol", "ChimeEngine", "ChimeWorkerPolicy"],
+            swiftSettings: swiftSettings
+        ),
         // CRC-32C with the processor's instruction, which Swift cannot name. Only ChimeJournal imports it.
         .target(name: "CCRC32C"),
         // The only code that touches the data directory: the journal, snapshots, and the engine's
-        // state read from and written to them (recovery, repartitioning).
-        .target(name: "ChimeJournal", dependencies: ["ChimeCore", "CCRC32C"], swiftSettings: swiftSettings),
+        // state read from and written to them (recovery, repartitioning); JournalStore, the worker's
+        // store on it.
+        .target(
+            name: "ChimeJournal",
+            dependencies: ["ChimeCore", "ChimeStore", "ChimeSupport", "CCRC32C"],
+            swiftSettings: swiftSettings
+        ),
         // The only code that imports CMosquitto.
         .target(name: "ChimeMQTT", dependencies: ["CMosquitto"], swiftSettings: swiftSettings),
         // The only code that imports CMicroHTTPD: a small bounded HTTP/1.1 responder.
@@ -119,11 +131,12 @@ let package = Package(
         ),
         // The only code that imports CPostgres: a connection, parameterised statements, transactions.
         .target(name: "ChimePostgres", dependencies: ["CPostgres"], swiftSettings: swiftSettings),
-        // The journal in PostgreSQL: its schema and migrations, group commit, snapshots. Only SQL
-        // through ChimePostgres; the records and snapshots are ChimeJournal's.
+        // The journal in PostgreSQL: its schema and migrations, group commit, snapshots, slots, and the
+        // worker's stores on it (PostgresStore, SlotWorkerStore). Only SQL through ChimePostgres; the
+        // records and snapshots are ChimeStore's; ChimeJournal only to move a data directory in and out.
         .target(
             name: "ChimePostgresStore",
-            dependencies: ["ChimePostgres", "ChimeJournal"],
+            dependencies: ["ChimeStore", "ChimePostgres", "ChimeJournal", "ChimeSupport"],
             swiftSettings: swiftSettings
         ),
         // glibc's malloc.h, for handing free memory back after recovery. Only ChimeSupport imports it.
@@ -142,13 +155,17 @@ let package = Package(
             dependencies: ["ChimeCore", "ChimeCrypto", "ChimeHTTPClient", "ChimeSupport"],
             swiftSettings: swiftSettings
         ),
-        // Wiring: configuration, services, the engine loop, signals.
+        // Wiring: configuration, services, the engine loop, signals; the store only through ChimeStore's seam.
         .target(
             name: "ChimeWorker",
-            dependencies: [
-                "ChimeCore", "ChimeJournal", "ChimePostgresStore", "ChimeMQTT", "ChimeHTTP", "ChimePush",
-                "ChimeSupport",
-            ],
+            dependencies: ["ChimeCore", "ChimeStore", "ChimeMQTT", "ChimeHTTP", "ChimePush", "ChimeSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The concrete store a worker's configuration names (the data directory or PostgreSQL), opened
+        // for it: what chimed wires, and the tests and the benchmark that start a worker in process.
+        .target(
+            name: "ChimeWiring",
+            dependencies: ["ChimeCore", "ChimeJournal", "ChimePostgresStore", "ChimeSupport", "ChimeWorker"],
             swiftSettings: swiftSettings
         ),
         // The `chime` command-line tool's commands, as a library the thin executable runs.
@@ -162,7 +179,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "chimed",
-            dependencies: ["ChimeCore", "ChimeWorker", "ChimeSupport"],
+            dependencies: ["ChimeCore", "ChimeWorker", "ChimeWiring", "ChimeSupport"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "chime", dependencies: ["ChimeCLI"], swiftSettings: swiftSettings),
@@ -188,7 +205,9 @@ let package = Package(
         // system, waiting for a condition, recording MQTT events, a chimed process.
         .target(
             name: "ChimeTestSupport",
-            dependencies: ["ChimeCore", "ChimeHarness", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeWorker"],
+            dependencies: [
+                "ChimeCore", "ChimeHarness", "ChimeJournal", "ChimeMQTT", "ChimeStore", "ChimeSupport", "ChimeWorker",
+            ],
             path: "Tests/ChimeTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -241,8 +260,8 @@ let package = Package(
         .testTarget(
             name: "ChimeWorkerTests",
             dependencies: [
-                "ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimePostgres", "ChimeSupport", "ChimeHTTP",
-                "ChimeTestSupport",
+                "ChimeWorker", "ChimeWiring", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimePostgres", "ChimeSupport",
+                "ChimeHTTP", "ChimeTestSupport",
             ],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
