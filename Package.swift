@@ -62,9 +62,16 @@ let package = Package(
         ),
         // Pure calendar arithmetic: instants, civil times, zones, ISO 8601, RRULE. Foundation only.
         .target(name: "ChimeTime", swiftSettings: swiftSettings),
-        // The wire protocol, pure: JSON, commands, replies, notification fields, command keys. All a
-        // client needs, and all the client library depends on (with ChimeTime).
-        .target(name: "ChimeProtocol", dependencies: ["ChimeTime"], swiftSettings: swiftSettings),
+        // JSON as RFC 8259 defines it, parsed and written exactly (errors with positions, integers that
+        // stay integers, keys in order), and the "did you mean" of an unknown key or flag. Standard
+        // library only.
+        .target(name: "ChimeJSON", swiftSettings: swiftSettings),
+        // Logging, no domain module: levels, the lines the worker's policy asks for, the logger that
+        // writes them (text or JSON) to standard error, and the wall clock that stamps them.
+        .target(name: "ChimeLog", dependencies: ["ChimeJSON", "ChimeTime"], swiftSettings: swiftSettings),
+        // The wire protocol, pure: commands, replies, notification fields, command keys, and ChimeJSON
+        // re-exported. All a client needs, and all the client library depends on (with ChimeTime).
+        .target(name: "ChimeProtocol", dependencies: ["ChimeJSON", "ChimeTime"], swiftSettings: swiftSettings),
         // The engine, pure: the state machine of every device's notifications, fed commands,
         // time and acknowledgements, returning journal records and deliveries.
         .target(
@@ -80,18 +87,30 @@ let package = Package(
         ),
         // The worker's policy, pure: admission, the delivery window, snapshots, the broker session,
         // slots, zones, as events in and actions out (WorkerStateMachine, SlotOwnership).
-        .target(name: "ChimeWorkerPolicy", dependencies: ["ChimeEngine"], swiftSettings: swiftSettings),
+        .target(name: "ChimeWorkerPolicy", dependencies: ["ChimeEngine", "ChimeLog"], swiftSettings: swiftSettings),
         // The three above, for the server's modules that use them all.
         .target(
             name: "ChimeCore",
             dependencies: ["ChimeProtocol", "ChimeEngine", "ChimeWorkerPolicy"],
             swiftSettings: swiftSettings
         ),
+        // The store layer, pure: the WorkerStore seam the worker writes through, what a store recovers
+        // (records, snapshots, replaying them into an engine), and the one background-snapshot helper.
+        .target(
+            name: "ChimeStore",
+            dependencies: ["ChimeProtocol", "ChimeEngine", "ChimeWorkerPolicy"],
+            swiftSettings: swiftSettings
+        ),
         // CRC-32C with the processor's instruction, which Swift cannot name. Only ChimeJournal imports it.
         .target(name: "CCRC32C"),
         // The only code that touches the data directory: the journal, snapshots, and the engine's
-        // state read from and written to them (recovery, repartitioning).
-        .target(name: "ChimeJournal", dependencies: ["ChimeCore", "CCRC32C"], swiftSettings: swiftSettings),
+        // state read from and written to them (recovery, repartitioning); JournalStore, the worker's
+        // store on it.
+        .target(
+            name: "ChimeJournal",
+            dependencies: ["ChimeCore", "ChimeStore", "ChimeSupport", "CCRC32C"],
+            swiftSettings: swiftSettings
+        ),
         // The only code that imports CMosquitto.
         .target(name: "ChimeMQTT", dependencies: ["CMosquitto"], swiftSettings: swiftSettings),
         // The only code that imports CMicroHTTPD: a small bounded HTTP/1.1 responder.
@@ -112,18 +131,23 @@ let package = Package(
         ),
         // The only code that imports CPostgres: a connection, parameterised statements, transactions.
         .target(name: "ChimePostgres", dependencies: ["CPostgres"], swiftSettings: swiftSettings),
-        // The journal in PostgreSQL: its schema and migrations, group commit, snapshots. Only SQL
-        // through ChimePostgres; the records and snapshots are ChimeJournal's.
+        // The journal in PostgreSQL: its schema and migrations, group commit, snapshots, slots, and the
+        // worker's stores on it (PostgresStore, SlotWorkerStore). Only SQL through ChimePostgres; the
+        // records and snapshots are ChimeStore's; ChimeJournal only to move a data directory in and out.
         .target(
             name: "ChimePostgresStore",
-            dependencies: ["ChimePostgres", "ChimeJournal"],
+            dependencies: ["ChimeStore", "ChimePostgres", "ChimeJournal", "ChimeSupport"],
             swiftSettings: swiftSettings
         ),
         // glibc's malloc.h, for handing free memory back after recovery. Only ChimeSupport imports it.
         .systemLibrary(name: "CMalloc"),
-        // What chimed and chime share: flags, usage errors, logging, signals, clocks, the version,
-        // the heap.
-        .target(name: "ChimeSupport", dependencies: ["ChimeCore", "CMalloc"], swiftSettings: swiftSettings),
+        // What chimed and chime share: flags, usage errors, logging (ChimeLog, re-exported), signals,
+        // durations, the version, the heap. No domain module.
+        .target(
+            name: "ChimeSupport",
+            dependencies: ["ChimeJSON", "ChimeLog", "CMalloc"],
+            swiftSettings: swiftSettings
+        ),
         // Push delivery (APNs, FCM, Web Push): the credentials and their tokens, each delivery as
         // each platform takes it, what each answer means, and the attempts made off the loop.
         .target(
@@ -131,13 +155,17 @@ let package = Package(
             dependencies: ["ChimeCore", "ChimeCrypto", "ChimeHTTPClient", "ChimeSupport"],
             swiftSettings: swiftSettings
         ),
-        // Wiring: configuration, services, the engine loop, signals.
+        // Wiring: configuration, services, the engine loop, signals; the store only through ChimeStore's seam.
         .target(
             name: "ChimeWorker",
-            dependencies: [
-                "ChimeCore", "ChimeJournal", "ChimePostgresStore", "ChimeMQTT", "ChimeHTTP", "ChimePush",
-                "ChimeSupport",
-            ],
+            dependencies: ["ChimeCore", "ChimeStore", "ChimeMQTT", "ChimeHTTP", "ChimePush", "ChimeSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The concrete store a worker's configuration names (the data directory or PostgreSQL), opened
+        // for it: what chimed wires, and the tests and the benchmark that start a worker in process.
+        .target(
+            name: "ChimeWiring",
+            dependencies: ["ChimeCore", "ChimeJournal", "ChimePostgresStore", "ChimeSupport", "ChimeWorker"],
             swiftSettings: swiftSettings
         ),
         // The `chime` command-line tool's commands, as a library the thin executable runs.
@@ -151,7 +179,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "chimed",
-            dependencies: ["ChimeCore", "ChimeWorker", "ChimeSupport"],
+            dependencies: ["ChimeCore", "ChimeWorker", "ChimeWiring", "ChimeSupport"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "chime", dependencies: ["ChimeCLI"], swiftSettings: swiftSettings),
@@ -179,7 +207,9 @@ let package = Package(
         // (WorkerFixture).
         .target(
             name: "ChimeTestSupport",
-            dependencies: ["ChimeCore", "ChimeHarness", "ChimeJournal", "ChimeMQTT", "ChimeSupport", "ChimeWorker"],
+            dependencies: [
+                "ChimeCore", "ChimeHarness", "ChimeJournal", "ChimeMQTT", "ChimeStore", "ChimeSupport", "ChimeWorker",
+            ],
             path: "Tests/ChimeTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -262,8 +292,8 @@ let package = Package(
         .testTarget(
             name: "ChimeWorkerIntegrationTests",
             dependencies: [
-                "ChimeWorker", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimePostgres", "ChimeSupport", "ChimeHTTP",
-                "ChimeTestSupport",
+                "ChimeWorker", "ChimeWiring", "ChimeCore", "ChimeMQTT", "ChimeJournal", "ChimePostgres", "ChimeSupport",
+                "ChimeHTTP", "ChimeTestSupport",
             ],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings

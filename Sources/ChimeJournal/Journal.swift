@@ -1,38 +1,6 @@
 import ChimeCore
 import Glibc
 
-/// When `Journal.commit()` makes appended records durable.
-public enum FsyncPolicy: Hashable, Sendable, CustomStringConvertible {
-    /// `fdatasync` on every commit that follows an append: an acknowledged command is on disk.
-    case always
-    /// `fdatasync` on a commit at least this long after the previous sync: a crash may lose
-    /// up to that much acknowledged work.
-    case interval(milliseconds: Int)
-    /// Never sync; the kernel writes back when it likes. For tests and benchmarks.
-    case none
-
-    /// Parses `always`, `interval:MS` (MS ≥ 1) or `none`, the forms of `--fsync`.
-    public init?(parsing text: String) {
-        switch text {
-        case "always": self = .always
-        case "none": self = .none
-        default:
-            guard text.hasPrefix("interval:"), let milliseconds = Int(text.dropFirst("interval:".count)),
-                milliseconds > 0
-            else { return nil }
-            self = .interval(milliseconds: milliseconds)
-        }
-    }
-
-    public var description: String {
-        switch self {
-        case .always: "always"
-        case .interval(let milliseconds): "interval:\(milliseconds)"
-        case .none: "none"
-        }
-    }
-}
-
 /// How a ``Journal`` writes.
 public struct JournalOptions: Sendable {
     /// When `commit()` syncs. Default `.always`.
@@ -48,133 +16,6 @@ public struct JournalOptions: Sendable {
         self.fsync = fsync
         self.segmentBytes = segmentBytes
         self.snapshotAfterBytes = snapshotAfterBytes
-    }
-}
-
-/// One journaled record. The journal does not interpret `type` or `payload`.
-public struct JournalRecord: Hashable, Sendable {
-    public var sequence: UInt64
-    public var type: UInt8
-    public var payload: [UInt8]
-
-    public init(sequence: UInt64, type: UInt8, payload: [UInt8]) {
-        self.sequence = sequence
-        self.type = type
-        self.payload = payload
-    }
-}
-
-/// The entries of a snapshot, back to back in one buffer: a million of them read at start-up
-/// are one allocation, not a million.
-public struct SnapshotEntries: RandomAccessCollection, Hashable, Sendable {
-    private var bytes: [UInt8] = []
-    /// Where each entry ends in `bytes`.
-    private var ends: [Int] = []
-
-    public init() {}
-
-    public init(_ entries: [[UInt8]]) {
-        for entry in entries { entry.withUnsafeBytes { append($0) } }
-    }
-
-    mutating func append(_ entry: UnsafeRawBufferPointer) {
-        bytes.append(contentsOf: entry)
-        ends.append(bytes.count)
-    }
-
-    public var startIndex: Int { 0 }
-    public var endIndex: Int { ends.count }
-    public subscript(position: Int) -> ArraySlice<UInt8> {
-        bytes[(position == 0 ? 0 : ends[position - 1])..<ends[position]]
-    }
-}
-
-/// What `Journal.open` found: the state to rebuild, in order.
-public struct Recovery: Sendable {
-    /// A snapshot: the opaque entries that describe the state after `sequence`.
-    ///
-    /// One that `Journal.open` found stays in its file, checked and held open, and is read again
-    /// entry by entry: a snapshot of millions of notifications is gigabytes, and recovery needs
-    /// no copy of it in memory. One from another store (PostgreSQL) is held in memory.
-    public struct Snapshot: Sendable {
-        public var sequence: UInt64
-        /// How many entries it holds.
-        public var count: Int { source.count }
-        private let source: Source
-
-        private enum Source: Sendable {
-            case memory(SnapshotEntries)
-            case file(SnapshotFile)
-
-            var count: Int {
-                switch self {
-                case .memory(let entries): entries.count
-                case .file(let file): file.count
-                }
-            }
-        }
-
-        public init(sequence: UInt64, entries: SnapshotEntries) {
-            self.sequence = sequence
-            self.source = .memory(entries)
-        }
-
-        public init(sequence: UInt64, entries: [[UInt8]]) {
-            self.init(sequence: sequence, entries: SnapshotEntries(entries))
-        }
-
-        init(_ file: SnapshotFile) {
-            self.sequence = file.sequence
-            self.source = .file(file)
-        }
-
-        /// Hands each entry to `body`, in order. One in a file is read again, every frame
-        /// checked again.
-        /// - Throws: what `body` throws, or ``JournalError/corrupt`` if the file no longer reads
-        ///   as it did when `Journal.open` checked it.
-        public func forEachEntry(_ body: (ArraySlice<UInt8>) throws(JournalError) -> Void) throws(JournalError) {
-            switch source {
-            case .memory(let entries):
-                for entry in entries { try body(entry) }
-            case .file(let file):
-                try file.forEachEntry(body)
-            }
-        }
-
-        /// How many notifications each larger device has, for ``Engine/reserveCapacity(for:records:)``:
-        /// counted when `Journal.open` checked the file.
-        public var sizing: SnapshotSizing {
-            switch source {
-            case .memory(let entries): SnapshotSizing(entries)
-            case .file(let file): file.sizing
-            }
-        }
-
-        /// All the entries, in memory: for tools and tests.
-        public func loadEntries() throws(JournalError) -> SnapshotEntries {
-            if case .memory(let entries) = source { return entries }
-            var entries = SnapshotEntries()
-            try forEachEntry { entry in entry.withUnsafeBytes { entries.append($0) } }
-            return entries
-        }
-    }
-
-    /// The newest usable snapshot, if any. Apply it first.
-    public var snapshot: Snapshot?
-    /// Every valid record after the snapshot's sequence, in order. Apply them after it.
-    public var records: [JournalRecord]
-    /// Things recovery fixed or worked around, one line each (a torn tail truncated, a damaged
-    /// snapshot skipped, a stale temporary file removed). Worth logging; not errors.
-    public var warnings: [String]
-    /// The greatest sequence recovered; the next append gets `lastSequence + 1`.
-    public var lastSequence: UInt64
-
-    /// What another store recovered (PostgreSQL), for ``Engine/replaying(_:configuration:directory:progress:timings:)``.
-    public init(snapshot: Snapshot?, records: [JournalRecord], warnings: [String] = [], lastSequence: UInt64) {
-        self.snapshot = snapshot
-        self.records = records
-        self.warnings = warnings
-        self.lastSequence = lastSequence
     }
 }
 
@@ -399,7 +240,7 @@ public final class Journal {
         }
         journal.lockFD = lockFD
         let recovery = Recovery(
-            snapshot: scan.snapshotFile.map(Recovery.Snapshot.init),
+            snapshot: scan.snapshotFile.map(Recovery.Snapshot.init(reading:)),
             records: records,
             warnings: warnings,
             lastSequence: scan.lastSequence

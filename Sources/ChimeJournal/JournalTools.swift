@@ -119,7 +119,7 @@ public enum JournalTools {
             try DirectoryScan.forRecovery(dir)
         }
         return Recovery(
-            snapshot: scan.snapshotFile.map(Recovery.Snapshot.init),
+            snapshot: scan.snapshotFile.map(Recovery.Snapshot.init(reading:)),
             records: records,
             warnings: scan.warnings,
             lastSequence: scan.lastSequence

@@ -181,7 +181,7 @@ enum SegmentReader {
 
 /// A snapshot file whose every frame was checked, held open: it reads back the same even if it
 /// is deleted meanwhile (by a worker, when a tool read the directory without the lock).
-final class SnapshotFile: Sendable {
+final class SnapshotFile: SnapshotSource {
     let dir: DataDirectory
     let fd: FileDescriptor
     let name: String

@@ -1,5 +1,5 @@
-import ChimeJournal
 import ChimePostgres
+import ChimeStore
 
 /// A statement's SQL built together with its parameters: ``bind(_:as:)`` appends a value and
 /// returns its placeholder, so each `$n` names its value however the SQL is put together.

@@ -1,5 +1,5 @@
-import ChimeJournal
 import ChimePostgres
+import ChimeStore
 
 /// The journal in PostgreSQL: the same records and snapshots as the embedded journal
 /// (`ChimeJournal.Journal`), in the tables of ``Schema``.

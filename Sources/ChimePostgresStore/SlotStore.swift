@@ -1,6 +1,6 @@
 import ChimeCore
-import ChimeJournal
 import ChimePostgres
+import ChimeStore
 
 /// Many workers on one store: devices map to a fixed number of slots (``slotCount``, chosen when
 /// the store is created), each slot with a journal and snapshots of its own in PostgreSQL, so that

@@ -1,1 +1,2 @@
+@_exported import ChimeJSON
 @_exported import ChimeTime

@@ -1,4 +1,4 @@
-import ChimeCore
+import ChimeJSON
 import Foundation
 
 /// A usage mistake on the command line or in `CHIME_*`: reported as one line and a hint

@@ -1,8 +1,8 @@
 import ChimeCore
 import ChimeHTTP
-import ChimeJournal
 import ChimeMQTT
 import ChimePush
+import ChimeStore
 import ChimeSupport
 import Foundation
 

@@ -1,7 +1,7 @@
 import ChimeCore
-import ChimeJournal
 import ChimeMQTT
 import ChimePush
+import ChimeStore
 import ChimeSupport
 import ChimeTime
 import Foundation
@@ -15,14 +15,16 @@ import Foundation
 public final class Worker: Sendable {
     public let configuration: WorkerConfiguration
     let logger: Logger
-    let fileSystem: any FileSystem
+    /// Opens the concrete store: the executable's choice.
+    let opener: StoreOpener
     let inbox = Inbox()
 
-    /// - Parameter fileSystem: the journal's file operations; tests inject faults through it.
-    public init(configuration: WorkerConfiguration, logger: Logger, fileSystem: any FileSystem = SystemFileSystem()) {
+    /// - Parameter store: opens the store `configuration` names (ChimeWiring's
+    ///   `StoreOpener.configured(_:logger:fileSystem:)`, which tests give a fault-injecting file system).
+    public init(configuration: WorkerConfiguration, logger: Logger, store: StoreOpener) {
         self.configuration = configuration
         self.logger = logger
-        self.fileSystem = fileSystem
+        self.opener = store
     }
 
     /// Tells this process from another one with the same worker id, in the retained status.
@@ -46,58 +48,23 @@ public final class Worker: Sendable {
     }
 
     /// Slot mode: joins the store's workers. No engine yet: each slot's comes with its lease.
-    func joinSlots(_ slots: (count: Int, leaseTTL: Duration), uri: String) throws(WorkerError) -> SlotWorkerStore {
-        let store: SlotWorkerStore
-        do {
-            store = try SlotWorkerStore(
-                uri,
-                worker: configuration.workerId,
-                instance: Self.instance,
-                slotCount: slots.count,
-                leaseTTL: slots.leaseTTL,
-                snapshotAfterBytes: configuration.snapshotBytes
-            )
-        } catch {
-            throw WorkerError("cannot open the store \(redacted(uri)): \(error)")
-        }
+    func joinSlots(_ slots: (count: Int, leaseTTL: Duration), uri: String) throws(WorkerError) -> JoinedSlots {
+        let joined = try opener.joinSlots(slots, uri, Self.instance)
         logger.notice(
             "ready",
             [
-                "slots": "\(store.slotCount)", "leaseTTL": "\(slots.leaseTTL)", "worker": configuration.workerId,
+                "slots": "\(joined.slotCount)", "leaseTTL": "\(slots.leaseTTL)", "worker": configuration.workerId,
                 "store": redacted(uri),
             ]
         )
-        return store
+        return joined
     }
 
     /// Opens the data directory and rebuilds the engine from it, logging progress and a `ready`
     /// line. What was read from the disk is dropped on return (it can be as large as the state).
     func recover() throws(WorkerError) -> (any WorkerStore, Engine) {
         let started = ContinuousClock.now
-        let store: any WorkerStore
-        let recovery: Recovery
-        if let uri = configuration.store {
-            do {
-                (store, recovery) = try PostgresStore.open(uri, snapshotAfterBytes: configuration.snapshotBytes)
-            } catch {
-                throw WorkerError("cannot open the store \(redacted(uri)): \(error)")
-            }
-        } else {
-            do {
-                let journal: Journal
-                (journal, recovery) = try Journal.open(
-                    directory: configuration.dataDirectory,
-                    options: JournalOptions(
-                        fsync: configuration.fsync,
-                        snapshotAfterBytes: configuration.snapshotBytes
-                    ),
-                    fileSystem: fileSystem
-                )
-                store = JournalStore(journal, logger: logger)
-            } catch {
-                throw WorkerError(error.message)
-            }
-        }
+        let (store, recovery) = try opener.recover()
         for warning in recovery.warnings { logger.warning(warning) }
         let readMs = milliseconds(ContinuousClock.now - started)
         var phaseMs: [String: Int64] = [:]
@@ -183,7 +150,7 @@ public final class Worker: Sendable {
             )
             policy.routing = configuration.routing
             policy.shareGroup = joined.shareGroup
-            (store, engine) = (joined, nil)
+            (store, engine) = (joined.store, nil)
         } else {
             (store, engine) = try recover()
             // What recovery read is freed by now, in pieces the allocator would otherwise keep.
@@ -284,7 +251,7 @@ public final class Worker: Sendable {
 }
 
 /// The URL without its password, for logs.
-func redacted(_ url: String) -> String {
+public func redacted(_ url: String) -> String {
     guard let at = url.lastIndex(of: "@"), let scheme = url.range(of: "://") else { return url }
     let credentials = url[scheme.upperBound..<at]
     guard let colon = credentials.firstIndex(of: ":") else { return url }

@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeMQTT
 import ChimePush
+import ChimeStore
 import ChimeSupport
 import ChimeTime
 

@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// The worker's policy as a state machine: what `chimed` does with each command, delivery,

@@ -1,5 +1,6 @@
 import ChimeCore
 import ChimeSupport
+import ChimeWiring
 import ChimeWorker
 import Foundation
 

@@ -1,5 +1,6 @@
 import ChimeCore
 import ChimeMQTT
+import ChimeStore
 import ChimeSupport
 import ChimeWorker
 import Synchronization

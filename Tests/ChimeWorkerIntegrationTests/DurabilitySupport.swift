@@ -3,6 +3,7 @@ import ChimeJournal
 import ChimeMQTT
 import ChimeSupport
 import ChimeTestSupport
+import ChimeWiring
 import Foundation
 import Synchronization
 import Testing

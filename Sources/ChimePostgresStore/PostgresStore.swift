@@ -1,7 +1,6 @@
 import ChimeCore
-import ChimeJournal
 import ChimePostgres
-import ChimePostgresStore
+import ChimeStore
 import ChimeSupport
 import Foundation
 
@@ -17,7 +16,7 @@ import Foundation
 /// covers every sequence handed out, committed or not, so that the records of the failed commit,
 /// if they did reach the database, are trimmed with the rest rather than replayed twice; once it is
 /// written, the loop's connection is opened again.
-final class PostgresStore: WorkerStore {
+public final class PostgresStore: WorkerStore {
     let connectionString: String
     let snapshotAfterBytes: Int
     /// The loop's journal; nil after a failed commit, until a snapshot has caught up.
@@ -70,7 +69,7 @@ final class PostgresStore: WorkerStore {
     }
 
     /// Opens the journal and reads what the engine is rebuilt from.
-    static func open(
+    public static func open(
         _ connectionString: String,
         snapshotAfterBytes: Int
     ) throws(StoreError) -> (PostgresStore, Recovery) {
@@ -93,14 +92,14 @@ final class PostgresStore: WorkerStore {
         self.highestSequence = journal.lastSequence
     }
 
-    func append(_ entry: JournalEntry, key: CommandKey?) throws(StoreError) {
+    public func append(_ entry: JournalEntry, key: CommandKey?) throws(StoreError) {
         guard let journal else { throw StoreError("PostgreSQL is not connected", transient: true) }
         let payload = entry.encode(key: key)
         highestSequence = journal.append(type: entry.kind.rawValue, payload: payload)
         bytesSinceSnapshot += payload.count
     }
 
-    func commit() throws(StoreError) -> Int64? {
+    public func commit() throws(StoreError) -> Int64? {
         guard let journal, journal.pendingCount > 0 else { return nil }
         let before = ContinuousClock.now
         do {
@@ -113,9 +112,9 @@ final class PostgresStore: WorkerStore {
         return microseconds(ContinuousClock.now - before)
     }
 
-    var syncWait: Int64? { nil }
+    public var syncWait: Int64? { nil }
 
-    var status: StoreStatus {
+    public var status: StoreStatus {
         StoreStatus(
             snapshotDue: bytesSinceSnapshot >= snapshotAfterBytes,
             bytesSinceSnapshot: bytesSinceSnapshot,
@@ -123,7 +122,7 @@ final class PostgresStore: WorkerStore {
         )
     }
 
-    func beginSnapshot(slot: Int) throws(StoreError) -> UInt64 {
+    public func beginSnapshot(slot: Int) throws(StoreError) -> UInt64 {
         let covered = highestSequence
         // Memory is ahead of the database when a commit failed, or when records wait for one; the
         // detail says whether it is catching up.
@@ -135,7 +134,7 @@ final class PostgresStore: WorkerStore {
         return covered
     }
 
-    func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
+    public func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
         let connectionString = self.connectionString
         snapshot.write(written) { (covered, catchingUp) throws(StoreError) in
             let writer = try Self.connect(connectionString, writer: false)
@@ -153,7 +152,7 @@ final class PostgresStore: WorkerStore {
         }
     }
 
-    func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
+    public func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
         let snapshot = try self.snapshot.complete(writeError: writeError)
         bytesSinceSnapshot -= snapshot.bytesAtBegin
         if journal == nil {
@@ -165,7 +164,7 @@ final class PostgresStore: WorkerStore {
         return snapshot.covered
     }
 
-    func close() throws(StoreError) {
+    public func close() throws(StoreError) {
         guard let journal else { return }
         defer {
             journal.connection.close()

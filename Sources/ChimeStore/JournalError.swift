@@ -3,7 +3,7 @@ import Glibc
 /// An `errno` value from a failed system call.
 ///
 /// This is the one place where C error numbers get Swift names; everything the
-/// ``FileSystem`` seam throws is an `Errno`, and ``JournalError`` carries it on.
+/// `FileSystem` seam (ChimeJournal's) throws is an `Errno`, and ``JournalError`` carries it on.
 public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringConvertible {
     public var rawValue: Int32
 
@@ -44,7 +44,9 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
 }
 
 /// Every failure of the journal: a ``Code`` to switch on, a one-line message naming the file
-/// (and offset) involved, and the `errno` when a system call failed.
+/// (and offset) involved, and the `errno` when a system call failed. In the store layer, with
+/// ``Errno``, because ``Recovery`` and ``Engine/replaying(_:configuration:directory:progress:timings:)``
+/// throw it whichever store recovered.
 ///
 /// Equality and hashing consider only the code, so tests can write
 /// `#expect(throws: JournalError.corrupt) { ... }`.

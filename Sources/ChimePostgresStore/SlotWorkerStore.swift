@@ -1,7 +1,6 @@
 import ChimeCore
-import ChimeJournal
 import ChimePostgres
-import ChimePostgresStore
+import ChimeStore
 import ChimeSupport
 import Foundation
 
@@ -12,14 +11,14 @@ import Foundation
 /// The database is the truth: when a commit fails, whether it took effect is unknown, so the
 /// connection is dropped and the worker drops every slot (``WorkerStateMachine``); the next lease
 /// call connects again, and the slots are loaded again from what the database holds.
-final class SlotWorkerStore: WorkerStore {
+public final class SlotWorkerStore: WorkerStore {
     let connectionString: String
     let worker: String
     let instance: String
     let leaseTTL: Duration
-    let slotCount: Int
+    public let slotCount: Int
     /// The workers' shared subscription group (``SlotStore/shareGroup``).
-    let shareGroup: String
+    public let shareGroup: String
     /// Journal bytes of one slot that trigger its snapshot: `--snapshot-bytes` over the slots, so
     /// that the journals together stay as large as one store's would, and a slot loads quickly.
     let snapshotAfterBytes: Int
@@ -28,7 +27,7 @@ final class SlotWorkerStore: WorkerStore {
     /// The epoch of each lease held and loaded: what every write of the slot is fenced by.
     private var fence: [Int: Int64] = [:]
     private var bytesSinceSnapshot: [Int: Int] = [:]
-    private(set) var fenced: Set<Int> = []
+    public private(set) var fenced: Set<Int> = []
     /// Slots whose fences a failure dropped, for the next ``commit()`` to report as ``fenced``:
     /// the worker must drop them too, and load them again.
     private var lost: Set<Int> = []
@@ -41,7 +40,7 @@ final class SlotWorkerStore: WorkerStore {
         }
     }
 
-    init(
+    public init(
         _ connectionString: String,
         worker: String,
         instance: String,
@@ -78,11 +77,11 @@ final class SlotWorkerStore: WorkerStore {
         return StoreError("PostgreSQL: \(error)", transient: true)
     }
 
-    func append(_ entry: JournalEntry, key: CommandKey?) throws(StoreError) {
+    public func append(_ entry: JournalEntry, key: CommandKey?) throws(StoreError) {
         throw StoreError("slot mode appends to a slot's journal")
     }
 
-    func append(_ entry: JournalEntry, key: CommandKey?, slot: Int) throws(StoreError) {
+    public func append(_ entry: JournalEntry, key: CommandKey?, slot: Int) throws(StoreError) {
         guard let store, fence[slot] != nil else {
             throw StoreError("slot \(slot) is not held here", transient: true)
         }
@@ -91,7 +90,7 @@ final class SlotWorkerStore: WorkerStore {
         bytesSinceSnapshot[slot, default: 0] += payload.count
     }
 
-    func commit() throws(StoreError) -> Int64? {
+    public func commit() throws(StoreError) -> Int64? {
         fenced = lost
         lost = []
         guard let store, store.pendingCount > 0 else { return nil }
@@ -107,9 +106,9 @@ final class SlotWorkerStore: WorkerStore {
         return microseconds(ContinuousClock.now - before)
     }
 
-    var syncWait: Int64? { nil }
+    public var syncWait: Int64? { nil }
 
-    var status: StoreStatus {
+    public var status: StoreStatus {
         let largest = bytesSinceSnapshot.max { $0.value < $1.value || ($0.value == $1.value && $0.key > $1.key) }
         return StoreStatus(
             snapshotDue: (largest?.value ?? 0) >= snapshotAfterBytes,
@@ -119,7 +118,7 @@ final class SlotWorkerStore: WorkerStore {
         )
     }
 
-    func beginSnapshot(slot: Int) throws(StoreError) -> UInt64 {
+    public func beginSnapshot(slot: Int) throws(StoreError) -> UInt64 {
         guard let store, let epoch = fence[slot], let covered = store.lastCommitted(slot: slot) else {
             throw StoreError("slot \(slot) is not held here")
         }
@@ -127,7 +126,7 @@ final class SlotWorkerStore: WorkerStore {
         return covered
     }
 
-    func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
+    public func writeSnapshot(_ frozen: EngineSnapshot, written: @escaping @Sendable (StoreError?) -> Void) {
         let connectionString = self.connectionString
         let worker = self.worker
         snapshot.write(written) { (covered, lease) throws(StoreError) in
@@ -151,7 +150,7 @@ final class SlotWorkerStore: WorkerStore {
         }
     }
 
-    func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
+    public func completeSnapshot(writeError: StoreError?) throws(StoreError) -> UInt64 {
         let snapshot = try self.snapshot.complete(writeError: writeError)
         // Only if the slot is still held under the same lease: one loaded again counts anew.
         if fence[snapshot.detail.slot] == snapshot.detail.epoch {
@@ -160,7 +159,7 @@ final class SlotWorkerStore: WorkerStore {
         return snapshot.covered
     }
 
-    func lease(
+    public func lease(
         _ action: SlotOwnership.Action,
         sentAt: ContinuousClock.Instant
     ) throws(StoreError)
@@ -203,7 +202,7 @@ final class SlotWorkerStore: WorkerStore {
         }
     }
 
-    func loadSlot(_ slot: Int, epoch: Int64) throws(StoreError) -> Recovery {
+    public func loadSlot(_ slot: Int, epoch: Int64) throws(StoreError) -> Recovery {
         let store = try connected()
         do {
             let recovery = try store.open(slot: slot)
@@ -215,7 +214,7 @@ final class SlotWorkerStore: WorkerStore {
         }
     }
 
-    func forgetSlot(_ slot: Int) {
+    public func forgetSlot(_ slot: Int) {
         fence[slot] = nil
         bytesSinceSnapshot[slot] = nil
         store?.forget(slot: slot)
@@ -223,7 +222,7 @@ final class SlotWorkerStore: WorkerStore {
 
     /// Commits what is left, hands every lease over and leaves the membership, so that the other
     /// workers take the slots at their next round instead of waiting for the leases to expire.
-    func close() throws(StoreError) {
+    public func close() throws(StoreError) {
         guard let store else { return }
         defer {
             store.connection.close()

@@ -1,4 +1,5 @@
-import ChimeCore
+import ChimeEngine
+import ChimeProtocol
 import Dispatch
 import Synchronization
 

@@ -27,12 +27,12 @@ public struct JSONByteCount: JSONOutput {
 }
 
 extension JSONOutput {
-    mutating func append(_ text: StaticString) {
+    package mutating func append(_ text: StaticString) {
         text.withUTF8Buffer { append(contentsOf: $0) }
     }
 
     /// An integer in decimal, without going through a `String`.
-    mutating func append(decimal n: Int64) {
+    package mutating func append(decimal n: Int64) {
         var digits = InlineArray<20, UInt8>(repeating: 0)
         var magnitude = n.magnitude
         var i = 20

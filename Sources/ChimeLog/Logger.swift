@@ -1,4 +1,5 @@
-import ChimeCore
+import ChimeJSON
+import ChimeTime
 import Foundation
 import Synchronization
 
