@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// A command's path: admitted by its topic and its device's budget, decoded, decided by the

@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// Deliveries: published when an engine says they are due, recorded when the broker acknowledges

@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// `find` across the fleet (PROTOCOL.md section 3.12): a query on `P/$fleet/find`, which every

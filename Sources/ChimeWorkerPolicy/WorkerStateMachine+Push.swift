@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// Push delivery (PROTOCOL.md section 3.11): the engines' outboxes handed to ``PushDispatch``,

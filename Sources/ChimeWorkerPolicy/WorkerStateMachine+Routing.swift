@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// How a command reaches the worker that serves its slot (`--routing`, slot mode).

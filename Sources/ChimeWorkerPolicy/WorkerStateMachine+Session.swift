@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// The broker session's events (``BrokerSession`` keeps its state): connecting, subscribing, the

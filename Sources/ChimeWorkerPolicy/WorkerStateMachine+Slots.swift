@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// Slot mode's state beside the engines: which slots are held (``SlotOwnership``), which are being

@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// Snapshots (``SnapshotSchedule`` decides when): begun by the store, copied from the engine a part

@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// Stats, metrics, a graceful stop, and the policy's log lines.

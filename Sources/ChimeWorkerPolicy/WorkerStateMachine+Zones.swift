@@ -1,4 +1,5 @@
 import ChimeEngine
+import ChimeLog
 import ChimeProtocol
 
 /// Zone rules that change while notifications wait (a tzdata upgrade): when to read the zone
