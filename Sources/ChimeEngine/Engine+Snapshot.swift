@@ -237,9 +237,9 @@ extension Engine {
         take(device, into: &capture!)
     }
 
-    /// Starts recovery: state is rebuilt with ``restore(snapshotEntry:)`` and ``apply(_:)``, then
-    /// ``finishRecovery()``.
-    public func beginRecovery() {
+    /// Starts recovery (``EngineRestorer``): state is rebuilt with ``restore(snapshotEntry:)`` and
+    /// ``apply(_:key:)``, then ``finishRecovery()``.
+    func beginRecovery() {
         restoring = Restoring()
         arming = true
         capture = nil
@@ -254,14 +254,9 @@ extension Engine {
         zoneFingerprints = [:]
     }
 
-    /// Reads one snapshot entry held in an array of its own.
-    public func restore(snapshotEntry bytes: [UInt8]) throws(RecoveryError) {
-        try restore(snapshotEntry: bytes[...])
-    }
-
     /// Reads one snapshot entry, as ``EngineSnapshot/forEachEntry(_:)`` wrote it (format 2) or
     /// an earlier chimed did (format 1, JSON).
-    public func restore(snapshotEntry bytes: ArraySlice<UInt8>) throws(RecoveryError) {
+    func restore(snapshotEntry bytes: ArraySlice<UInt8>) throws(RecoveryError) {
         guard bytes.first == UInt8(ascii: "{") else {
             try restoreBinary(bytes)
             return
@@ -330,7 +325,7 @@ extension Engine {
 
     /// Ends recovery: computes the next occurrence of every notification that restoring did not
     /// already arm (see ``arm(_:_:)``) and orders the timers.
-    public func finishRecovery() {
+    func finishRecovery() {
         let toArm = restoring?.toArm ?? []
         restoring = nil
         // Every push the journal and snapshot left waiting, handed to the worker once.

@@ -11,11 +11,9 @@ extension EngineSnapshot {
 
     /// The state that snapshot entries (as ``forEachEntry(_:)`` writes them) describe.
     public init<S: Sequence<ArraySlice<UInt8>>>(entries: S) throws(RecoveryError) {
-        let engine = Engine()
-        engine.beginRecovery()
-        for entry in entries { try engine.restore(snapshotEntry: entry) }
-        engine.finishRecovery()
-        self = engine.snapshot
+        let restorer = EngineRestorer()
+        for entry in entries { try restorer.restore(snapshotEntry: entry) }
+        self = restorer.finish().snapshot
     }
 
     public init(entries: [[UInt8]]) throws(RecoveryError) {

@@ -257,7 +257,7 @@ public struct SnapshotSizing: Hashable, Sendable {
 extension Engine {
     /// Before the entries of a snapshot are restored: sizes each larger device's table for the
     /// notifications `sizing` counted, and the timer heap for all of them and `records` more.
-    public func reserveCapacity(for sizing: SnapshotSizing, records: Int = 0) {
+    func reserveCapacity(for sizing: SnapshotSizing, records: Int = 0) {
         var sizing = sizing
         sizing.endRun()
         restoring?.reservations = sizing.counts

@@ -41,14 +41,13 @@ extension Engine {
             decoded.withLock { $0 = entries }
         }
 
-        let engine = Engine(configuration: configuration)
-        engine.beginRecovery()
+        let restorer = EngineRestorer(configuration: configuration)
         if let snapshot = recovery.snapshot {
-            engine.reserveCapacity(for: snapshot.sizing, records: records.count)
+            restorer.reserveCapacity(for: snapshot.sizing, records: records.count)
             var restored = 0
             try snapshot.forEachEntry { entry throws(JournalError) in
                 do {
-                    try engine.restore(snapshotEntry: entry)
+                    try restorer.restore(snapshotEntry: entry)
                 } catch {
                     throw JournalError(.corrupt, "snapshot \(snapshot.sequence) in \(directory): \(error)")
                 }
@@ -62,7 +61,7 @@ extension Engine {
         for (i, (record, entry)) in zip(records, entries).enumerated() {
             do {
                 let (entry, key) = try entry.get()
-                engine.apply(entry, key: key)
+                restorer.apply(entry, key: key)
             } catch {
                 throw JournalError(
                     .corrupt,
@@ -73,7 +72,7 @@ extension Engine {
             if i & 0xFFF == 0 { progress("journal", i, records.count) }
         }
         phaseEnded("journalMs")
-        engine.finishRecovery()
+        let engine = restorer.finish()
         phaseEnded("armMs")
         return engine
     }

@@ -36,11 +36,10 @@ import Testing
     @Test func aCounterWrittenPastTheMaximumIsReadBackSaturated() throws {
         let big = 2_999_999_700
         let entry = SnapshotCoding.encode(EngineSnapshot.Device(id: "d1", timeZone: nil, badge: big, quietHours: nil))
-        let engine = Engine(configuration: EngineConfiguration())
-        engine.beginRecovery()
-        try engine.restore(snapshotEntry: entry)
-        engine.apply(.device(deviceId: "d2", at: Instant(milliseconds: 0), update: DeviceUpdate(badge: big)))
-        engine.finishRecovery()
+        let restorer = EngineRestorer(configuration: EngineConfiguration())
+        try restorer.restore(snapshotEntry: entry)
+        restorer.apply(.device(deviceId: "d2", at: Instant(milliseconds: 0), update: DeviceUpdate(badge: big)))
+        let engine = restorer.finish()
         var h = Harness()
         h.engine = engine
         #expect(h.ok("d1", .device, "{}")["badge"] == .int(Int64(Badge.maximum)))

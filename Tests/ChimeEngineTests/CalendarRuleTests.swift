@@ -70,20 +70,18 @@ import Testing
             .schedule,
             #"{"id":"grandma","fireDate":"2026-12-01T08:00:00","timeZone":"Asia/Shanghai","rrule":"RSCALE=CHINESE;FREQ=YEARLY;BYMONTH=4L;BYMONTHDAY=3;SKIP=BACKWARD"}"#
         )
-        let fromRecords = Engine(configuration: h.engine.configuration)
-        fromRecords.beginRecovery()
+        let fromRecordsRestorer = EngineRestorer(configuration: h.engine.configuration)
         for entry in h.journal {
             let bytes = entry.encode()
             #expect(String(decoding: bytes, as: UTF8.self).contains("RSCALE=") || entry.kind != .schedule)
-            fromRecords.apply(try JournalEntry.decode(kind: entry.kind.rawValue, payload: bytes))
+            fromRecordsRestorer.apply(try JournalEntry.decode(kind: entry.kind.rawValue, payload: bytes))
         }
-        fromRecords.finishRecovery()
-        let fromSnapshot = Engine(configuration: h.engine.configuration)
-        fromSnapshot.beginRecovery()
+        let fromRecords = fromRecordsRestorer.finish()
+        let fromSnapshotRestorer = EngineRestorer(configuration: h.engine.configuration)
         try h.engine.snapshot.forEachEntry { (bytes) throws(RecoveryError) in
-            try fromSnapshot.restore(snapshotEntry: bytes)
+            try fromSnapshotRestorer.restore(snapshotEntry: bytes)
         }
-        fromSnapshot.finishRecovery()
+        let fromSnapshot = fromSnapshotRestorer.finish()
         let before = h.list("d1")
         #expect(before.count == 3)
         #expect(h.list("d1", engine: fromRecords) == before)

@@ -339,12 +339,11 @@ import Testing
         #expect(h.list("d2", engine: replayed) == h.list("d2"))
         #expect(replayed.pendingCount == h.engine.pendingCount)
         // And through a snapshot.
-        let fromSnapshot = Engine(configuration: h.engine.configuration)
-        fromSnapshot.beginRecovery()
+        let fromSnapshotRestorer = EngineRestorer(configuration: h.engine.configuration)
         var entries: [[UInt8]] = []
         h.engine.snapshot.forEachEntry { entries.append($0) }
-        for entry in entries { try! fromSnapshot.restore(snapshotEntry: entry) }
-        fromSnapshot.finishRecovery()
+        for entry in entries { try! fromSnapshotRestorer.restore(snapshotEntry: entry) }
+        let fromSnapshot = fromSnapshotRestorer.finish()
         #expect(h.list("d1", engine: fromSnapshot) == h.list("d1"))
         #expect(fromSnapshot.snapshotBadge("d1") == 3)
     }
@@ -378,11 +377,10 @@ extension Engine {
         h.ok("d1", .cancel, #"{"ids":["cancelled"]}"#)
         #expect(h.advance(seconds: 120).compactMap { $0["id"]?.stringValue } == ["soon"])
 
-        let recovered = Engine(configuration: h.engine.configuration)
-        recovered.beginRecovery()
-        for entry in entries { try! recovered.restore(snapshotEntry: entry) }
-        for entry in h.journal[mark...] { recovered.apply(entry) }
-        recovered.finishRecovery()
+        let recoveredRestorer = EngineRestorer(configuration: h.engine.configuration)
+        for entry in entries { try! recoveredRestorer.restore(snapshotEntry: entry) }
+        for entry in h.journal[mark...] { recoveredRestorer.apply(entry) }
+        let recovered = recoveredRestorer.finish()
         recovered.setConnected(true)
         #expect(h.list("d1", engine: recovered) == h.list("d1"))
         let local = h.list("d1", engine: recovered).first { $0["id"] == "local" }

@@ -81,10 +81,9 @@ import Testing
         #expect(h.pusher.take().map(\.key) == [first[1].key])
 
         // The same from a snapshot.
-        let fromSnapshot = Engine(configuration: Self.configuration)
-        fromSnapshot.beginRecovery()
-        for entry in recovered.snapshot.entries { try fromSnapshot.restore(snapshotEntry: entry) }
-        fromSnapshot.finishRecovery()
+        let fromSnapshotRestorer = EngineRestorer(configuration: Self.configuration)
+        for entry in recovered.snapshot.entries { try fromSnapshotRestorer.restore(snapshotEntry: entry) }
+        let fromSnapshot = fromSnapshotRestorer.finish()
         #expect(fromSnapshot.pendingPushJobs == recovered.pendingPushJobs)
     }
 
@@ -350,10 +349,9 @@ import Testing
         var again = h
         again.engine = h.replayed()
         #expect(again.ok("d1", .history, "{}") == live)
-        let fromSnapshot = Engine(configuration: Self.configuration)
-        fromSnapshot.beginRecovery()
-        for entry in again.engine.snapshot.entries { try fromSnapshot.restore(snapshotEntry: entry) }
-        fromSnapshot.finishRecovery()
+        let fromSnapshotRestorer = EngineRestorer(configuration: Self.configuration)
+        for entry in again.engine.snapshot.entries { try fromSnapshotRestorer.restore(snapshotEntry: entry) }
+        let fromSnapshot = fromSnapshotRestorer.finish()
         again.engine = fromSnapshot
         #expect(again.ok("d1", .history, "{}") == live)
     }
@@ -416,10 +414,9 @@ import Testing
         #expect(h.engine.pendingPushJobs.count == 10)
         let entry = try #require(h.engine.snapshot.entries.first { $0.first == UInt8(ascii: "P") })
         #expect(entry.count < 2 * 3000, "\(entry.count) bytes")
-        let restored = Engine(configuration: Self.configuration)
-        restored.beginRecovery()
-        for e in h.engine.snapshot.entries { try restored.restore(snapshotEntry: e) }
-        restored.finishRecovery()
+        let restoredRestorer = EngineRestorer(configuration: Self.configuration)
+        for e in h.engine.snapshot.entries { try restoredRestorer.restore(snapshotEntry: e) }
+        let restored = restoredRestorer.finish()
         #expect(Set(restored.pendingPushJobs.map(\.key)) == Set(h.engine.pendingPushJobs.map(\.key)))
         #expect(restored.takeNewPushJobs().count == 10, "handed to the worker once recovered")
     }

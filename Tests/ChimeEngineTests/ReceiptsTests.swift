@@ -41,10 +41,9 @@ import Testing
         #expect(fireIds(inbox(&restarted)) == [ids[2]])
         var entries: [[UInt8]] = []
         replayed.snapshot.forEachEntry { entries.append($0) }
-        let fromSnapshot = Engine(configuration: h.engine.configuration)
-        fromSnapshot.beginRecovery()
-        for entry in entries { try? fromSnapshot.restore(snapshotEntry: entry) }
-        fromSnapshot.finishRecovery()
+        let fromSnapshotRestorer = EngineRestorer(configuration: h.engine.configuration)
+        for entry in entries { try? fromSnapshotRestorer.restore(snapshotEntry: entry) }
+        let fromSnapshot = fromSnapshotRestorer.finish()
         var again = h
         again.engine = fromSnapshot
         #expect(deliveries(inbox(&again)) == [published[2]])
@@ -126,11 +125,9 @@ import Testing
 
     /// An engine rebuilt from `engine`'s snapshot.
     func restored(_ engine: Engine) throws -> Engine {
-        let fresh = Engine(configuration: engine.configuration)
-        fresh.beginRecovery()
-        for entry in engine.snapshot.entries { try fresh.restore(snapshotEntry: entry) }
-        fresh.finishRecovery()
-        return fresh
+        let restorer = EngineRestorer(configuration: engine.configuration)
+        for entry in engine.snapshot.entries { try restorer.restore(snapshotEntry: entry) }
+        return restorer.finish()
     }
 
     /// `history` of every device named, from the live engine, the journal replayed and a snapshot
@@ -222,17 +219,16 @@ import Testing
     /// A data directory written before history was on by default replays to what it was: its
     /// records carry no history, so none is made of them; what is delivered now is kept.
     @Test func recordsJournaledWithoutHistoryStayWithoutIt() throws {
-        let engine = Engine(configuration: EngineConfiguration())
+        let restorer = EngineRestorer(configuration: EngineConfiguration())
         let at = instant("2026-12-01T10:00:00Z")
-        engine.beginRecovery()
         let old = ResolvedNotification(id: "a", fireDate: .instant(at), NotificationSpec())
-        engine.apply(.schedule(deviceId: "d1", at: at, replaced: [], notifications: [old]))
-        engine.apply(
+        restorer.apply(.schedule(deviceId: "d1", at: at, replaced: [], notifications: [old]))
+        restorer.apply(
             .delivered(
                 OccurrenceRecord(deviceId: "d1", id: "a", version: 1, index: 0, occurrence: at, at: at, last: true)
             )
         )
-        engine.finishRecovery()
+        let engine = restorer.finish()
         #expect(engine.deviceCount == 0)
         var random = SystemRandomNumberGenerator()
         let read = engine.decide(
@@ -391,14 +387,12 @@ import Testing
         #expect(page["dropped"] != 0 && page["dropped"] != nil)
 
         // The journal replayed, and a snapshot of it restored, hold the same.
-        let replayed = Engine(configuration: configuration)
-        replayed.beginRecovery()
-        for entry in journal { replayed.apply(entry) }
-        replayed.finishRecovery()
-        let restored = Engine(configuration: configuration)
-        restored.beginRecovery()
-        try replayed.snapshot.forEachEntry { try restored.restore(snapshotEntry: $0) }
-        restored.finishRecovery()
+        let replayedRestorer = EngineRestorer(configuration: configuration)
+        for entry in journal { replayedRestorer.apply(entry) }
+        let replayed = replayedRestorer.finish()
+        let restoredRestorer = EngineRestorer(configuration: configuration)
+        try replayed.snapshot.forEachEntry { try restoredRestorer.restore(snapshotEntry: $0) }
+        let restored = restoredRestorer.finish()
         for other in [replayed, restored] {
             var again = Harness(configuration: configuration)
             again.engine = other

@@ -253,10 +253,9 @@ import Testing
         // then the id after its own length.
         func id(_ entry: [UInt8]) -> String { String(decoding: entry[10..<(10 + Int(entry[6]))], as: UTF8.self) }
         let later = entries(body: "later").filter { $0.first == UInt8(ascii: "N") && id($0).contains("7") }
-        let restored = Engine()
-        restored.beginRecovery()
-        for entry in first + later { try restored.restore(snapshotEntry: entry) }
-        restored.finishRecovery()
+        let restoredRestorer = EngineRestorer()
+        for entry in first + later { try restoredRestorer.restore(snapshotEntry: entry) }
+        let restored = restoredRestorer.finish()
         #expect(restored.pendingCount == count)
         let device = try #require(restored.devices["d"])
         #expect(device.notifications.count == count)

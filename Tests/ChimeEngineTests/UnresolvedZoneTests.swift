@@ -36,14 +36,12 @@ import Testing
 
     /// The records, decoded and applied as recovery does.
     static func replayed() throws -> Engine {
-        let engine = Engine()
-        engine.beginRecovery()
+        let restorer = EngineRestorer()
         for (kind, text) in records {
             let (entry, key) = try JournalEntry.decodeRecord(kind: kind.rawValue, payload: Array(text.utf8))
-            engine.apply(entry, key: key)
+            restorer.apply(entry, key: key)
         }
-        engine.finishRecovery()
-        return engine
+        return restorer.finish()
     }
 
     static func next(_ engine: Engine, _ device: String, _ id: String) -> Instant? {
@@ -96,10 +94,9 @@ import Testing
     /// A snapshot holds the zones as the engine does, unresolved ones included, and reads back.
     @Test func aSnapshotKeepsUnresolvedZonesAndReadsBack() throws {
         let engine = try Self.replayed()
-        let restored = Engine()
-        restored.beginRecovery()
-        for bytes in engine.snapshot.entries { try restored.restore(snapshotEntry: bytes) }
-        restored.finishRecovery()
+        let restoredRestorer = EngineRestorer()
+        for bytes in engine.snapshot.entries { try restoredRestorer.restore(snapshotEntry: bytes) }
+        let restored = restoredRestorer.finish()
         Self.expectReplayed(restored)
         // An unresolved zone has no rules to record.
         #expect(engine.snapshot.zoneRules.map(\.zone).contains(Self.lost) == false)
@@ -112,10 +109,9 @@ import Testing
             #"{"device":"d2","timeZone":"\#(Self.lost)","badge":0}"#,
             #"{"device":"d2","n":{"id":"own","fireDate":"2030-07-01T09:00:00","timeZone":"\#(Self.lost)"},"version":1}"#,
         ]
-        let engine = Engine()
-        engine.beginRecovery()
-        for entry in entries { try engine.restore(snapshotEntry: Array(entry.utf8)) }
-        engine.finishRecovery()
+        let restorer = EngineRestorer()
+        for entry in entries { try restorer.restore(snapshotEntry: Array(entry.utf8)) }
+        let engine = restorer.finish()
         #expect(engine.devices["d1"]?.timeZone?.identifier == "Europe/Paris")
         #expect(engine.devices["d2"]?.timeZone?.isResolved == false)
         #expect(Self.next(engine, "d2", "own") == instant("2030-07-01T09:00:00Z"))

@@ -36,12 +36,17 @@ import Testing
     }
 
     static func schedule(_ engine: Engine, now: Instant) throws {
+        engine.apply(try scheduleEntry(now: now))
+    }
+
+    /// The schedule of ``schedule(_:now:)`` as a journal record.
+    static func scheduleEntry(now: Instant) throws -> JournalEntry {
         var wall = NotificationSpec()
         wall.timeZone = .named(try #require(Zone(identifier: zone)))
         wall.repeatInterval = .day
         var absolute = NotificationSpec()
         absolute.timeZone = .named(try #require(Zone(identifier: zone)))
-        let entry = JournalEntry.schedule(
+        return JournalEntry.schedule(
             deviceId: "d",
             at: now,
             replaced: [],
@@ -54,18 +59,15 @@ import Testing
                 ResolvedNotification(id: "absolute", fireDate: .instant(instant("2030-07-01T13:00:00Z")), absolute),
             ]
         )
-        engine.apply(entry)
     }
 
     /// An engine restored from `entries` by a new process, which reads the zone files afresh (an
     /// upgrade made while the old one was stopped).
     static func restartedAfterUpgrade(from entries: [[UInt8]]) throws -> Engine {
         ZoneDatabase.shared.use(directories: ZoneDatabase.shared.directories)
-        let restarted = Engine()
-        restarted.beginRecovery()
-        for bytes in entries { try restarted.restore(snapshotEntry: bytes) }
-        restarted.finishRecovery()
-        return restarted
+        let restorer = EngineRestorer()
+        for bytes in entries { try restorer.restore(snapshotEntry: bytes) }
+        return restorer.finish()
     }
 
     static func next(_ engine: Engine, _ id: String) -> Instant? {
@@ -103,20 +105,18 @@ import Testing
             #expect(engine.fireId("wall", instant("2030-07-01T12:00:00Z")) == "wall@2030-07-01T12:00:00Z")
 
             // Replay of the journal (and of a snapshot) computes the same with the database as it is now.
-            let replayed = Engine()
-            replayed.beginRecovery()
-            try Self.schedule(replayed, now: now)
-            replayed.apply(entry)
-            replayed.finishRecovery()
+            let replayedRestorer = EngineRestorer()
+            replayedRestorer.apply(try Self.scheduleEntry(now: now))
+            replayedRestorer.apply(entry)
+            let replayed = replayedRestorer.finish()
             #expect(Self.next(replayed, "wall") == instant("2030-07-01T12:00:00Z"))
             #expect(Self.next(replayed, "absolute") == instant("2030-07-01T13:00:00Z"))
             #expect(replayed.zoneFingerprints == [Self.zone: change.newFingerprint])
             #expect(replayed.unrecordedZoneRules.isEmpty)
 
-            let restored = Engine()
-            restored.beginRecovery()
-            for bytes in engine.snapshot.entries { try restored.restore(snapshotEntry: bytes) }
-            restored.finishRecovery()
+            let restoredRestorer = EngineRestorer()
+            for bytes in engine.snapshot.entries { try restoredRestorer.restore(snapshotEntry: bytes) }
+            let restored = restoredRestorer.finish()
             #expect(Self.next(restored, "wall") == instant("2030-07-01T12:00:00Z"))
             #expect(restored.zoneFingerprints == [Self.zone: change.newFingerprint])
         }

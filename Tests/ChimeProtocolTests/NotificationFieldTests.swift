@@ -192,10 +192,9 @@ import Testing
         #expect(h.list("d", engine: h.replayed()).map { JSON.object($0).text } == listed.map { JSON.object($0).text })
         var entries: [[UInt8]] = []
         h.engine.snapshot.forEachEntry { entries.append($0) }
-        let restored = Engine()
-        restored.beginRecovery()
-        for entry in entries { try restored.restore(snapshotEntry: entry) }
-        restored.finishRecovery()
+        let restoredRestorer = EngineRestorer()
+        for entry in entries { try restoredRestorer.restore(snapshotEntry: entry) }
+        let restored = restoredRestorer.finish()
         restored.setConnected(true)
         #expect(h.list("d", engine: restored).map { JSON.object($0).text } == listed.map { JSON.object($0).text })
 

@@ -159,11 +159,9 @@ public struct Harness {
 
     /// A fresh engine rebuilt from the journal, as recovery does.
     public func replayed(snapshotAt: Int? = nil) -> Engine {
-        let fresh = Engine(configuration: engine.configuration)
-        fresh.beginRecovery()
-        for entry in journal { fresh.apply(entry) }
-        fresh.finishRecovery()
-        return fresh
+        let restorer = EngineRestorer(configuration: engine.configuration)
+        for entry in journal { restorer.apply(entry) }
+        return restorer.finish()
     }
 
     /// Every notification of the device, page after page (a page also ends by size).

@@ -210,27 +210,25 @@ enum FuzzChecks {
 
     static func requireSameRecovery(_ live: Engine, _ journal: [JournalEntry], _ stage: String) throws(Violation) {
         let seen = try observed(live)
-        let replayed = Engine(configuration: engineConfiguration)
-        replayed.beginRecovery()
-        for entry in journal { replayed.apply(entry) }
-        replayed.finishRecovery()
+        let replayedRestorer = EngineRestorer(configuration: engineConfiguration)
+        for entry in journal { replayedRestorer.apply(entry) }
+        let replayed = replayedRestorer.finish()
         let fromJournal = try observed(replayed)
         try require(
             fromJournal == seen,
             "\(stage): replay differs from the live state:\n  live   \(text(seen))\n  replay \(text(fromJournal))"
         )
-        let restored = Engine(configuration: engineConfiguration)
-        restored.beginRecovery()
+        let restoredRestorer = EngineRestorer(configuration: engineConfiguration)
         var failure: String?
         live.snapshot.forEachEntry { (entry: [UInt8]) in
             do {
-                try restored.restore(snapshotEntry: entry)
+                try restoredRestorer.restore(snapshotEntry: entry)
             } catch {
                 failure = failure ?? "snapshot entry cannot be restored (\(error)): \(text(entry))"
             }
         }
         if let failure { throw Violation(description: failure) }
-        restored.finishRecovery()
+        let restored = restoredRestorer.finish()
         let fromSnapshot = try observed(restored)
         try require(
             fromSnapshot == seen,

@@ -125,14 +125,13 @@ extension FuzzRegressionTests {
             }
             engine.apply(entry)
         }
-        let restored = Engine()
-        restored.beginRecovery()
+        let restoredRestorer = EngineRestorer()
         var entries = 0
         try engine.snapshot.forEachEntry { (entry: [UInt8]) throws(RecoveryError) in
-            try restored.restore(snapshotEntry: entry)
+            try restoredRestorer.restore(snapshotEntry: entry)
             entries += 1
         }
-        restored.finishRecovery()
+        let restored = restoredRestorer.finish()
         #expect(entries == 4)  // header, device, the notification, its snooze
         #expect(restored.pendingCount == 1)
         // The snooze is still due: it fires ten minutes later with the original's content.

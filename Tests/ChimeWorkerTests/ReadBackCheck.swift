@@ -284,12 +284,11 @@ enum ReadBackCheck {
 
     /// Rebuilds an engine as `Engine.replaying` does: the snapshot's entries, then the records.
     static func recovered(snapshot: [[UInt8]], records: [Record], _ how: String) throws(Violation) -> Engine {
-        let engine = Engine(configuration: configuration)
-        engine.beginRecovery()
-        engine.reserveCapacity(for: SnapshotSizing(snapshot.lazy.map { $0[...] }))
+        let restorer = EngineRestorer(configuration: configuration)
+        restorer.reserveCapacity(for: SnapshotSizing(snapshot.lazy.map { $0[...] }))
         for entry in snapshot {
             do {
-                try engine.restore(snapshotEntry: entry)
+                try restorer.restore(snapshotEntry: entry)
             } catch {
                 throw Violation(
                     description: "rebuilding from \(how): a snapshot entry cannot be restored (\(error)): "
@@ -300,7 +299,7 @@ enum ReadBackCheck {
         for record in records {
             do {
                 let (entry, key) = try JournalEntry.decodeRecord(kind: record.kind, payload: record.payload)
-                engine.apply(entry, key: key)
+                restorer.apply(entry, key: key)
             } catch {
                 throw Violation(
                     description:
@@ -308,8 +307,7 @@ enum ReadBackCheck {
                 )
             }
         }
-        engine.finishRecovery()
-        return engine
+        return restorer.finish()
     }
 
     static func entries(_ snapshot: EngineSnapshot) -> [[UInt8]] {
