@@ -29,12 +29,12 @@ public struct JSONObject: Sendable, Hashable, Sequence {
         for (key, value) in members { self[key] = value }
     }
 
-    public var count: Int { members.count }
-    public var isEmpty: Bool { members.isEmpty }
+    @inlinable public var count: Int { members.count }
+    @inlinable public var isEmpty: Bool { members.isEmpty }
     public var keys: [String] { members.map(\.key) }
 
     public subscript(key: String) -> JSON? {
-        get { members.first(where: { $0.key == key })?.value }
+        @inlinable get { members.first(where: { $0.key == key })?.value }
         set {
             if let index = members.firstIndex(where: { $0.key == key }) {
                 if let newValue {
@@ -53,7 +53,7 @@ public struct JSONObject: Sendable, Hashable, Sequence {
         members.append((key, value))
     }
 
-    public func makeIterator() -> IndexingIterator<[(key: String, value: JSON)]> {
+    @inlinable public func makeIterator() -> IndexingIterator<[(key: String, value: JSON)]> {
         members.makeIterator()
     }
 
@@ -135,7 +135,7 @@ extension JSON {
     }
 
     /// How many levels of arrays and objects the value nests: 0 for a scalar, 1 for `[]` or `{"a":1}`.
-    public var depth: Int {
+    @inlinable public var depth: Int {
         switch self {
         case .array(let a): return 1 + (a.lazy.map(\.depth).max() ?? 0)
         case .object(let o): return 1 + (o.members.lazy.map(\.value.depth).max() ?? 0)

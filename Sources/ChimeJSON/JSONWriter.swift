@@ -27,12 +27,12 @@ public struct JSONByteCount: JSONOutput {
 }
 
 extension JSONOutput {
-    package mutating func append(_ text: StaticString) {
+    @inlinable package mutating func append(_ text: StaticString) {
         text.withUTF8Buffer { append(contentsOf: $0) }
     }
 
     /// An integer in decimal, without going through a `String`.
-    package mutating func append(decimal n: Int64) {
+    @inlinable package mutating func append(decimal n: Int64) {
         var digits = InlineArray<20, UInt8>(repeating: 0)
         var magnitude = n.magnitude
         var i = 20
@@ -48,7 +48,7 @@ extension JSONOutput {
 
 extension JSON {
     /// The compact UTF-8 encoding of this value (no insignificant white space, keys in order).
-    public var bytes: [UInt8] {
+    @inlinable public var bytes: [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64)
         write(to: &out)
@@ -65,7 +65,7 @@ extension JSON {
     /// The compact encoding as a `String`.
     public var text: String { String(decoding: bytes, as: UTF8.self) }
 
-    public func write(to out: inout some JSONOutput) {
+    @inlinable public func write(to out: inout some JSONOutput) {
         switch self {
         case .null: out.append("null")
         case .bool(let b): out.append(b ? "true" : "false")
@@ -97,10 +97,10 @@ extension JSON {
         }
     }
 
-    static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+    @usableFromInline static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// Writes a JSON string literal, escaping quotes, backslashes and control characters.
-    public static func writeString(_ s: String, to out: inout some JSONOutput) {
+    @inlinable public static func writeString(_ s: String, to out: inout some JSONOutput) {
         out.append(UInt8(ascii: "\""))
         var string = s
         string.withUTF8 { utf8 in
@@ -137,7 +137,7 @@ extension JSONOutput {
     /// Writes an object member's `"key":`, after a comma unless it is the object's first
     /// (`first`, which it clears): for encoders that write an object straight into bytes rather
     /// than build a ``JSONObject`` first. Keys are plain ASCII that needs no escaping.
-    package mutating func appendKey(_ key: StaticString, first: inout Bool) {
+    @inlinable package mutating func appendKey(_ key: StaticString, first: inout Bool) {
         if first { first = false } else { append(UInt8(ascii: ",")) }
         append(UInt8(ascii: "\""))
         append(key)
@@ -145,7 +145,7 @@ extension JSONOutput {
     }
 
     /// A member and its value (``appendKey(_:first:)``).
-    package mutating func appendMember(_ key: StaticString, _ value: JSON, first: inout Bool) {
+    @inlinable package mutating func appendMember(_ key: StaticString, _ value: JSON, first: inout Bool) {
         appendKey(key, first: &first)
         value.write(to: &self)
     }

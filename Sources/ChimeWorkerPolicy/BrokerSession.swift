@@ -126,6 +126,7 @@ struct BrokerSession {
     mutating func forwardCheckSent(messageId: Int32) { forwardCheckId = messageId }
 
     /// The broker's PUBACK, when it answers one of the session's own publications.
+    @inline(__always)
     mutating func acknowledged(messageId: Int32, reasonCode: Int32) -> Puback {
         let refusal = reasonCode >= 0x80 ? reasonCode : nil
         if case .serving(let statusId?) = state, statusId == messageId {

@@ -27,6 +27,7 @@ struct CommitQueue {
 
     /// Keeps `write` until its append is reported.
     /// - Returns: the id its append carries.
+    @inline(__always)
     mutating func add(_ write: Write) -> WorkerStateMachine.AppendId {
         lastId += 1
         let id = WorkerStateMachine.AppendId(value: lastId)
@@ -36,12 +37,14 @@ struct CommitQueue {
 
     /// The write whose append was reported, nil when none waits with that id. Results come oldest
     /// first, so the search ends at once unless an owner reports out of order.
+    @inline(__always)
     mutating func take(_ id: WorkerStateMachine.AppendId) -> Write? {
         guard let index = writes.firstIndex(where: { $0.id == id }) else { return nil }
         return writes.remove(at: index).write
     }
 
     /// A reply's bytes, sent once what came before it is committed.
+    @inline(__always)
     mutating func queueReply(_ payload: [UInt8], to destination: ReplyDestination) {
         replies.append(
             (
@@ -58,10 +61,11 @@ struct CommitQueue {
         )
     }
 
-    /// After a commit: the replies it made durable, in order.
-    mutating func takeReplies() -> [OutboundMessage] {
-        defer { replies.removeAll(keepingCapacity: true) }
-        return replies.map(\.message)
+    /// After a commit: hands `send` the replies it made durable, in order, and forgets them.
+    @inline(__always)
+    mutating func sendReplies(_ send: (OutboundMessage) -> Void) {
+        for reply in replies { send(reply.message) }
+        replies.removeAll(keepingCapacity: true)
     }
 
     /// Drops the replies of a slot no longer served here, or all of them (nil): their commands get

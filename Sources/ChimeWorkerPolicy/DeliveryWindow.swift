@@ -17,12 +17,14 @@ struct DeliveryWindow {
     init(now: Instant) { lastTick = now }
 
     /// The transport took a delivery with `messageId`.
+    @inline(__always)
     mutating func published(messageId: Int32, slot: Int, token: UInt64) {
         byMessageId[messageId] = (slot, token)
     }
 
     /// The broker acknowledged `messageId`: the delivery it was, nil when none (a status, a forward
     /// check, a slot dropped meanwhile).
+    @inline(__always)
     mutating func acknowledged(messageId: Int32) -> (slot: Int, token: UInt64)? {
         byMessageId.removeValue(forKey: messageId)
     }

@@ -225,12 +225,11 @@ extension WorkerStateMachine {
         now: Instant,
         _ actions: inout [Action]
     ) {
-        guard let write = commits.take(id) else {
+        // On the taken write itself, not a copy of it: its request and entry move out of it.
+        switch commits.take(id) {
+        case nil:
             log(.error, "an append was reported that is not waiting", ["id": "\(id.value)"], into: &actions)
-            return
-        }
-        switch write {
-        case .command(let request, let entry, let replyTo):
+        case .command(let request, let entry, let replyTo)?:
             switch outcome {
             case .success:
                 // A command entry always has a result (nil is for delivery records).
@@ -243,7 +242,7 @@ extension WorkerStateMachine {
                 let refusal = ChimeError(.unavailable, "the journal cannot take writes: \(error.message)")
                 queueReply(Reply(request: request, error: refusal), to: replyTo)
             }
-        case .record(let entry, let slot):
+        case .record(let entry, let slot)?:
             // The delivery happened: memory goes ahead even when the store cannot take its record,
             // and a snapshot is forced so that the store catches up. In slot mode the store is the
             // truth: the slot is dropped, to be loaded again from it.
@@ -267,7 +266,7 @@ extension WorkerStateMachine {
                 snapshots.diverge()
             }
             engines[slot]?.apply(entry)
-        case .zoneRules(let records, let changed, let slot):
+        case .zoneRules(let records, let changed, let slot)?:
             if case .failure(let error) = outcome {
                 log(
                     .error,
@@ -294,7 +293,7 @@ extension WorkerStateMachine {
     /// After the commit: the replies of what it made durable, then what is due.
     mutating func committed(_ store: StoreStatus, now: Instant, _ actions: inout [Action]) {
         snapshots.store = store
-        for reply in commits.takeReplies() { actions.append(.publish(reply)) }
+        commits.sendReplies { actions.append(.publish($0)) }
         finishDraining(now: now, &actions)
         if session.resubscribeIfDue(now: now) {
             actions.append(.subscribe(.status))
@@ -321,10 +320,12 @@ struct CommandIntake {
     }
 
     /// The command being handled is `device`'s, which arrived at `at`.
+    @inline(__always)
     mutating func charging(_ device: String, at: Instant) { payer = (device, at) }
 
     /// What the command took (``WorkerStateMachine/ActionResult/commandCost(milliseconds:)``) is
     /// charged to its device.
+    @inline(__always)
     mutating func charge(milliseconds: Double) {
         if let (device, at) = payer { budget.charge(device, milliseconds: milliseconds, now: at) }
         payer = nil

@@ -41,6 +41,7 @@ extension WorkerStateMachine {
     static let drainGrace: Int64 = 2000
 
     /// Slot mode: the slot is being handed over; it takes no commands and fires nothing more.
+    @inline(__always)
     func isDraining(_ slot: Int) -> Bool { slots?.draining[slot] != nil }
 
     /// Feeds the ownership machine and carries out what it decides. `monotonic` is nil for events

@@ -225,14 +225,16 @@ import Testing
         }
         #expect(q.replyCount == 4)
         q.dropReplies(slot: 1)
-        let sent = q.takeReplies()
+        var sent: [OutboundMessage] = []
+        q.sendReplies { sent.append($0) }
         #expect(sent.map(\.topic) == ["r/0", "r/2", "r/3"])
         #expect(sent.allSatisfy { $0.qos == 1 && $0.purpose == .reply && $0.correlationData == [9] })
         #expect(!q.hasReplies)
         q.queueReply([1], to: ReplyDestination(topic: "r", correlationData: nil, slot: 0))
         q.dropReplies()
-        let r43 = q.takeReplies()
-        #expect(r43.isEmpty)
+        var none: [OutboundMessage] = []
+        q.sendReplies { none.append($0) }
+        #expect(none.isEmpty)
     }
 
     // MARK: DeliveryWindow
