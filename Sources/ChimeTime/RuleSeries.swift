@@ -52,6 +52,14 @@ struct RuleSeries: Sendable {
         }
     }
 
+    /// The first period whose candidates can fall at or after wall time `wall`: the one containing it,
+    /// or with `SKIP=FORWARD` the one before, whose missing day or leap month moves into it (the 31st
+    /// of April on the 1st of May, a leap month a year lacks into the next year).
+    private func firstPeriod(reaching wall: Int64) -> Int64 {
+        let period = expansion.period(containing: wall)
+        return expansion.calendar?.skip == .forward ? max(0, period - 1) : period
+    }
+
     /// A stream from the start of the series.
     func streamFromStart() -> Stream {
         Stream(period: 0, firstIndex: 1, minimumWall: expansion.start, indexOffset: 0)
@@ -61,7 +69,7 @@ struct RuleSeries: Sendable {
     /// before arithmetically where possible); nil when COUNT is used up before it.
     func stream(fromWall wall: Int64, budget: inout Budget) throws(RecurrenceError) -> Stream? {
         guard wall > expansion.start else { return streamFromStart() }
-        let period = expansion.period(containing: wall)
+        let period = firstPeriod(reaching: wall)
         let before = try expansion.count(before: period, limit: count ?? .max, budget: &budget)
         if let count, before >= count { return nil }
         return Stream(period: period, firstIndex: before + 1, minimumWall: wall, indexOffset: 0)
@@ -71,7 +79,7 @@ struct RuleSeries: Sendable {
     func stream(fromWall wall: Int64, anchor: Item) -> Stream {
         guard wall > expansion.start else { return streamFromStart() }
         return Stream(
-            period: expansion.period(containing: wall),
+            period: firstPeriod(reaching: wall),
             firstIndex: 0,
             minimumWall: wall,
             indexOffset: nil,

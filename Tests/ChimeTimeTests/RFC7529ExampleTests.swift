@@ -119,6 +119,36 @@ import Testing
         }
     }
 
+    /// Searching from a time finds what counting from DTSTART finds, with its index, also when
+    /// `SKIP=FORWARD` moves a missing day into the next month (the 31st of April on May 1, before
+    /// May's own 2nd), or a year's last missing day into the next year.
+    @Test(arguments: [
+        ("2026-01-31", "RSCALE=GREGORIAN;FREQ=MONTHLY;BYMONTHDAY=2,31;SKIP=FORWARD"),
+        ("2026-01-31", "RSCALE=GREGORIAN;FREQ=MONTHLY;SKIP=FORWARD"),
+        ("2012-02-29", "RSCALE=GREGORIAN;FREQ=YEARLY;SKIP=FORWARD"),
+        ("2014-01-31", "RSCALE=GREGORIAN;FREQ=MONTHLY;INTERVAL=3;SKIP=FORWARD"),
+        ("2025-12-31", "RSCALE=GREGORIAN;FREQ=YEARLY;BYMONTH=2,12;BYMONTHDAY=31;SKIP=FORWARD"),
+        ("2025-01-30", "RSCALE=GREGORIAN;FREQ=MONTHLY;BYMONTHDAY=30,31;SKIP=BACKWARD"),
+    ])
+    func aSearchFromAnyTimeFindsWhatCountingFinds(_ start: String, _ text: String) throws {
+        let recurrence = try Recurrence(start: wall(start + "T02:30"), zone: .utc, pattern: rule(text))
+        var counted: [Occurrence] = []
+        var occurrence = try recurrence.first(atOrAfter: .distantPast)
+        while let current = occurrence, counted.count < 40 {
+            counted.append(current)
+            occurrence = try recurrence.next(after: current)
+        }
+        #expect(counted.count == 40)
+        for (previous, current) in zip([nil] + counted.map(Optional.some), counted) {
+            #expect(try recurrence.first(atOrAfter: current.instant) == current, "at \(current.instant)")
+            // Just after the previous one: the same, not one further on.
+            if let previous {
+                let justAfter = Instant(milliseconds: previous.instant.milliseconds + 1)
+                #expect(try recurrence.first(atOrAfter: justAfter) == current, "after \(previous.instant)")
+            }
+        }
+    }
+
     /// Section 4.3.2 (Ethiopic) and 4.3.3 (Hebrew) use calendars Chime does not support: refused, naming them.
     @Test(arguments: [
         "RSCALE=ETHIOPIC;FREQ=MONTHLY;BYMONTH=13",
