@@ -53,7 +53,7 @@ run: release plugin
 ## a target that starts servers or processes is named `…IntegrationTests` (Package.swift) and runs in
 ## the integration phase that names it; every other test target is a unit target and runs in the
 ## first. scripts/check-test-phases fails when a test is in no phase or in two.
-UNIT_TESTS = --skip '^Chime[A-Za-z]*IntegrationTests\.'
+UNIT_TESTS = --skip '^\w+IntegrationTests\.'
 WORKER_TESTS = --filter '^Chime(HTTP|MQTT|Worker|Deploy)IntegrationTests\.'
 PUSH_TESTS = --filter '^Chime(HTTPClient|WorkerPush)IntegrationTests\.'
 # PostgreSQL's tests wait in libpq's blocking calls (a lock held by another session, for seconds),

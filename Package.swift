@@ -162,7 +162,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // The concrete store a worker's configuration names (the data directory or PostgreSQL), opened
-        // for it: what chimed wires, and the tests and the benchmark that start a worker in process.
+        // for it: what chimed wires, and the tests that start a worker in process.
         .target(
             name: "ChimeWiring",
             dependencies: ["ChimeCore", "ChimeJournal", "ChimePostgresStore", "ChimeSupport", "ChimeWorker"],

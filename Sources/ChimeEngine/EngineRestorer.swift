@@ -6,8 +6,9 @@ import ChimeProtocol
 /// engine.
 ///
 /// The engine being built is reachable only through this: nothing can hand it a command, a tick or
-/// an acknowledgement before it is whole, and the live engine's API has nothing about recovery.
-public struct EngineRestorer {
+/// an acknowledgement before it is whole, and the live engine's API has nothing about recovery. It
+/// cannot be copied, and ``finish()`` consumes it: nothing restores into the live engine.
+public struct EngineRestorer: ~Copyable {
     private let engine: Engine
 
     public init(configuration: EngineConfiguration = EngineConfiguration()) {

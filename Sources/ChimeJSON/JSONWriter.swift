@@ -31,18 +31,20 @@ extension JSONOutput {
         text.withUTF8Buffer { append(contentsOf: $0) }
     }
 
-    /// An integer in decimal, without going through a `String`.
+    /// An integer in decimal, without going through a `String`. (On the stack, not in an
+    /// `InlineArray`: that needs a runtime newer than the client library's platforms.)
     @inlinable package mutating func append(decimal n: Int64) {
-        var digits = InlineArray<20, UInt8>(repeating: 0)
-        var magnitude = n.magnitude
-        var i = 20
-        repeat {
-            i -= 1
-            digits[i] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-            magnitude /= 10
-        } while magnitude > 0
         if n < 0 { append(UInt8(ascii: "-")) }
-        for k in i..<20 { append(digits[k]) }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var magnitude = n.magnitude
+            var i = 20
+            repeat {
+                i -= 1
+                digits[i] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
+        }
     }
 }
 

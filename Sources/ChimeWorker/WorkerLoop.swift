@@ -61,7 +61,7 @@ public final class WorkerLoop<Store: WorkerStore, Transport: WorkerTransport, Cl
     /// needs it.
     var waitTime: Int64 {
         var wait = machine.waitTime(now: clock.now())
-        if machine.hasSlots, let deadline = machine.ownership?.nextDeadline() {
+        if machine.hasSlots, let deadline = machine.nextLeaseDeadline {
             let now = clock.monotonic()
             wait = min(wait, deadline <= now ? 0 : milliseconds(deadline - now) + 1)
         }

@@ -75,7 +75,11 @@ struct BrokerSession {
     /// sessions forgets them).
     mutating func connected() { state = .subscribing(messageId: nil) }
 
-    /// Disconnected, or stopped by the worker: what waited for the broker's answers is forgotten.
+    /// The worker stops: no longer connected as far as the policy goes. What waits for the broker's
+    /// answers is kept until the connection is gone (``down()``).
+    mutating func stopped() { state = .down }
+
+    /// Disconnected: what waited for the broker's answers is forgotten.
     mutating func down() {
         state = .down
         forwardCheckId = nil

@@ -88,6 +88,7 @@ extension WorkerStateMachine {
                 dropSlot(slot, because: reason.rawValue, &actions)
             }
         }
+        nextLeaseDeadline = slots!.ownership.nextDeadline()
         if !isStopping, slots?.announceDue(now: now) == true {
             announceOnline(now: now, &actions)
         }

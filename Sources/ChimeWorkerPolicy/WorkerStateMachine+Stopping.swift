@@ -73,7 +73,7 @@ extension WorkerStateMachine {
                 )
             )
         }
-        session.down()
+        session.stopped()
         for engine in engines.values { engine.setConnected(false) }
         actions.append(.disconnect)
     }

@@ -21,10 +21,10 @@ extension WorkerStateMachine {
     /// Asks the loop to read again the rules of every zone the engines use.
     mutating func checkZones(because reason: String, now: Instant, _ actions: inout [Action]) {
         zones.checking(now: now)
-        var zones = Set<String>()
-        for engine in engines.values { zones.formUnion(engine.zonesInUse.map(\.identifier)) }
-        log(.debug, "reading the zone rules again", ["reason": reason, "zones": "\(zones.count)"], into: &actions)
-        actions.append(.checkZones(zones.sorted()))
+        var inUse = Set<String>()
+        for engine in engines.values { inUse.formUnion(engine.zonesInUse.map(\.identifier)) }
+        log(.debug, "reading the zone rules again", ["reason": reason, "zones": "\(inUse.count)"], into: &actions)
+        actions.append(.checkZones(inUse.sorted()))
     }
 
     /// The periodic check, and the comparison with the recorded rules of engines new to the machine.

@@ -16,12 +16,15 @@ import ChimeProtocol
 ///   the broker acknowledges it (``acknowledged(messageId:reasonCode:now:)``); a refusal leaves it
 ///   due;
 /// - when a delivery record cannot be journaled, memory is ahead of the store: commands are
-///   refused until a snapshot that froze everything applied has been written (``Persistence``);
+///   refused until a snapshot that froze everything applied has been written
+///   (``SnapshotSchedule``);
 /// - a graceful stop stops deliveries, waits up to ``Policy/stopGrace`` for those in flight,
 ///   publishes `offline`, disconnects and journals the commands that were already received.
 ///
-/// State is kept as enums whose cases carry their data, one for each concern that changes on
-/// its own: the connection, persistence and snapshots, and the life cycle.
+/// Each concern that changes on its own is a small machine of its own (``BrokerSession``,
+/// ``SnapshotSchedule``, ``CommitQueue``, ``DeliveryWindow``, ``SlotServing``, ``ZoneChecks``,
+/// ``PushDispatch``, ``CommandIntake``, ``ReportSchedule``), its state kept as enums whose cases carry
+/// their data; this type coordinates them, and keeps the life cycle.
 public struct WorkerStateMachine {
     /// What the policy is configured with, validated by the worker's configuration.
     public struct Policy: Sendable {
@@ -283,6 +286,9 @@ public struct WorkerStateMachine {
     let statusTopic: String
     /// Pushes to make, in flight and waiting to be tried again.
     public internal(set) var pushes: PushDispatch
+    /// Slot mode: when the ownership machine next needs a lease event (``SlotOwnership/nextDeadline()``),
+    /// kept after each so that the loop reads it every turn without copying the machine.
+    public internal(set) var nextLeaseDeadline: ContinuousClock.Instant?
 
     /// - Parameters:
     ///   - engine: recovered; the machine owns it from now on. In slot mode (``Policy/slots``) none:
