@@ -332,7 +332,7 @@ public struct WorkerStateMachine {
     /// Deliveries in flight over every engine.
     var inflightCount: Int { engines.values.reduce(0) { $0 + $1.inflightCount } }
 
-    /// The loop is done: the last action was ``Action/exit(_:)``.
+    /// Connected to the broker, as far as the policy goes (not once a stop has begun disconnecting).
     public var isConnected: Bool { session.isConnected }
 
     /// The retained status payload (`online` or `offline`) of this worker.
