@@ -248,6 +248,12 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
+        // ChimeHTTP's pure parts: the connection table, form bodies, the request rules.
+        .testTarget(
+            name: "ChimeHTTPTests",
+            dependencies: ["ChimeHTTP", "ChimeTestSupport"],
+            swiftSettings: swiftSettings
+        ),
         // ChimeHTTP's server on loopback, fetched with curl (TLS with a CA made with openssl).
         .testTarget(
             name: "ChimeHTTPIntegrationTests",
@@ -273,6 +279,10 @@ let package = Package(
             dependencies: ["ChimeHTTPClient", "ChimeTestSupport"],
             swiftSettings: swiftSettings
         ),
+        // ChimeHTTPClient's address policy, pure.
+        .testTarget(name: "ChimeHTTPClientTests", dependencies: ["ChimeHTTPClient"], swiftSettings: swiftSettings),
+        // ChimeMQTT's pure parts: connection options, topic filters, error codes.
+        .testTarget(name: "ChimeMQTTTests", dependencies: ["ChimeMQTT"], swiftSettings: swiftSettings),
         // ChimeMQTT against a real mosquitto.
         .testTarget(
             name: "ChimeMQTTIntegrationTests",

@@ -92,7 +92,7 @@ import Testing
         #expect(seen.method == "GET")
         #expect(seen.path == "/echo")
         #expect(seen.query == "a=1&b=x+y%21&a=2")
-        #expect(HTTPFormTests.text(seen.queryItems) == ["a=1", "b=x y!", "a=2"])
+        #expect(formText(seen.queryItems) == ["a=1", "b=x y!", "a=2"])
         #expect(seen.header("x-CUSTOM") == "One")
         #expect(seen.headerValues("X-Custom") == ["One", "two"])
         #expect(seen.header("cookie") == "session=abc")
@@ -155,7 +155,7 @@ import Testing
         let seen = try #require(recorder.last)
         #expect(seen.method == "POST")
         #expect(seen.body == Array(body.utf8))
-        #expect(HTTPFormTests.text(seen.form) == ["name=Jürgen M", "csrf=abc+/", "note=line1\r\nline2"])
+        #expect(formText(seen.form) == ["name=Jürgen M", "csrf=abc+/", "note=line1\r\nline2"])
         // A 303 to where the handler said, with both cookies.
         #expect(response.status == 303)
         #expect(response.headers["location"] == "/done?fields=3&first=J%C3%BCrgen+M")

@@ -32,7 +32,7 @@ import Testing
         #expect(form.status == .exited(0), "\(form.output)")
         #expect(form.output.first?.hasPrefix("HTTP/1.1 303") == true, "\(form.output)")
         #expect(form.output.contains("Set-Cookie: session=abc; HttpOnly; SameSite=Strict"), "\(form.output)")
-        #expect(HTTPFormTests.text(recorder.last?.form) == ["a=1", "b=é"])
+        #expect(formText(recorder.last?.form) == ["a=1", "b=é"])
         #expect(recorder.count == 2)
 
         // Not without trusting the CA, and not in plain HTTP: neither reaches the handler.

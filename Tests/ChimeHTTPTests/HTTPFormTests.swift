@@ -1,11 +1,9 @@
 import ChimeHTTP
+import ChimeTestSupport
 import Testing
 
 /// The form decoder alone: what a browser sends, and what it never would.
 @Suite struct HTTPFormTests {
-    /// Name and value pairs as `name=value` strings, to compare (tuples are not Equatable).
-    static func text(_ fields: [(String, String)]?) -> [String]? { fields?.map { "\($0)=\($1)" } }
-
     @Test(
         arguments: [
             ("", []),
@@ -24,7 +22,7 @@ import Testing
         ] as [(String, [String])]
     )
     func decodesWhatBrowsersSend(body: String, expected: [String]) {
-        #expect(Self.text(HTTPForm.decode(Array(body.utf8))) == expected)
+        #expect(formText(HTTPForm.decode(Array(body.utf8))) == expected)
     }
 
     @Test(arguments: [
@@ -66,18 +64,18 @@ import Testing
         ]
         let encoded = HTTPForm.encode(fields)
         #expect(encoded.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "#") })
-        #expect(Self.text(HTTPForm.decode(Array(encoded.utf8))) == Self.text(fields))
+        #expect(formText(HTTPForm.decode(Array(encoded.utf8))) == formText(fields))
         #expect(HTTPForm.encode([("q", "a b&c")]) == "q=a+b%26c")
     }
 
     @Test func aRequestReadsItsQueryAndItsFormBody() {
         var request = HTTPRequest(method: "POST", path: "/login", query: "next=%2Fhome&x")
-        #expect(Self.text(request.queryItems) == ["next=/home", "x="])
+        #expect(formText(request.queryItems) == ["next=/home", "x="])
         request.body = Array("user=ann&password=a+b".utf8)
         // Not a form without its type.
         #expect(request.form == nil)
         request.headers = [("content-TYPE", " application/x-www-form-urlencoded ; charset=UTF-8")]
-        #expect(Self.text(request.form) == ["user=ann", "password=a b"])
+        #expect(formText(request.form) == ["user=ann", "password=a b"])
         request.headers = [("Content-Type", "multipart/form-data; boundary=x")]
         #expect(request.form == nil)
         request.headers = [("Content-Type", HTTPForm.contentType)]
