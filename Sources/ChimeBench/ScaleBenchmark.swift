@@ -1,11 +1,12 @@
 import Foundation
 
 /// `make bench-scale` (`--only scale`, issue 18): the pending workload of `steady` at 1, 2, 5
-/// and 10 million pending (a tenth of that with `--quick`), each on a fresh chimed, recovered
-/// from a snapshot and a journal tail of a tenth of the pending.
+/// and 10 million pending (a tenth of that with `--quick`, N alone with `--pending N`), each on
+/// a fresh chimed, recovered from a snapshot and a journal tail of a tenth of the pending.
 extension SystemBenchmark {
     mutating func scale(url: String, chimed: String) throws {
-        let totals = [1_000_000, 2_000_000, 5_000_000, 10_000_000].map { quick ? $0 / 10 : $0 }
+        let standard = [1_000_000, 2_000_000, 5_000_000, 10_000_000].map { quick ? $0 / 10 : $0 }
+        let totals = scalePending.map { [$0] } ?? standard
         let steadyCount = sizes.steadyRate * sizes.steadySeconds
         say("scale: \(totals.map(String.init).joined(separator: ", ")) pending")
         var points: [[String: Any]] = []

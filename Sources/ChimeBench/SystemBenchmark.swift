@@ -27,6 +27,8 @@ struct SystemBenchmark {
     /// also run, round after round beside this one (``Variant``), each figure then given as this
     /// build ÷ the baseline.
     var baseline: String?
+    /// `--pending N`: the scale workload at N pending only, instead of 1, 2, 5 and 10 million.
+    var scalePending: Int?
 
     enum Store: String {
         case directory = "data directory"

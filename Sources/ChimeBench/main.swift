@@ -17,6 +17,7 @@ let usage = """
            chime-bench system [--quick] [--json FILE] [--only ingest,burst,peer,batch,steady,hostile,receipts,slots,routing,slot-load,scale,push,backend]
                               [--metrics PORT]  (chimed serves /metrics on 127.0.0.1:PORT, scraped every 100 ms)
                               [--store postgres]  (every chimed on a PostgreSQL of its own, fsync on)
+                              [--pending N]  (scale at N pending only)
                               [--baseline PATH]  (ingest, burst and batch also run this earlier chimed, round
                                after round, and print this build ÷ it: make bench-baseline REF=...)
                               (peer: NATS JetStream through scripts/nats-peer, installed by its --install;
@@ -81,6 +82,13 @@ do {
                 )
             }
             bench.baseline = arguments[i + 1]
+        }
+        if let i = arguments.firstIndex(of: "--pending") {
+            let least = bench.sizes.steadyRate * bench.sizes.steadySeconds + 500
+            guard i + 1 < arguments.count, let n = Int(arguments[i + 1]), n >= least else {
+                throw BenchError("--pending needs a count of at least \(least)\n" + usage)
+            }
+            bench.scalePending = n
         }
         if let i = arguments.firstIndex(of: "--metrics"), i + 1 < arguments.count {
             guard let port = Int(arguments[i + 1]) else { throw BenchError(usage) }

@@ -1,6 +1,7 @@
 import ChimeCore
 import ChimeTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import ChimeJournal
@@ -22,6 +23,38 @@ import Testing
         #expect(recovery.records == (31...45).map(Content.record))
         #expect(try Content.state(recovery) == Content.entries(through: 45))
         try again.close()
+    }
+
+    /// The writing thread lets go of the frozen state before the loop hears the snapshot is
+    /// written: a snapshot begun then copies the state beside no older copy, and memory read then
+    /// is memory held (at ten million pending the copy is 630 MB and takes a second to release).
+    @Test func theFrozenCopyIsReleasedBeforeTheSnapshotIsReportedWritten() throws {
+        final class Shared: Sendable {
+            let released = Mutex(false)
+            let heard = Mutex<(error: StoreError?, released: Bool)?>(nil)
+        }
+        final class Frozen: Sendable {
+            let shared: Shared
+            init(_ shared: Shared) { self.shared = shared }
+            deinit { shared.released.withLock { $0 = true } }
+        }
+        let shared = Shared()
+        let done = DispatchSemaphore(value: 0)
+        var progress = SnapshotInProgress<Int>()
+        try progress.begin(covered: 7, bytesAtBegin: 0, 0)
+        do {
+            let frozen = Frozen(shared)
+            progress.write({ error in
+                shared.heard.withLock { $0 = (error, shared.released.withLock { $0 }) }
+                done.signal()
+            }) { covered, _ in
+                withExtendedLifetime(frozen) { #expect(covered == 7) }
+            }
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let heard = try #require(shared.heard.withLock { $0 })
+        #expect(heard.error == nil)
+        #expect(heard.released)
     }
 
     /// Recovery holds the snapshot it checked open and reads it again entry by entry, instead of
