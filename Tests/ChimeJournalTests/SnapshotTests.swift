@@ -39,6 +39,9 @@ import Testing
             deinit { shared.released.withLock { $0 = true } }
         }
         let shared = Shared()
+        // The writing waits until this thread holds no reference to the copy: the closure's is
+        // then the last.
+        let letGo = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
         var progress = SnapshotInProgress<Int>()
         try progress.begin(covered: 7, bytesAtBegin: 0, 0)
@@ -48,9 +51,11 @@ import Testing
                 shared.heard.withLock { $0 = (error, shared.released.withLock { $0 }) }
                 done.signal()
             }) { covered, _ in
+                letGo.wait()
                 withExtendedLifetime(frozen) { #expect(covered == 7) }
             }
         }
+        letGo.signal()
         #expect(done.wait(timeout: .now() + 10) == .success)
         let heard = try #require(shared.heard.withLock { $0 })
         #expect(heard.error == nil)
