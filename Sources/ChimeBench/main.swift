@@ -31,6 +31,10 @@ let usage = """
            chime-bench pump URL PREFIX COUNT DEVICES (likewise)
 
     """
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(usage, terminator: "")
+    exit(0)
+}
 do {
     switch arguments.first {
     case "recurrence" where arguments.contains("--hostile"):
@@ -65,6 +69,16 @@ do {
         }
         try RecoveryBenchmark(total: total).run()
     case "system":
+        // A mistyped flag would otherwise start the whole half-hour run.
+        let valued: Set = ["--json", "--only", "--store", "--baseline", "--pending", "--metrics"]
+        var rest = arguments.dropFirst()
+        while let flag = rest.popFirst() {
+            if valued.contains(flag) {
+                guard rest.popFirst() != nil else { throw BenchError("system: \(flag) needs a value\n" + usage) }
+                continue
+            }
+            guard flag == "--quick" else { throw BenchError("system: \(flag) is not one of its flags\n" + usage) }
+        }
         var json = quick ? "bench-results/quick.json" : "bench-results/results.json"
         if let i = arguments.firstIndex(of: "--json"), i + 1 < arguments.count { json = arguments[i + 1] }
         var bench = SystemBenchmark(quick: quick, jsonPath: json)
