@@ -316,7 +316,7 @@ extension Engine {
 
     /// Adds a notification to its device's table (and index).
     func attach(_ n: StoredNotification, to device: DeviceState) {
-        device.notifications[n.id] = n
+        device.notifications.insert(n)
         attached(n, to: device)
     }
 
@@ -343,7 +343,7 @@ extension Engine {
     /// still refer to it will ignore it.
     func detach(_ n: StoredNotification, from device: DeviceState) {
         willChange(n)
-        device.notifications.removeValue(forKey: n.id)
+        device.notifications.remove(id: n.id)
         heldCount -= 1
         n.removed = true
         if let order = device.order {

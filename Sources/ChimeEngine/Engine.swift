@@ -312,7 +312,7 @@ public final class Engine {
         }
         let replaced = replace.map { selectedIds(request.deviceId, $0) } ?? []
         // Quota: what remains after `replace`, plus ids not already there.
-        let existing = device?.notifications ?? [:]
+        let existing = device?.notifications ?? NotificationTable()
         let removed = Set(replaced)
         var listed = (device?.listedCount ?? 0) - removed.count
         for spec in resolved where existing[spec.id] == nil || removed.contains(spec.id) {

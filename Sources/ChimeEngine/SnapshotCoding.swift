@@ -402,7 +402,7 @@ extension Engine {
             n.firedCount = firedCount
             n.lastFiredRaw = lastFired
             // One probe of a table that may hold millions: a snapshot holds each id once.
-            if let old = device.notifications.updateValue(n, forKey: id) {
+            if let old = device.notifications.insert(n) {
                 // Written twice all the same: the later one stands, as a second schedule would
                 // (detaching the earlier one takes the id out of the table, attaching puts it back).
                 detach(old, from: device)

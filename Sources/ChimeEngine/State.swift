@@ -473,7 +473,7 @@ final class DeviceState {
     /// The badge counter as acknowledged deliveries and `device` commands left it.
     var badge = 0
     var quietHours: QuietHours?
-    var notifications: [String: StoredNotification] = [:]
+    var notifications = NotificationTable()
     /// For a device with at least ``orderedFrom`` notifications: each of them in the order it was
     /// attached, a detached one left in place (marked `removed`) until they are half the list.
     /// Unlike the table's, these positions stay put as notifications come and go, so a snapshot

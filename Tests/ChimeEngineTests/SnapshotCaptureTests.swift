@@ -75,7 +75,7 @@ import Testing
         let at = start.adding(seconds: Int64(serial))
         let deviceIds = engine.devices.keys.sorted()
         let device = deviceIds[Int(random.next() % UInt64(deviceIds.count))]
-        let ids = engine.devices[device]!.notifications.keys.sorted()
+        let ids = engine.devices[device]!.notifications.values.map(\.id).sorted()
         let id = ids.isEmpty ? "none" : ids[Int(random.next() % UInt64(ids.count))]
         switch random.next() % 9 {
         // With command keys: those of commands after the snapshot began stay out of it.
@@ -160,7 +160,7 @@ import Testing
         // Before any part is copied: every small device of odd number emptied, and so dropped;
         // a bare one cleared; the others' badges changed.
         for d in stride(from: 1, to: 40, by: 2) {
-            let ids = Array(twins.engine.devices["small\(d)"]!.notifications.keys)
+            let ids = twins.engine.devices["small\(d)"]!.notifications.values.map(\.id)
             twins.engine.apply(.cancel(deviceId: "small\(d)", at: Self.start, ids: ids))
             #expect(twins.engine.devices["small\(d)"] == nil)
         }
@@ -188,7 +188,7 @@ import Testing
         let expected = Self.entries(twins.reference.snapshot)
         twins.engine.beginSnapshot()
         #expect(twins.engine.continueSnapshot(budget: 2000) == nil)
-        let ids = Array(twins.engine.devices["first"]!.notifications.keys)
+        let ids = twins.engine.devices["first"]!.notifications.values.map(\.id)
         twins.engine.apply(.cancel(deviceId: "first", at: Self.start, ids: ids))
         #expect(twins.engine.devices["first"] == nil, "dropped")
         var frozen: EngineSnapshot?
@@ -203,7 +203,7 @@ import Testing
         let expected = Self.entries(twins.reference.snapshot)
         twins.engine.beginSnapshot()
         #expect(twins.engine.continueSnapshot(budget: 500) == nil)
-        let ids = twins.engine.devices["big"]!.notifications.keys.sorted().prefix(6000)
+        let ids = twins.engine.devices["big"]!.notifications.values.map(\.id).sorted().prefix(6000)
         twins.engine.apply(.cancel(deviceId: "big", at: Self.start, ids: Array(ids)))
         let big = try #require(twins.engine.devices["big"])
         #expect(big.order?.count == 10_000, "not compacted while it is walked")
@@ -213,11 +213,15 @@ import Testing
         #expect(got.count == expected.count)
         #expect(got.set == expected.set)
         // Compacted by the next removal once no snapshot walks it.
-        twins.engine.apply(.cancel(deviceId: "big", at: Self.start, ids: [big.notifications.keys.sorted()[0]]))
+        twins.engine.apply(
+            .cancel(deviceId: "big", at: Self.start, ids: [big.notifications.values.map(\.id).sorted()[0]])
+        )
         #expect(big.order?.count == 2999)
         #expect(big.orderRemoved == 0)
         // And dropped once more than half of it is removed and the device is small.
-        twins.engine.apply(.cancel(deviceId: "big", at: Self.start, ids: Array(big.notifications.keys.prefix(1500))))
+        twins.engine.apply(
+            .cancel(deviceId: "big", at: Self.start, ids: Array(big.notifications.values.map(\.id).prefix(1500)))
+        )
         #expect(big.order?.count == nil)
     }
 
@@ -259,8 +263,8 @@ import Testing
         #expect(restored.pendingCount == count)
         let device = try #require(restored.devices["d"])
         #expect(device.notifications.count == count)
-        for (id, n) in device.notifications {
-            #expect(n.alertBody == (id.contains("7") ? "later" : "first"), "\(id)")
+        for n in device.notifications.values {
+            #expect(n.alertBody == (n.id.contains("7") ? "later" : "first"), "\(n.id)")
         }
         // Its next snapshot holds each once.
         let again = restored.snapshot.entries.filter { $0.first == UInt8(ascii: "N") }
