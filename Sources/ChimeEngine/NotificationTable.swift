@@ -93,7 +93,7 @@ struct NotificationTable {
             let home = Int(tags[next]) & mask
             if (next - home) & mask >= (next - hole) & mask {
                 tags[hole] = tags[next]
-                slots[hole] = slots[next]
+                slots[hole] = slots[next].take()
                 hole = next
             }
             next = (next + 1) & mask
