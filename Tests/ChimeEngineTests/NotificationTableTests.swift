@@ -1,3 +1,4 @@
+import ChimeTestSupport
 import Testing
 
 @testable import ChimeEngine
@@ -30,18 +31,6 @@ import Testing
         )
     }
 
-    /// A fixed sequence, so that a failure repeats.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func expect(_ table: NotificationTable, equals model: [String: StoredNotification]) {
         #expect(table.count == model.count)
         #expect(table.isEmpty == model.isEmpty)
@@ -52,7 +41,7 @@ import Testing
 
     @Test(arguments: [8, 60, 2000])
     func randomOperationsAnswerLikeADictionary(ids: Int) {
-        var random = SplitMix(state: UInt64(ids))
+        var random = SplitMix64(seed: UInt64(ids))
         var table = NotificationTable()
         var model: [String: StoredNotification] = [:]
         for step in 0..<20_000 {
