@@ -69,43 +69,42 @@ do {
         }
         try RecoveryBenchmark(total: total).run()
     case "system":
-        // A mistyped flag would otherwise start the whole half-hour run.
+        // Read once; a mistyped flag would otherwise start the whole half-hour run.
         let valued: Set = ["--json", "--only", "--store", "--baseline", "--pending", "--metrics"]
+        var values: [String: String] = [:]
         var rest = arguments.dropFirst()
         while let flag = rest.popFirst() {
             if valued.contains(flag) {
-                guard rest.popFirst() != nil else { throw BenchError("system: \(flag) needs a value\n" + usage) }
+                guard let value = rest.popFirst() else { throw BenchError("system: \(flag) needs a value\n" + usage) }
+                if values[flag] == nil { values[flag] = value }
                 continue
             }
             guard flag == "--quick" else { throw BenchError("system: \(flag) is not one of its flags\n" + usage) }
         }
-        var json = quick ? "bench-results/quick.json" : "bench-results/results.json"
-        if let i = arguments.firstIndex(of: "--json"), i + 1 < arguments.count { json = arguments[i + 1] }
+        let json = values["--json"] ?? (quick ? "bench-results/quick.json" : "bench-results/results.json")
         var bench = SystemBenchmark(quick: quick, jsonPath: json)
-        if let i = arguments.firstIndex(of: "--only"), i + 1 < arguments.count {
-            bench.only = Set(arguments[i + 1].split(separator: ",").map(String.init))
-        }
-        if let i = arguments.firstIndex(of: "--store"), i + 1 < arguments.count {
-            guard arguments[i + 1] == "postgres" else { throw BenchError(usage) }
+        if let only = values["--only"] { bench.only = Set(only.split(separator: ",").map(String.init)) }
+        if let store = values["--store"] {
+            guard store == "postgres" else { throw BenchError(usage) }
             bench.postgres = true
         }
-        if let i = arguments.firstIndex(of: "--baseline") {
-            guard i + 1 < arguments.count, FileManager.default.isExecutableFile(atPath: arguments[i + 1]) else {
+        if let baseline = values["--baseline"] {
+            guard FileManager.default.isExecutableFile(atPath: baseline) else {
                 throw BenchError(
                     "--baseline needs the path of a chimed (scripts/build-baseline REF prints one)\n" + usage
                 )
             }
-            bench.baseline = arguments[i + 1]
+            bench.baseline = baseline
         }
-        if let i = arguments.firstIndex(of: "--pending") {
+        if let pending = values["--pending"] {
             let least = bench.sizes.steadyRate * bench.sizes.steadySeconds + 500
-            guard i + 1 < arguments.count, let n = Int(arguments[i + 1]), n >= least else {
+            guard let n = Int(pending), n >= least else {
                 throw BenchError("--pending needs a count of at least \(least)\n" + usage)
             }
             bench.scalePending = n
         }
-        if let i = arguments.firstIndex(of: "--metrics"), i + 1 < arguments.count {
-            guard let port = Int(arguments[i + 1]) else { throw BenchError(usage) }
+        if let metrics = values["--metrics"] {
+            guard let port = Int(metrics) else { throw BenchError(usage) }
             bench.metricsPort = port
         }
         try bench.run()
